@@ -1,0 +1,1 @@
+"""The trio broker: server, request handlers, replica manager, purgatory."""

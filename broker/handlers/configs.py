@@ -1,0 +1,121 @@
+"""DescribeConfigs and IncrementalAlterConfigs for topic configs (and a read-only view of broker configs)."""
+from __future__ import annotations
+
+from minikafka.config import BROKER_PROPERTIES
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.storage.log_config import SOURCE_DEFAULT_CONFIG, SOURCE_STATIC_BROKER_CONFIG, ConfigEntry, LogConfig
+
+from ..kafka_apis import RequestContext
+
+TOPIC = 2
+BROKER = 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy", "follower.replication.throttled.replicas",
+                          "leader.replication.throttled.replicas"})
+
+
+def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigEntry]:
+    return LogConfig.from_props(overrides, broker.log_defaults).describe()
+
+
+def _broker_config_entries(broker) -> list[ConfigEntry]:
+    entries = []
+    for name, (_kind, default) in sorted(BROKER_PROPERTIES.items()):
+        value = broker.config.get(name)
+        if value is None:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        source = SOURCE_STATIC_BROKER_CONFIG if name in broker.config.props else SOURCE_DEFAULT_CONFIG
+        entries.append(ConfigEntry(name, text, source == SOURCE_DEFAULT_CONFIG, source, read_only=True))
+    return entries
+
+
+async def handle_describe_configs(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    CR = R.DescribeConfigsResult.DescribeConfigsResourceResult
+    broker = ctx.broker
+    results = []
+    for res in request.resources:
+        code, message, entries = ErrorCode.NONE, None, []
+        if res.resource_type == TOPIC:
+            topic = broker.controller.topics.get(res.resource_name)
+            if topic is None:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
+            else:
+                entries = topic_config_entries(broker, topic.configs)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                code, message = ErrorCode.INVALID_REQUEST, f"unexpected broker id {res.resource_name}"
+            else:
+                entries = _broker_config_entries(broker)
+        else:
+            code, message = ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
+        if res.configuration_keys is not None:
+            wanted = set(res.configuration_keys)
+            entries = [e for e in entries if e.name in wanted]
+        configs = [CR(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                      is_default=e.is_default, is_sensitive=e.is_sensitive, synonyms=[], config_type=0,
+                      documentation=None) for e in entries]
+        results.append(R.DescribeConfigsResult(error_code=code, error_message=message,
+                                               resource_type=res.resource_type, resource_name=res.resource_name,
+                                               configs=configs))
+    return ctx.response(throttle_time_ms=0, results=results)
+
+
+def _altered(current: dict[str, str], effective: LogConfig, alterations) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a topic's overrides, as Kafka's incremental alter does."""
+    new = dict(current)
+    for c in alterations:
+        if c.config_operation == SET:
+            new[c.name] = c.value
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            if c.name not in LIST_CONFIGS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value append/subtract is not allowed for config key: {c.name}")
+            items = [i for i in effective.value_string(c.name).split(",") if i]
+            change = [i for i in (c.value or "").split(",") if i]
+            if c.config_operation == APPEND:
+                items += [i for i in change if i not in items]
+            else:
+                items = [i for i in items if i not in change]
+            new[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+    return new
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    broker = ctx.broker
+    responses = []
+    for res in request.resources:
+        code, message = ErrorCode.NONE, None
+        try:
+            if res.resource_type != TOPIC:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"altering configs of resource type {res.resource_type} is not supported")
+            topic = broker.controller.topics.get(res.resource_name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
+            names = [c.name for c in res.configs]
+            if len(names) != len(set(names)):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            effective = LogConfig.from_props(topic.configs, broker.log_defaults)
+            new = _altered(topic.configs, effective, res.configs)
+            try:
+                LogConfig.from_props(new, broker.log_defaults)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            if not request.validate_only:
+                broker.set_topic_configs(topic.name, new)
+        except KafkaError as exc:
+            code, message = exc.code, exc.message
+        responses.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                        resource_type=res.resource_type,
+                                                        resource_name=res.resource_name))
+    return ctx.response(throttle_time_ms=0, responses=responses)
+
+
+HANDLERS = {32: handle_describe_configs, 44: handle_incremental_alter_configs}

@@ -1,0 +1,85 @@
+"""Produce and InitProducerId: appends to partition leaders, idempotent producer ids."""
+from __future__ import annotations
+
+import logging
+
+from minikafka.protocol.errors import ErrorCode
+
+from ..kafka_apis import RequestContext
+from ..server import CloseConnection
+from .common import resolve_topic
+
+log = logging.getLogger("minikafka.produce")
+
+# Kafka 4 still advertises Produce from v0 (KAFKA-18659: librdkafka needs it) but refuses v0-2 requests.
+PRODUCE_ADVERTISED_MIN = 0
+
+
+async def handle_produce(ctx: RequestContext, request) -> object | None:
+    R = ctx.response_class
+    PR = R.TopicProduceResponse.PartitionProduceResponse
+    by_id = ctx.version >= 13
+    acks = request.acks
+    entries: dict[tuple[str, int], bytearray] = {}
+    errors: dict[tuple[int, int], ErrorCode] = {}
+    resolved = []
+    for ti, t in enumerate(request.topic_data):
+        topic, err = resolve_topic(ctx, None if by_id else t.name, t.topic_id if by_id else None)
+        resolved.append(topic)
+        for p in t.partition_data:
+            if acks not in (0, 1, -1):
+                errors[(ti, p.index)] = ErrorCode.INVALID_REQUIRED_ACKS
+            elif request.transactional_id is not None:
+                errors[(ti, p.index)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif topic is None:
+                errors[(ti, p.index)] = err
+            elif p.index not in topic.partitions:
+                errors[(ti, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.records is None or len(p.records) == 0:
+                errors[(ti, p.index)] = ErrorCode.INVALID_RECORD
+            else:
+                entries[(topic.name, p.index)] = bytearray(p.records)
+    results = ctx.broker.replica_manager.append_records(acks, entries)
+    if acks == 0:
+        if errors or any(r.error for r in results.values()):
+            # Kafka closes an acks=0 producer's connection on error: it is the only signal such a client gets.
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    topics_out = []
+    for ti, t in enumerate(request.topic_data):
+        topic = resolved[ti]
+        parts = []
+        for p in t.partition_data:
+            code = errors.get((ti, p.index))
+            if code is not None:
+                parts.append(PR(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                                log_start_offset=-1, record_errors=[], error_message=None))
+                continue
+            result = results[(topic.name, p.index)]
+            if result.error is not None:
+                parts.append(PR(index=p.index, error_code=result.error.code, base_offset=-1, log_append_time_ms=-1,
+                                log_start_offset=-1, record_errors=[], error_message=result.error.message))
+            else:
+                info = result.info
+                parts.append(PR(index=p.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
+                                log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset,
+                                record_errors=[], error_message=None))
+        topics_out.append(R.TopicProduceResponse(name=t.name if not by_id else None,
+                                                 topic_id=t.topic_id if by_id else None,
+                                                 partition_responses=parts))
+    return ctx.response(responses=topics_out, throttle_time_ms=0)
+
+
+async def handle_init_producer_id(ctx: RequestContext, request) -> object:
+    if request.transactional_id is not None:
+        log.info("InitProducerId for transactional id %r refused: transactions are not supported",
+                 request.transactional_id)
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            producer_id=-1, producer_epoch=-1)
+    # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
+    producer_id = ctx.broker.controller.allocate_producer_id()
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+
+HANDLERS = {0: handle_produce, 22: handle_init_producer_id}
+VERSIONS = {0: (PRODUCE_ADVERTISED_MIN, 13)}

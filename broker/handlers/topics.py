@@ -1,0 +1,117 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords: topic and partition lifecycle."""
+from __future__ import annotations
+
+import logging
+
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from ..kafka_apis import RequestContext
+from ..replica_manager import error_of
+from .common import ZERO_UUID, resolve_topic
+from .configs import topic_config_entries
+
+log = logging.getLogger("minikafka.topics")
+
+async def handle_create_topics(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    broker = ctx.broker
+    results = []
+    seen: dict[str, int] = {}
+    for t in request.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in request.topics:
+        result = R.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode.NONE,
+                                        error_message=None, num_partitions=-1, replication_factor=-1, configs=None)
+        try:
+            if seen[t.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Create topics request from client contains "
+                                 f"multiple entries for topic {t.name}")
+            configs = {c.name: c.value for c in t.configs}
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+            num_partitions = t.num_partitions if t.num_partitions != -1 or assignments else \
+                broker.config.get("num.partitions")
+            replication_factor = t.replication_factor if t.replication_factor != -1 or assignments else \
+                broker.config.get("default.replication.factor")
+            topic = broker.create_topic(t.name, num_partitions, replication_factor, assignments, configs,
+                                        validate_only=request.validate_only)
+            if topic is not None:
+                result.topic_id = topic.uuid
+                num_partitions = len(topic.partitions)
+                replication_factor = len(topic.partitions[0].replicas)
+            else:
+                num_partitions = len(assignments) if assignments else num_partitions
+                replication_factor = len(next(iter(assignments.values()))) if assignments else replication_factor
+            result.num_partitions = num_partitions
+            result.replication_factor = replication_factor
+            result.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_sensitive=e.is_sensitive) for e in topic_config_entries(broker, configs)]
+        except KafkaError as exc:
+            log.info("CreateTopics %s: %s %s", t.name, exc.code.name, exc.message or "")
+            result.error_code = exc.code
+            result.error_message = exc.message
+        results.append(result)
+    return ctx.response(throttle_time_ms=0, topics=results)
+
+
+async def handle_delete_topics(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    if ctx.version >= 6:
+        targets = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        targets = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in targets:
+        topic, code = resolve_topic(ctx, name, topic_id)
+        message = None
+        if topic is not None:
+            try:
+                ctx.broker.delete_topic(topic.name)
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+        results.append(R.DeletableTopicResult(name=topic.name if topic else name,
+                                              topic_id=topic.uuid if topic else (topic_id or ZERO_UUID),
+                                              error_code=code, error_message=message))
+    return ctx.response(throttle_time_ms=0, responses=results)
+
+
+async def handle_create_partitions(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    results = []
+    for t in request.topics:
+        code, message = ErrorCode.NONE, None
+        try:
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+            ctx.broker.create_partitions(t.name, t.count, assignments, validate_only=request.validate_only)
+        except KafkaError as exc:
+            code, message = exc.code, exc.message
+        results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
+    return ctx.response(throttle_time_ms=0, results=results)
+
+
+async def handle_delete_records(ctx: RequestContext, request) -> object:
+    """Move log start offsets forward; -1 means up to the high watermark, as in Kafka."""
+    R = ctx.response_class
+    PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                partition = replica_manager.partition_or_error(t.name, p.partition_index)
+                partition.require_leader()
+                offset = partition.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > partition.high_watermark:
+                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                     f"offset {p.offset} is beyond the high watermark {partition.high_watermark}")
+                low = partition.log.maybe_increment_log_start_offset(offset)
+                parts.append(PR(partition_index=p.partition_index, low_watermark=low, error_code=ErrorCode.NONE))
+            except Exception as exc:  # noqa: BLE001 - reported per partition
+                parts.append(PR(partition_index=p.partition_index, low_watermark=-1, error_code=error_of(exc).code))
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+HANDLERS = {19: handle_create_topics, 20: handle_delete_topics, 37: handle_create_partitions,
+            21: handle_delete_records}

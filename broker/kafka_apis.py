@@ -1,0 +1,98 @@
+"""Request dispatch: header parsing, version checks, one handler per API key, response encoding.
+
+As in Kafka's KafkaApis and SocketServer: an API key the broker does not serve, or a version outside its
+advertised range, closes the connection (clients learn the ranges from ApiVersions first), except that an
+ApiVersions request of a newer version is answered in v0 with UNSUPPORTED_VERSION so the client can retry.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from kafka.protocol.api_message import ApiMessage
+
+from minikafka.protocol.codec import (
+    API_VERSIONS_KEY, SCHEMAS, ApiSchema, InvalidRequestError, RequestHeader, decode_request, encode_response,
+    parse_header,
+)
+from minikafka.protocol.errors import ErrorCode
+
+from .server import CloseConnection, ConnectionInfo
+
+if TYPE_CHECKING:
+    from .broker_server import BrokerServer
+
+log = logging.getLogger("minikafka.apis")
+
+Handler = Callable[["RequestContext", ApiMessage], Awaitable[ApiMessage | None]]
+
+
+class RequestContext:
+    """One request in flight: who sent it, which version, and how to build its response."""
+
+    def __init__(self, broker: BrokerServer, header: RequestHeader, schema: ApiSchema, conn: ConnectionInfo) -> None:
+        self.broker = broker
+        self.header = header
+        self.version = header.api_version
+        self.schema = schema
+        self.conn = conn
+        self.response_class = schema.response[header.api_version]
+
+    def response(self, **fields: object) -> ApiMessage:
+        return self.response_class(**fields)
+
+
+class KafkaApis:
+    def __init__(self, broker: BrokerServer, handler_modules: list[ModuleType]) -> None:
+        self._broker = broker
+        self._handlers: dict[int, Handler] = {}
+        self._accepted: dict[int, tuple[int, int]] = {}
+        # What ApiVersions advertises; a module's VERSIONS may widen it where Kafka advertises more than it serves.
+        self.versions: dict[int, tuple[int, int]] = {}
+        for module in handler_modules:
+            for api_key, handler in module.HANDLERS.items():
+                schema = SCHEMAS[api_key]
+                self._handlers[api_key] = handler
+                self._accepted[api_key] = (schema.min_version, schema.max_version)
+                self.versions[api_key] = getattr(module, "VERSIONS", {}).get(api_key, self._accepted[api_key])
+
+    async def process(self, frame: bytes, conn: ConnectionInfo) -> bytes | None:
+        try:
+            header, body_pos = parse_header(frame)
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        handler = self._handlers.get(header.api_key)
+        if handler is None:
+            raise CloseConnection(f"unsupported API key {header.api_key} (version {header.api_version})")
+        schema = SCHEMAS[header.api_key]
+        lo, hi = self._accepted[header.api_key]
+        if not lo <= header.api_version <= hi:
+            if header.api_key == API_VERSIONS_KEY:
+                return self._unsupported_api_versions(header)
+            raise CloseConnection(
+                f"unsupported version {header.api_version} of API key {header.api_key} (supported {lo}-{hi})")
+        try:
+            request = decode_request(schema, header, frame, body_pos)
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        ctx = RequestContext(self._broker, header, schema, conn)
+        started = time.monotonic()
+        response = await handler(ctx, request)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s v%d from %s (%s) took %.1f ms", schema.request.__name__, header.api_version,
+                      conn.peer, header.client_id, 1000 * (time.monotonic() - started))
+        if response is None:
+            return None
+        return encode_response(schema, header.api_version, header.correlation_id, response)
+
+    def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
+        schema = SCHEMAS[API_VERSIONS_KEY]
+        response = schema.response[0](error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.api_version_list(0))
+        return encode_response(schema, 0, header.correlation_id, response)
+
+    def api_version_list(self, version: int) -> list:
+        cls = SCHEMAS[API_VERSIONS_KEY].response[version]
+        return [cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in sorted(self.versions.items())]

@@ -1,0 +1,121 @@
+"""The log manager: every partition log in the broker's log dirs, their checkpoints, flush and retention.
+
+Recovery happens here at start-up: each log is opened from its recovery point (from
+recovery-point-offset-checkpoint), so only what was written after the last flush is scanned.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from pathlib import Path
+
+from minikafka.storage.log import Log
+from minikafka.storage.log_config import LogConfig
+from minikafka.storage.log_dir import LogDir
+
+log = logging.getLogger("minikafka.log_manager")
+
+TopicPartition = tuple[str, int]
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    def __init__(self, dirs: list[Path], node_id: int, cluster_id: str | None, defaults: LogConfig) -> None:
+        self.defaults = defaults
+        self.log_dirs = [LogDir(Path(d)) for d in dirs]
+        self.cluster_id = ""
+        for log_dir in self.log_dirs:
+            self.cluster_id, _directory_id = log_dir.load_or_create_meta(node_id, cluster_id or self.cluster_id or None)
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, LogDir] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
+
+    def load_logs(self, topic_configs: dict[str, dict[str, str]]) -> None:
+        """Open (and recover) every partition directory found in the log dirs."""
+        started = time.monotonic()
+        for log_dir in self.log_dirs:
+            recovery = log_dir.read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+            starts = log_dir.read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+            self._high_watermarks.update(log_dir.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT))
+            for topic, index, path in log_dir.partition_dirs():
+                tp = (topic, index)
+                config = LogConfig.from_props(topic_configs.get(topic, {}), self.defaults)
+                self.logs[tp] = Log.open(path, topic, index, config, recovery_point=recovery.get(tp, 0),
+                                         log_start_offset=starts.get(tp, 0), now_ms=now_ms())
+                self._dir_of[tp] = log_dir
+        if self.logs:
+            log.info("loaded %d partition logs in %.0f ms", len(self.logs), 1000 * (time.monotonic() - started))
+
+    def high_watermark_of(self, topic: str, index: int) -> int:
+        return self._high_watermarks.get((topic, index), 0)
+
+    def get_or_create_log(self, topic: str, index: int, topic_id: uuid.UUID, overrides: dict[str, str]) -> Log:
+        tp = (topic, index)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v is d))
+        config = LogConfig.from_props(overrides, self.defaults)
+        created = Log.open(log_dir.path / f"{topic}-{index}", topic, index, config, topic_id=topic_id.bytes,
+                           now_ms=now_ms())
+        self.logs[tp] = created
+        self._dir_of[tp] = log_dir
+        return created
+
+    def delete_log(self, topic: str, index: int) -> None:
+        tp = (topic, index)
+        removed = self.logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        self._high_watermarks.pop(tp, None)
+        if removed is not None:
+            removed.close()
+            removed.delete()
+
+    def update_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        config = LogConfig.from_props(overrides, self.defaults)
+        for (name, _index), the_log in self.logs.items():
+            if name == topic:
+                the_log.update_config(config)
+
+    def checkpoint(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        """Write the three broker-level checkpoints of every log dir (atomically, as Kafka does)."""
+        for log_dir in self.log_dirs:
+            mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) is log_dir}
+            log_dir.write_checkpoint(RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in mine.items()})
+            log_dir.write_checkpoint(LOG_START_OFFSET_CHECKPOINT,
+                                     {tp: lg.log_start_offset for tp, lg in mine.items()})
+            log_dir.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT,
+                                     {tp: high_watermarks.get(tp, 0) for tp in mine})
+
+    def flush_due(self, now: int) -> None:
+        """Flush logs whose flush.ms has passed since their last flush (log.flush.interval.ms)."""
+        for the_log in self.logs.values():
+            if the_log.config.flush_ms < 2**62 and now - the_log.last_flush_ms >= the_log.config.flush_ms:
+                the_log.flush()
+
+    def roll_and_retain(self, now: int, high_watermarks: dict[TopicPartition, int]) -> int:
+        """Time-based segment rolls and retention (retention.ms / retention.bytes); returns segments deleted."""
+        deleted = 0
+        for tp, the_log in list(self.logs.items()):
+            try:
+                the_log.maybe_roll_for_time(now)
+                deleted += the_log.delete_old_segments(now, high_watermarks.get(tp, the_log.log_end_offset))
+            except OSError as exc:
+                log.error("retention of %s-%s failed: %s", tp[0], tp[1], exc)
+        return deleted
+
+    def shutdown(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        """Flush everything and checkpoint so the next start needs no recovery."""
+        for the_log in self.logs.values():
+            the_log.flush()
+        self.checkpoint(high_watermarks)
+        for the_log in self.logs.values():
+            the_log.close()

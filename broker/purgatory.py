@@ -1,0 +1,48 @@
+"""A purgatory for delayed requests: a request waits until a watched key changes or its timeout fires.
+
+Kafka's DelayedOperationPurgatory keeps operations keyed by topic-partition and re-checks them when that
+partition changes. Here the waiting request is a task, so the purgatory only has to wake it: the request
+re-checks its own completion condition after every wake-up.
+"""
+from __future__ import annotations
+
+from typing import Hashable, Iterable
+
+import trio
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._watchers: dict[Hashable, set[trio.Event]] = {}
+
+    async def wait_any(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
+        """Wait until any key is checked or the timeout passes; True if woken by a key."""
+        event = trio.Event()
+        keys = list(keys)
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(event)
+        try:
+            with trio.move_on_after(max(0.0, timeout_s)):
+                await event.wait()
+        finally:
+            for key in keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.discard(event)
+                    if not watchers:
+                        del self._watchers[key]
+        return event.is_set()
+
+    def check_and_complete(self, key: Hashable) -> None:
+        """Something changed for `key`: wake every request watching it."""
+        for event in self._watchers.pop(key, ()):
+            event.set()
+
+    def wake_all(self) -> None:
+        """Complete every waiting request now (shutdown)."""
+        for key in list(self._watchers):
+            self.check_and_complete(key)
+
+    @property
+    def watched(self) -> int:
+        return len(self._watchers)

@@ -1,0 +1,104 @@
+"""The socket server: one trio task per connection, requests answered one at a time in arrival order.
+
+Like Kafka's SocketServer, a connection is muted while its request is being handled (so responses go out in
+request order, and a long-poll fetch holds back only its own connection). A frame that cannot be parsed closes
+that connection and nothing else.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Awaitable, Callable
+
+import trio
+
+from minikafka.protocol.framing import FrameDecoder, FrameError
+
+log = logging.getLogger("minikafka.server")
+
+# Takes a request frame, returns the framed response or None (acks=0 produce); raises CloseConnection to close.
+RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[bytes | None]]
+
+RECEIVE_BYTES = 1 << 20
+
+
+class CloseConnection(Exception):
+    """Raised by request processing where Kafka closes the connection instead of answering."""
+
+
+class ConnectionInfo:
+    """What handlers may know about the peer."""
+
+    def __init__(self, connection_id: int, peer: str, listener: str) -> None:
+        self.connection_id = connection_id
+        self.peer = peer
+        self.listener = listener
+
+
+class SocketServer:
+    def __init__(self, process: RequestProcessor, max_request_bytes: int, idle_timeout_s: float) -> None:
+        self._process = process
+        self._max_request_bytes = max_request_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._next_id = 0
+        self.connections: dict[int, trio.SocketStream] = {}
+        self.in_flight = 0
+        self.draining = False
+
+    async def serve(self, listener_name: str, listeners: list[trio.SocketListener]) -> None:
+        await trio.serve_listeners(lambda stream: self._handle(listener_name, stream), listeners)
+
+    async def _handle(self, listener_name: str, stream: trio.SocketStream) -> None:
+        self._next_id += 1
+        conn_id = self._next_id
+        try:
+            peer = "%s:%s" % stream.socket.getpeername()[:2]
+        except OSError:
+            peer = "?"
+        info = ConnectionInfo(conn_id, peer, listener_name)
+        decoder = FrameDecoder(self._max_request_bytes)
+        self.connections[conn_id] = stream
+        try:
+            while True:
+                with trio.move_on_after(self._idle_timeout_s) as idle:
+                    data = await stream.receive_some(RECEIVE_BYTES)
+                if idle.cancelled_caught:
+                    log.info("closing idle connection %s from %s", conn_id, peer)
+                    return
+                if not data:
+                    return
+                for frame in decoder.feed(data):
+                    if self.draining:
+                        return
+                    self.in_flight += 1
+                    try:
+                        response = await self._process(frame, info)
+                        if response is not None:
+                            await stream.send_all(response)
+                    finally:
+                        self.in_flight -= 1
+        except FrameError as exc:
+            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
+        except CloseConnection as exc:
+            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("closing connection %s from %s after an unexpected error", conn_id, peer)
+        finally:
+            self.connections.pop(conn_id, None)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Stop taking new requests and wait (bounded) for those in flight to be answered."""
+        self.draining = True
+        with trio.move_on_after(timeout_s):
+            while self.in_flight:
+                await trio.sleep(0.005)
+
+    async def close_all(self) -> int:
+        """Close every open client connection (fault injection and shutdown); returns how many."""
+        streams = list(self.connections.values())
+        for stream in streams:
+            await stream.aclose()
+        return len(streams)

@@ -1,0 +1,1 @@
+"""pytest plugin: minikafka fixtures (filled in by the integration work)."""

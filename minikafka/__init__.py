@@ -1,0 +1,1 @@
+"""minikafka: a Kafka-protocol-compatible broker."""

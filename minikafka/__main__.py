@@ -1,0 +1,3 @@
+from minikafka.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""The `minikafka` command line: `minikafka serve` runs a broker; other commands talk to one."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from minikafka.config import BrokerConfig, ConfigError
+
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run a broker in the foreground",
+                       description="Run a broker. Properties come from --config (a Kafka server.properties "
+                                   "file), then the flags, then --override, later ones winning.")
+    p.add_argument("--config", "-c", help="a Kafka-style server.properties file")
+    p.add_argument("--listeners", help="listeners, e.g. PLAINTEXT://127.0.0.1:9092 (default)")
+    p.add_argument("--advertised-listeners", help="advertised.listeners")
+    p.add_argument("--host", help="shorthand: listen on HOST (port from --port or 9092)")
+    p.add_argument("--port", type=int, help="shorthand: listen on PORT (0 picks a free port)")
+    p.add_argument("--log-dirs", "--data-dir", dest="log_dirs", help="log.dirs (default ./minikafka-data)")
+    p.add_argument("--node-id", type=int, help="node.id (default 1)")
+    p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="any broker property, e.g. -o num.partitions=3 (repeatable)")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
+
+
+def _serve_config(args: argparse.Namespace) -> BrokerConfig:
+    overrides: dict[str, object] = {}
+    if args.listeners:
+        overrides["listeners"] = args.listeners
+    if args.host is not None or args.port is not None:
+        overrides["listeners"] = f"PLAINTEXT://{args.host or '127.0.0.1'}:{9092 if args.port is None else args.port}"
+    if args.advertised_listeners:
+        overrides["advertised.listeners"] = args.advertised_listeners
+    if args.log_dirs:
+        overrides["log.dirs"] = args.log_dirs
+    if args.node_id is not None:
+        overrides["node.id"] = args.node_id
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return BrokerConfig.from_sources(args.config, overrides)
+
+
+async def _serve(config: BrokerConfig) -> None:
+    from minikafka.broker.broker_server import BrokerServer
+
+    broker = BrokerServer(config)
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await nursery.start(broker.run)
+            for host, port in broker.bound_addresses:
+                print(f"minikafka listening on {host}:{port}", flush=True)
+            async for signum in signals:
+                logging.getLogger("minikafka").info("received %s, shutting down", signal.Signals(signum).name)
+                broker.stop()
+                break
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = _serve_config(args)
+    except (ConfigError, OSError) as exc:
+        print(f"minikafka: {exc}", file=sys.stderr)
+        return 2
+    for name in config.unknown_properties():
+        logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
+    try:
+        trio.run(_serve, config)
+    except BaseExceptionGroup as group:
+        _, rest = group.split((OSError, ConfigError))
+        if rest is not None:
+            raise
+        first = _first_leaf(group)
+        print(f"minikafka: cannot start: {first}", file=sys.stderr)
+        return 2 if isinstance(first, ConfigError) else 1
+    except (OSError, ConfigError) as exc:
+        print(f"minikafka: cannot start: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    return 0
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-protocol-compatible broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    return parser
+
+
+COMMANDS = {"serve": serve}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command](args)

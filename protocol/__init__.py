@@ -1,0 +1,1 @@
+"""Sans-IO Kafka wire protocol: framing, codec, record-batch headers, error codes."""

@@ -1,0 +1,120 @@
+"""Request/response codec on kafka-python's schema-generated messages.
+
+The request header is parsed here (not by kafka-python) because the API key and version must be known before
+the body's class and flexibility are, and because an unsupported version must still yield the correlation id.
+"""
+import importlib
+import pkgutil
+import struct
+from typing import NamedTuple
+
+from kafka.protocol.api_message import ApiMessage
+
+_HEADER = struct.Struct(">hhih")
+_INT32 = struct.Struct(">i")
+
+# ApiVersions responses always use header v0, so clients can read them before knowing the broker's versions.
+API_VERSIONS_KEY = 18
+
+
+class InvalidRequestError(Exception):
+    """The frame is not a request this broker can parse; Kafka closes the connection on this."""
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class ApiSchema(NamedTuple):
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+    min_version: int
+    max_version: int
+
+    def flexible(self, version: int) -> bool:
+        return self.request.flexible_version_q(version)
+
+
+def _load_schemas() -> dict[int, ApiSchema]:
+    import kafka.protocol as root
+    for sub in ("admin", "consumer", "metadata", "producer"):
+        pkg = importlib.import_module(f"{root.__name__}.{sub}")
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    found: dict[tuple[int, str], type[ApiMessage]] = {}
+    stack = list(ApiMessage.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if getattr(cls, "_class_version", None) is None and ".old" not in cls.__module__:
+            found[(cls.API_KEY, cls.type)] = cls
+    schemas = {}
+    for (key, kind), req in found.items():
+        if kind == "request" and (key, "response") in found:
+            lo, hi = req.valid_versions
+            schemas[key] = ApiSchema(req, found[(key, "response")], lo, hi)
+    return schemas
+
+
+SCHEMAS: dict[int, ApiSchema] = _load_schemas()
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise InvalidRequestError("malformed varint in request header")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def parse_header(frame: bytes) -> tuple[RequestHeader, int]:
+    """Parse the v1 part of any request header; returns it and the position after client_id."""
+    if len(frame) < _HEADER.size:
+        raise InvalidRequestError(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
+    pos = _HEADER.size
+    client_id = None
+    if client_len >= 0:
+        if pos + client_len > len(frame):
+            raise InvalidRequestError("client_id runs past the end of the request")
+        client_id = frame[pos:pos + client_len].decode("utf-8", "replace")
+        pos += client_len
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def skip_tagged_fields(frame: bytes, pos: int) -> int:
+    count, pos = _read_uvarint(frame, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(frame, pos)
+        size, pos = _read_uvarint(frame, pos)
+        pos += size
+        if pos > len(frame):
+            raise InvalidRequestError("tagged field runs past the end of the request header")
+    return pos
+
+
+def decode_request(schema: ApiSchema, header: RequestHeader, frame: bytes, body_pos: int) -> ApiMessage:
+    """Decode a request body of a version the caller has checked is supported."""
+    if schema.flexible(header.api_version):
+        body_pos = skip_tagged_fields(frame, body_pos)
+    try:
+        return schema.request.decode(memoryview(frame)[body_pos:], version=header.api_version)
+    except Exception as exc:  # the generated decoders raise assorted errors on garbage
+        raise InvalidRequestError(
+            f"cannot decode {schema.request.__name__} v{header.api_version}: {exc!r}") from exc
+
+
+def encode_response(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage) -> bytes:
+    """Frame a response: size, header (v1 with empty tagged fields when flexible, except ApiVersions), body."""
+    body = response.encode(version=version)
+    tagged = schema.flexible(version) and schema.request.API_KEY != API_VERSIONS_KEY
+    header = _INT32.pack(correlation_id) + (b"\x00" if tagged else b"")
+    return _INT32.pack(len(header) + len(body)) + header + body

@@ -1,0 +1,49 @@
+"""Kafka's size-prefixed framing as a sans-IO state machine: feed bytes in, take whole frames out."""
+import struct
+
+_SIZE = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """The byte stream cannot be framed; Kafka closes the connection on this."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into request frames of at most `max_size` bytes (socket.request.max.bytes)."""
+
+    def __init__(self, max_size: int) -> None:
+        self._max_size = max_size
+        self._buffer = bytearray()
+        self._need: int | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add received bytes; return every frame now complete, in order."""
+        self._buffer += data
+        frames = []
+        while True:
+            if self._need is None:
+                if len(self._buffer) < 4:
+                    break
+                (size,) = _SIZE.unpack_from(self._buffer, 0)
+                if size < 0:
+                    raise FrameError(f"negative frame size {size}")
+                if size > self._max_size:
+                    raise FrameError(
+                        f"frame of {size} bytes is larger than socket.request.max.bytes ({self._max_size})")
+                self._need = size
+                del self._buffer[:4]
+            if len(self._buffer) < self._need:
+                break
+            frames.append(bytes(self._buffer[:self._need]))
+            del self._buffer[:self._need]
+            self._need = None
+        return frames
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that are not yet part of a whole frame."""
+        return len(self._buffer) + (4 if self._need is not None else 0)
+
+
+def frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
