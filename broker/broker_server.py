@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 import trio
 
-from minikafka.config import BrokerConfig, Endpoint
+from minikafka.config import BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log_config import topic_defaults_from_broker_props
 
 from . import handlers
 from .controller import Controller, TopicRegistration
+from .faults import FaultInjector
+from .group_coordinator import GroupCoordinator, load_group_coordinator
 from .kafka_apis import KafkaApis
 from .log_manager import LogManager
 from .purgatory import Purgatory
@@ -41,7 +43,10 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id: int = config.node_id
-        self.log_defaults = topic_defaults_from_broker_props(config.props)
+        try:
+            self.log_defaults = topic_defaults_from_broker_props(config.props)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.purgatory = Purgatory()
         self.endpoints: list[BrokerEndpoint] = []
         self.started = trio.Event()
@@ -49,6 +54,8 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.controller: Controller | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self.faults = FaultInjector(self)
         self.apis = KafkaApis(self, handlers.MODULES)
         self.socket_server = SocketServer(self.apis.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000)
@@ -65,6 +72,7 @@ class BrokerServer:
             self._host_partitions(topic)
         for tp in set(self.log_manager.logs) - set(self.replica_manager.partitions):
             log.warning("partition dir for %s-%s has no topic in the cluster metadata; left untouched", *tp)
+        self.group_coordinator = load_group_coordinator(self)
 
     def _host_partitions(self, topic: TopicRegistration, indexes: list[int] | None = None) -> None:
         for index, reg in topic.partitions.items():
@@ -90,10 +98,12 @@ class BrokerServer:
                 nursery.start_soon(self._periodic, self.config.get("log.flush.offset.checkpoint.interval.ms"),
                                    self._checkpoint)
                 nursery.start_soon(self._periodic, 1000, self._flush_due)
+                await nursery.start(self.group_coordinator.run)
                 log.info("broker %d started in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
                 self.started.set()
                 task_status.started(self)
                 await self._stop.wait()
+                self.group_coordinator.shutdown()
                 self.purgatory.wake_all()
                 await self.socket_server.drain(SHUTDOWN_DRAIN_S)
                 nursery.cancel_scope.cancel()

@@ -48,6 +48,8 @@ class KafkaApis:
     def __init__(self, broker: BrokerServer, handler_modules: list[ModuleType]) -> None:
         self._broker = broker
         self._handlers: dict[int, Handler] = {}
+        # Private APIs (minikafka's control API): raw frames, never advertised in ApiVersions.
+        self._private = {k: h for m in handler_modules for k, h in getattr(m, "PRIVATE_HANDLERS", {}).items()}
         self._accepted: dict[int, tuple[int, int]] = {}
         # What ApiVersions advertises; a module's VERSIONS may widen it where Kafka advertises more than it serves.
         self.versions: dict[int, tuple[int, int]] = {}
@@ -64,6 +66,8 @@ class KafkaApis:
         except InvalidRequestError as exc:
             raise CloseConnection(str(exc)) from None
         handler = self._handlers.get(header.api_key)
+        if handler is None and header.api_key in self._private:
+            return await self._private[header.api_key](self._broker, header, frame, body_pos, conn)
         if handler is None:
             raise CloseConnection(f"unsupported API key {header.api_key} (version {header.api_version})")
         schema = SCHEMAS[header.api_key]
@@ -79,7 +83,7 @@ class KafkaApis:
             raise CloseConnection(str(exc)) from None
         ctx = RequestContext(self._broker, header, schema, conn)
         started = time.monotonic()
-        response = await handler(ctx, request)
+        response = await self._broker.faults.handle(ctx, request, handler)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%d from %s (%s) took %.1f ms", schema.request.__name__, header.api_version,
                       conn.peer, header.client_id, 1000 * (time.monotonic() - started))

@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+from minikafka.config import ConfigError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LogDir
@@ -17,10 +18,6 @@ from minikafka.storage.log_dir import LogDir
 log = logging.getLogger("minikafka.log_manager")
 
 TopicPartition = tuple[str, int]
-
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 def now_ms() -> int:
@@ -32,19 +29,24 @@ class LogManager:
         self.defaults = defaults
         self.log_dirs = [LogDir(Path(d)) for d in dirs]
         self.cluster_id = ""
-        for log_dir in self.log_dirs:
-            self.cluster_id, _directory_id = log_dir.load_or_create_meta(node_id, cluster_id or self.cluster_id or None)
+        try:
+            for log_dir in self.log_dirs:
+                self.cluster_id, _directory_id = log_dir.load_or_create_meta(
+                    node_id, cluster_id or self.cluster_id or None)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
+        self._last_flush_ms: dict[TopicPartition, int] = {}
 
     def load_logs(self, topic_configs: dict[str, dict[str, str]]) -> None:
         """Open (and recover) every partition directory found in the log dirs."""
         started = time.monotonic()
         for log_dir in self.log_dirs:
-            recovery = log_dir.read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-            starts = log_dir.read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
-            self._high_watermarks.update(log_dir.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT))
+            recovery = log_dir.read_recovery_points()
+            starts = log_dir.read_log_start_offsets()
+            self._high_watermarks.update(log_dir.read_high_watermarks())
             for topic, index, path in log_dir.partition_dirs():
                 tp = (topic, index)
                 config = LogConfig.from_props(topic_configs.get(topic, {}), self.defaults)
@@ -64,7 +66,7 @@ class LogManager:
             return existing
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v is d))
         config = LogConfig.from_props(overrides, self.defaults)
-        created = Log.open(log_dir.path / f"{topic}-{index}", topic, index, config, topic_id=topic_id.bytes,
+        created = Log.open(log_dir.partition_dir(topic, index), topic, index, config, topic_id=topic_id.bytes,
                            now_ms=now_ms())
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
@@ -89,17 +91,17 @@ class LogManager:
         """Write the three broker-level checkpoints of every log dir (atomically, as Kafka does)."""
         for log_dir in self.log_dirs:
             mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) is log_dir}
-            log_dir.write_checkpoint(RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in mine.items()})
-            log_dir.write_checkpoint(LOG_START_OFFSET_CHECKPOINT,
-                                     {tp: lg.log_start_offset for tp, lg in mine.items()})
-            log_dir.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT,
-                                     {tp: high_watermarks.get(tp, 0) for tp in mine})
+            log_dir.write_recovery_points({tp: lg.recovery_point for tp, lg in mine.items()})
+            log_dir.write_log_start_offsets({tp: lg.log_start_offset for tp, lg in mine.items()})
+            log_dir.write_high_watermarks({tp: high_watermarks.get(tp, 0) for tp in mine})
 
     def flush_due(self, now: int) -> None:
         """Flush logs whose flush.ms has passed since their last flush (log.flush.interval.ms)."""
-        for the_log in self.logs.values():
-            if the_log.config.flush_ms < 2**62 and now - the_log.last_flush_ms >= the_log.config.flush_ms:
+        for tp, the_log in self.logs.items():
+            last = self._last_flush_ms.setdefault(tp, now)
+            if now - last >= the_log.config.flush_ms:
                 the_log.flush()
+                self._last_flush_ms[tp] = now
 
     def roll_and_retain(self, now: int, high_watermarks: dict[TopicPartition, int]) -> int:
         """Time-based segment rolls and retention (retention.ms / retention.bytes); returns segments deleted."""

@@ -8,6 +8,7 @@ import sys
 
 import trio
 
+from minikafka import cli_fault, cli_groups, cli_records, cli_topics
 from minikafka.config import BrokerConfig, ConfigError
 
 
@@ -97,10 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-protocol-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    cli_topics.add_parser(sub)
+    cli_records.add_parsers(sub)
+    cli_groups.add_parser(sub)
+    cli_fault.add_parser(sub)
     return parser
 
 
-COMMANDS = {"serve": serve}
+COMMANDS = {"serve": serve, "topics": cli_topics.run, "produce": cli_records.run_produce,
+            "consume": cli_records.run_consume, "groups": cli_groups.run, "fault": cli_fault.run}
 
 
 def main(argv: list[str] | None = None) -> int:

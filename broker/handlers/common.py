@@ -10,11 +10,18 @@ from ..kafka_apis import RequestContext
 
 ZERO_UUID = uuid.UUID(int=0)
 
-# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11. Without authorization every operation is allowed.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-NOT_REQUESTED = -2147483648
+# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without authorization every operation is allowed.
+# kafka-python's `bitfield` fields take the set of bit positions; None encodes "not requested".
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+NOT_REQUESTED = None
+NOT_REQUESTED_INT32 = -2147483648
+
+
+def operations_int32(operations: frozenset[int]) -> int:
+    """The same operations for schemas that declare the field as a plain int32."""
+    return sum(1 << op for op in operations)
 
 
 def resolve_topic(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> tuple[TopicRegistration | None, ErrorCode]:

@@ -22,7 +22,10 @@ async def handle_fetch(ctx: RequestContext, request) -> object:
         code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if request.session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
         return ctx.response(throttle_time_ms=0, error_code=code, session_id=0, responses=[])
     by_id = ctx.version >= 13
-    replica_id = request.replica_state.replica_id if ctx.version >= 15 else request.replica_id
+    if ctx.version >= 15:
+        replica_id = request.replica_state.replica_id if request.replica_state is not None else -1
+    else:
+        replica_id = request.replica_id
     committed_only = replica_id < 0
     # (topic entry, partition entry, resolved request or the error to answer with)
     plan: list[tuple[object, list[tuple[object, FetchPartitionRequest | None, ErrorCode]]]] = []
@@ -82,3 +85,6 @@ def _read_all(replica_manager, wanted: list[FetchPartitionRequest], response_max
         remaining -= len(res.records)
         results.append(res)
     return results
+
+
+HANDLERS = {1: handle_fetch}

@@ -8,7 +8,7 @@ from minikafka.storage.log_dir import validate_topic_name
 
 from ..controller import TopicRegistration
 from ..kafka_apis import RequestContext
-from .common import NOT_REQUESTED, TOPIC_OPERATIONS, ZERO_UUID
+from .common import NOT_REQUESTED, TOPIC_OPERATIONS, ZERO_UUID, operations_int32
 
 log = logging.getLogger("minikafka.metadata")
 
@@ -86,7 +86,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
         if topic is None:
             topics.append(R.DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, is_internal=False,
-                partitions=[], topic_authorized_operations=TOPIC_OPERATIONS))
+                partitions=[], topic_authorized_operations=operations_int32(TOPIC_OPERATIONS)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         if budget <= 0:
@@ -102,7 +102,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
         budget -= len(parts)
         topics.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=topic.uuid, is_internal=topic.is_internal,
-            partitions=parts, topic_authorized_operations=TOPIC_OPERATIONS))
+            partitions=parts, topic_authorized_operations=operations_int32(TOPIC_OPERATIONS)))
         if start + len(parts) < len(topic.partitions):
             next_cursor = R.Cursor(topic_name=name, partition_index=start + len(parts))
             break

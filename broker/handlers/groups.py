@@ -1,0 +1,356 @@
+"""Consumer group APIs: FindCoordinator, the classic membership protocol, committed offsets, group admin.
+
+The group coordinator (broker/group_coordinator.py) holds the state; these handlers translate between the wire
+versions and it. KIP-848's ConsumerGroupHeartbeat (key 68) is deliberately absent: like a Kafka broker without
+the new protocol, it is not advertised and a request for it closes the connection.
+"""
+from __future__ import annotations
+
+import logging
+
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from ..group_coordinator import GroupCoordinator, JoinRequest, OffsetCommitEntry
+from ..group_metadata_log import GROUP_METADATA_TOPIC
+from ..kafka_apis import RequestContext
+from .common import ZERO_UUID, resolve_topic
+
+log = logging.getLogger("minikafka.groups")
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+# Kafka's AclOperation codes a group has (READ 3, DELETE 6, DESCRIBE 8), as kafka-python's bitfield type takes
+# them: a set of operation codes, or None for "not requested" (-2147483648 on the wire).
+GROUP_OPERATIONS = frozenset({3, 6, 8})
+
+# Kafka's default error messages, for the versions whose responses carry one.
+_MESSAGES = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
+                               "library or the message was sent to an incompatible broker. See the broker logs "
+                               "for more details.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+}
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator:
+    return ctx.broker.group_coordinator
+
+
+def _client_host(ctx: RequestContext) -> str:
+    """Kafka reports the peer as InetAddress.toString(): '/' then the address."""
+    host = ctx.conn.peer.rsplit(":", 1)[0] if ":" in ctx.conn.peer else ctx.conn.peer
+    return "/" + host
+
+
+# ---- FindCoordinator ----------------------------------------------------------------------------------------
+
+def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+    if key_type == TRANSACTION_KEY:
+        # Transactions are not served: no transaction coordinator exists anywhere in this cluster.
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if key_type != GROUP_KEY:
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    broker = ctx.broker
+    coordinator = _coordinator(ctx)
+    if coordinator is None or not coordinator.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    partition = broker.replica_manager.get_partition(GROUP_METADATA_TOPIC, coordinator.partition_for(key))
+    if partition is None or not partition.is_leader or not broker.endpoints:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    names = [e.listener for e in broker.config.listeners]
+    index = names.index(ctx.conn.listener) if ctx.conn.listener in names else 0
+    endpoint = broker.endpoints[min(index, len(broker.endpoints) - 1)]
+    return ErrorCode.NONE, endpoint.node_id, endpoint.host, endpoint.port
+
+
+async def handle_find_coordinator(ctx: RequestContext, request) -> object:
+    key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
+    if ctx.version < 4:
+        code, node_id, host, port = _find_coordinator(ctx, key_type, request.key)
+        return ctx.response(throttle_time_ms=0, error_code=code, error_message=_MESSAGES.get(code),
+                            node_id=node_id, host=host, port=port)
+    R = ctx.response_class
+    coordinators = []
+    for key in request.coordinator_keys:
+        code, node_id, host, port = _find_coordinator(ctx, key_type, key)
+        coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code,
+                                          error_message=_MESSAGES.get(code)))
+    return ctx.response(throttle_time_ms=0, coordinators=coordinators)
+
+
+# ---- membership -----------------------------------------------------------------------------------------------
+
+async def handle_join_group(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    req = JoinRequest(
+        group_id=request.group_id, member_id=request.member_id or "",
+        group_instance_id=request.group_instance_id if ctx.version >= 5 else None,
+        client_id=ctx.header.client_id or "", client_host=_client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if ctx.version >= 1 else request.session_timeout_ms,
+        protocol_type=request.protocol_type or "",
+        protocols=[(p.name, bytes(p.metadata or b"")) for p in request.protocols],
+        api_version=ctx.version, reason=request.reason if ctx.version >= 8 else None)
+    result = await _coordinator(ctx).join_group(req).wait()
+    protocol_name = result.protocol_name
+    if ctx.version < 7 and protocol_name is None:
+        protocol_name = ""
+    elif ctx.version >= 7 and protocol_name == "":
+        protocol_name = None
+    if result.error not in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
+        log.info("JoinGroup %s from %s (member %r): %s", request.group_id, ctx.header.client_id,
+                 request.member_id, result.error.name)
+    members = [R.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance_id, metadata=metadata)
+               for member_id, instance_id, metadata in result.members]
+    return ctx.response(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+                        protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader,
+                        skip_assignment=result.skip_assignment, member_id=result.member_id, members=members)
+
+
+async def handle_sync_group(ctx: RequestContext, request) -> object:
+    if ctx.version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                            protocol_type=None, protocol_name=None, assignment=b"")
+    result = await _coordinator(ctx).sync_group(
+        request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if ctx.version >= 3 else None,
+        request.protocol_type if ctx.version >= 5 else None, request.protocol_name if ctx.version >= 5 else None,
+        [(a.member_id, bytes(a.assignment or b"")) for a in request.assignments]).wait()
+    if result.error != ErrorCode.NONE:
+        log.info("SyncGroup %s from member %s: %s", request.group_id, request.member_id, result.error.name)
+    return ctx.response(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+                        protocol_name=result.protocol_name, assignment=result.assignment or b"")
+
+
+async def handle_heartbeat(ctx: RequestContext, request) -> object:
+    code = _coordinator(ctx).heartbeat(request.group_id, request.generation_id, request.member_id,
+                                       request.group_instance_id if ctx.version >= 3 else None)
+    return ctx.response(throttle_time_ms=0, error_code=code)
+
+
+async def handle_leave_group(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    if ctx.version >= 3:
+        members = [(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None)
+                   for m in request.members]
+    else:
+        members = [(request.member_id, None, None)]
+    top, results = _coordinator(ctx).leave_group(request.group_id, members)
+    if ctx.version >= 3:
+        return ctx.response(throttle_time_ms=0, error_code=top, members=[
+            R.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
+            for member_id, instance_id, code in results])
+    if top == ErrorCode.NONE and results:
+        top = results[0][2]
+    return ctx.response(throttle_time_ms=0, error_code=top, members=[])
+
+
+# ---- offsets ------------------------------------------------------------------------------------------------
+
+def _topic_by_id_or_name(ctx: RequestContext, by_id: bool, name: str | None, topic_id):
+    topic, code = resolve_topic(ctx, None if by_id else name, topic_id if by_id else None)
+    if by_id and topic is None and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        code = ErrorCode.UNKNOWN_TOPIC_ID
+    return topic, code
+
+
+async def handle_offset_commit(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    PR = R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+    by_id = ctx.version >= 10
+    # Per request partition: its error, or None when it goes to the coordinator.
+    plan = []
+    entries: list[OffsetCommitEntry] = []
+    for t in request.topics:
+        topic, code = _topic_by_id_or_name(ctx, by_id, getattr(t, "name", None), getattr(t, "topic_id", None))
+        parts = []
+        for p in t.partitions:
+            if topic is None:
+                parts.append((p.partition_index, code))
+            elif p.partition_index not in topic.partitions:
+                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                entries.append(OffsetCommitEntry(topic.name, p.partition_index, p.committed_offset,
+                                                 p.committed_leader_epoch if ctx.version >= 6 else -1,
+                                                 p.committed_metadata))
+                parts.append((p.partition_index, None))
+        plan.append((t, parts))
+    group_error = None
+    entry_errors: list[ErrorCode] = []
+    if entries:
+        try:
+            entry_errors = _coordinator(ctx).commit_offsets(
+                request.group_id, request.member_id or "",
+                request.group_instance_id if ctx.version >= 7 else None, request.generation_id_or_member_epoch,
+                request.retention_time_ms if ctx.version <= 4 else -1, entries, ctx.version)
+        except KafkaError as exc:
+            group_error = exc.code
+            log.info("OffsetCommit for group %s (member %r, generation %d) refused: %s", request.group_id,
+                     request.member_id, request.generation_id_or_member_epoch, exc.code.name)
+    results = iter(entry_errors)
+    topics = []
+    for t, parts in plan:
+        out = []
+        for index, code in parts:
+            if group_error is not None:
+                code = group_error
+            elif code is None:
+                code = next(results)
+            out.append(PR(partition_index=index, error_code=code))
+        topics.append(R.OffsetCommitResponseTopic(name=None if by_id else t.name,
+                                                  topic_id=t.topic_id if by_id else None, partitions=out))
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+def _fetch_group(ctx: RequestContext, group_id: str | None, topics, by_id: bool):
+    """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
+    coordinator = _coordinator(ctx)
+    controller = ctx.broker.controller
+    requested = None
+    unknown: list[tuple[object, list[int], ErrorCode]] = []
+    if topics is not None:
+        requested = []
+        for t in topics:
+            if by_id:
+                topic = controller.topics_by_id.get(t.topic_id)
+                if topic is None:
+                    unknown.append((t, list(t.partition_indexes), ErrorCode.UNKNOWN_TOPIC_ID))
+                    continue
+                requested.append((topic.name, list(t.partition_indexes)))
+            else:
+                requested.append((t.name, list(t.partition_indexes)))
+    try:
+        found = coordinator.fetch_offsets(group_id, requested)
+    except KafkaError as exc:
+        return exc.code, []
+    out = []
+    for name, parts in found:
+        topic = controller.topics.get(name)
+        if by_id and topic is None:
+            continue
+        out.append((name, topic.uuid if topic is not None else ZERO_UUID,
+                    [(p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE) if v is not None
+                     else (p, -1, -1, "", ErrorCode.NONE) for p, v in parts]))
+    for t, indexes, code in unknown:
+        out.append((None, t.topic_id, [(p, -1, -1, "", code) for p in indexes]))
+    return ErrorCode.NONE, out
+
+
+async def handle_offset_fetch(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    if ctx.version >= 8:
+        by_id = ctx.version >= 10
+        TopicR = R.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+        PartR = TopicR.OffsetFetchResponsePartitions
+        groups = []
+        for g in request.groups:
+            code, found = _fetch_group(ctx, g.group_id, g.topics, by_id)
+            topics = [TopicR(name=None if by_id else name, topic_id=topic_id if by_id else None,
+                             partitions=[PartR(partition_index=p, committed_offset=offset,
+                                               committed_leader_epoch=epoch, metadata=metadata, error_code=err)
+                                         for p, offset, epoch, metadata, err in parts])
+                      for name, topic_id, parts in found]
+            groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code))
+        return ctx.response(throttle_time_ms=0, groups=groups)
+    TopicR = R.OffsetFetchResponseTopic
+    PartR = TopicR.OffsetFetchResponsePartition
+    code, found = _fetch_group(ctx, request.group_id, request.topics, False)
+    if code != ErrorCode.NONE and ctx.version < 2:
+        # v1 has no top-level error: every requested partition carries it.
+        found = [(t.name, None, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in request.topics]
+    topics = [TopicR(name=name, partitions=[PartR(partition_index=p, committed_offset=offset,
+                                                  committed_leader_epoch=epoch, metadata=metadata, error_code=err)
+                                            for p, offset, epoch, metadata, err in parts])
+              for name, _topic_id, parts in found]
+    return ctx.response(throttle_time_ms=0, topics=topics, error_code=code)
+
+
+async def handle_offset_delete(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    TopicR = R.OffsetDeleteResponseTopic
+    PartR = TopicR.OffsetDeleteResponsePartition
+    controller = ctx.broker.controller
+    known: list[tuple[str, list[int]]] = []
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for t in request.topics:
+        topic = controller.topics.get(t.name)
+        indexes = []
+        for p in t.partitions:
+            if topic is None or p.partition_index not in topic.partitions:
+                refused[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                indexes.append(p.partition_index)
+        if indexes:
+            known.append((t.name, indexes))
+    try:
+        deleted = dict(_coordinator(ctx).delete_offsets(request.group_id, known))
+    except KafkaError as exc:
+        return ctx.response(error_code=exc.code, throttle_time_ms=0, topics=[])
+    topics = []
+    for t in request.topics:
+        codes = dict(deleted.get(t.name, []))
+        topics.append(TopicR(name=t.name, partitions=[
+            PartR(partition_index=p.partition_index,
+                  error_code=refused.get((t.name, p.partition_index), codes.get(p.partition_index, ErrorCode.NONE)))
+            for p in t.partitions]))
+    return ctx.response(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=topics)
+
+
+# ---- admin ----------------------------------------------------------------------------------------------------
+
+async def handle_describe_groups(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    G = R.DescribedGroup
+    coordinator = _coordinator(ctx)
+    wants_ops = ctx.version >= 3 and request.include_authorized_operations
+    groups = []
+    for group_id in request.groups:
+        d = coordinator.describe_group(group_id, ctx.version)
+        message = f"Group {group_id} not found." if d.error == ErrorCode.GROUP_ID_NOT_FOUND else None
+        members = [G.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                          client_id=m.client_id, client_host=m.client_host,
+                                          member_metadata=metadata, member_assignment=m.assignment or b"")
+                   for m, metadata in d.members]
+        ops = set(GROUP_OPERATIONS) if wants_ops and d.error == ErrorCode.NONE else None
+        groups.append(G(error_code=d.error, error_message=message, group_id=group_id, group_state=d.state,
+                        protocol_type=d.protocol_type, protocol_data=d.protocol_data, members=members,
+                        authorized_operations=ops))
+    return ctx.response(throttle_time_ms=0, groups=groups)
+
+
+async def handle_list_groups(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    try:
+        groups = _coordinator(ctx).list_groups(request.states_filter if ctx.version >= 4 else [],
+                                               request.types_filter if ctx.version >= 5 else [])
+    except KafkaError as exc:
+        return ctx.response(throttle_time_ms=0, error_code=exc.code, groups=[])
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
+        R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
+                      group_type="classic") for g in groups])
+
+
+async def handle_delete_groups(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+    names = list(dict.fromkeys(request.groups_names))
+    results = _coordinator(ctx).delete_groups(names)
+    for group_id, code in results:
+        if code != ErrorCode.NONE:
+            log.info("DeleteGroups %s: %s", group_id, code.name)
+    return ctx.response(throttle_time_ms=0, results=[R.DeletableGroupResult(group_id=group_id, error_code=code)
+                                                     for group_id, code in results])
+
+
+HANDLERS = {
+    10: handle_find_coordinator,
+    11: handle_join_group,
+    14: handle_sync_group,
+    12: handle_heartbeat,
+    13: handle_leave_group,
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
+    47: handle_offset_delete,
+    15: handle_describe_groups,
+    16: handle_list_groups,
+    42: handle_delete_groups,
+}

@@ -1,0 +1,67 @@
+"""A blocking client for one broker's control API (fault injection and state inspection), over its Kafka port."""
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+from typing import Any
+
+from minikafka.protocol.control import decode_response, encode_request
+
+_SIZE = struct.Struct(">i")
+DEFAULT_TIMEOUT_S = 15.0
+
+
+class ControlError(RuntimeError):
+    """The broker refused a control operation; the message is the broker's reason."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port', or 'PLAINTEXT://host:port') as a (host, port) pair."""
+    address = address.strip().split("://", 1)[-1]
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class ControlClient:
+    """Sends control operations to the broker at `address`; one short connection per call."""
+
+    _correlation = itertools.count(1)
+
+    def __init__(self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S, client_id: str = "minikafka-control") -> None:
+        self.address = parse_address(address.split(",")[0])
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Run one operation; returns the broker's answer or raises ControlError (refused) or OSError (network)."""
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        payload = {"op": op, **fields}
+        deadline = time.monotonic() + self.timeout_s
+        with socket.create_connection(self.address, timeout=self.timeout_s) as sock:
+            sock.sendall(encode_request(correlation_id, self.client_id, payload))
+            (size,) = _SIZE.unpack(_receive(sock, 4, deadline))
+            got_id, answer = decode_response(_receive(sock, size, deadline))
+        if got_id != correlation_id:
+            raise ConnectionError(f"control response for request {got_id}, expected {correlation_id}")
+        if not answer.get("ok"):
+            raise ControlError(answer.get("error", "control operation failed"))
+        answer.pop("ok", None)
+        return answer
+
+
+def _receive(sock: socket.socket, size: int, deadline: float) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no control response in time")
+        sock.settimeout(remaining)
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("the broker closed the control connection")
+        chunks += chunk
+    return bytes(chunks)

@@ -1,0 +1,90 @@
+"""Fault injection against a running broker, from Python: the client side of the broker's control API.
+
+    broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)
+    with broker.faults.add_latency(2000, api="Fetch"):
+        ...                                  # the latency is cleared when the block ends
+    broker.faults.fill_disk()                # appends now fail with KAFKA_STORAGE_ERROR
+    broker.faults.clear()                    # undo everything
+
+APIs are named by Kafka's names ("Produce", "Fetch", "OffsetCommit") or keys, errors by Kafka's names
+("NOT_LEADER_OR_FOLLOWER") or codes. A broker forgets its faults when it restarts, as a real one would.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.integration.control_client import ControlClient
+
+
+class Fault:
+    """One active fault; `clear()` (or leaving its `with` block) undoes it."""
+
+    def __init__(self, faults: Faults, description: dict[str, Any]) -> None:
+        self._faults = faults
+        self.description = description
+
+    @property
+    def id(self) -> int | None:
+        return self.description.get("id")
+
+    @property
+    def kind(self) -> str:
+        return self.description["kind"]
+
+    def clear(self) -> None:
+        if self.kind == "disk":
+            self._faults.clear("disk")
+        else:
+            self._faults._control.call("fault.clear", kind=self.kind, id=self.id)
+
+    def __enter__(self) -> Fault:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.clear()
+
+    def __repr__(self) -> str:
+        return f"Fault({self.description})"
+
+
+class Faults:
+    """The faults of one broker (later, `cluster.brokers[i].faults` for each broker of a cluster)."""
+
+    def __init__(self, control: ControlClient) -> None:
+        self._control = control
+
+    def fail_requests(self, api: str | int, error: str | int, count: int | None = 1, *, topic: str | None = None,
+                      partition: int | None = None) -> Fault:
+        """Answer the next `count` requests of `api` (None: all until cleared) with `error`.
+
+        With `topic` (and `partition`), only that topic's (partition's) entries of a request fail, the rest of the
+        request is served normally. Failed requests are not carried out: nothing is appended or committed.
+        """
+        answer = self._control.call("fault.add", kind="error", api=api, error=error, count=count, topic=topic,
+                                    partition=partition)
+        return Fault(self, answer["fault"])
+
+    def add_latency(self, delay_ms: int, api: str | int | None = None, count: int | None = None) -> Fault:
+        """Hold back responses (of `api`, or all) by `delay_ms`, for `count` responses or until cleared."""
+        answer = self._control.call("fault.add", kind="latency", delay_ms=delay_ms, api=api, count=count)
+        return Fault(self, answer["fault"])
+
+    def fill_disk(self, quota_bytes: int | None = None) -> Fault:
+        """Cap the broker's data dir at `quota_bytes` (default: what it holds now, i.e. full).
+
+        Appends that would exceed it fail with KAFKA_STORAGE_ERROR; nothing stored is touched.
+        """
+        answer = self._control.call("fault.add", kind="disk", quota_bytes=quota_bytes)
+        return Fault(self, answer["fault"])
+
+    def close_connections(self) -> int:
+        """Close every client connection the broker has open (clients reconnect); returns how many."""
+        return self._control.call("connections.close")["closed"]
+
+    def clear(self, kind: str | None = None) -> int:
+        """Undo all faults, or those of one kind ("error", "latency", "disk"); returns how many."""
+        return self._control.call("fault.clear", kind=kind)["cleared"]
+
+    def list(self) -> list[dict[str, Any]]:
+        """The active faults, as the broker describes them."""
+        return self._control.call("fault.list")["faults"]

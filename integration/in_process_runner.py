@@ -1,0 +1,138 @@
+"""Runs one broker inside this process: a background thread with its own trio loop, for the fastest start.
+
+The broker is the same BrokerServer `minikafka serve` runs; only the process boundary is missing, so a crash
+(kill -9) cannot be simulated. Its log lines (the `minikafka` loggers, from the broker's thread) go to its log file.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from minikafka.integration.subprocess_runner import BrokerStartError
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+STOP_TIMEOUT_S = 30.0
+
+
+class _ThreadLogHandler(logging.FileHandler):
+    """Writes the records logged from one thread (one broker's trio loop) to that broker's log file."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.thread_id: int | None = None
+        self.setFormatter(logging.Formatter(LOG_FORMAT))
+        self.addFilter(lambda record: record.thread == self.thread_id)
+
+
+class InProcessRunner:
+    """One BrokerServer on a daemon thread. `start` returns once it accepts connections; `stop` shuts it down."""
+
+    def __init__(self, properties: dict[str, str], log_path: Path, start_timeout_s: float) -> None:
+        self.properties = properties
+        self.log_path = log_path
+        self.start_timeout_s = start_timeout_s
+        self._thread: threading.Thread | None = None
+        self._server = None
+        self._token = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._log_handler: _ThreadLogHandler | None = None
+        self._raised_level = False
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> tuple[str, int]:
+        from minikafka.config import BrokerConfig
+
+        config = BrokerConfig(dict(self.properties))
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._attach_log()
+        self._ready.clear()
+        self._error = None
+        self._thread = threading.Thread(target=self._run, args=(config,), name="minikafka-broker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(self.start_timeout_s):
+            self.stop()
+            raise BrokerStartError(f"in-process broker did not start within {self.start_timeout_s:.0f} s; "
+                                   f"log {self.log_path}")
+        if self._error is not None:
+            error, self._error = self._error, None
+            self._join()
+            raise BrokerStartError(f"in-process broker failed to start: {error!r}; log {self.log_path}") from error
+        return self._server.bound_addresses[0]
+
+    def _run(self, config) -> None:
+        import trio
+
+        self._log_handler.thread_id = threading.get_ident()
+        try:
+            trio.run(self._serve, config)
+        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread or logged
+            if not self._ready.is_set():
+                self._error = exc
+            else:
+                logging.getLogger("minikafka").exception("in-process broker failed")
+        finally:
+            self._ready.set()
+
+    async def _serve(self, config) -> None:
+        import trio
+
+        from minikafka.broker.broker_server import BrokerServer
+
+        self._token = trio.lowlevel.current_trio_token()
+        self._server = BrokerServer(config)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._server.run)
+            self._ready.set()
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Clean shutdown: the broker answers requests in flight, flushes and checkpoints."""
+        if self.running and self._server is not None and self._token is not None:
+            import trio
+
+            try:
+                trio.from_thread.run_sync(self._server.stop, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        self._join(timeout_s)
+
+    def kill(self) -> None:
+        raise NotImplementedError("an in-process broker cannot be killed like a process; "
+                                  "use Broker(in_process=False) to test crashes")
+
+    def _join(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                raise RuntimeError(f"in-process broker did not stop within {timeout_s:.0f} s; log {self.log_path}")
+        self._thread = None
+        self._server = None
+        self._token = None
+        self._detach_log()
+
+    def _attach_log(self) -> None:
+        logger = logging.getLogger("minikafka")
+        self._log_handler = _ThreadLogHandler(self.log_path)
+        logger.addHandler(self._log_handler)
+        if logger.getEffectiveLevel() > logging.INFO:
+            logger.setLevel(logging.INFO)
+            self._raised_level = True
+
+    def _detach_log(self) -> None:
+        if self._log_handler is None:
+            return
+        logger = logging.getLogger("minikafka")
+        logger.removeHandler(self._log_handler)
+        self._log_handler.close()
+        self._log_handler = None
+        if self._raised_level and not any(isinstance(h, _ThreadLogHandler) for h in logger.handlers):
+            logger.setLevel(logging.NOTSET)
+        self._raised_level = False

@@ -1,0 +1,231 @@
+"""State inspection of a running broker (and arranging topics for a test), through the network only.
+
+Topics, partitions, leaders, ISR, high watermark and each replica's log end offset come from the brokers' control
+API (the one place a replica's log end offset is visible); records come from a kafka-python consumer, and groups
+(members, assignments, committed offsets) from kafka-python's admin client, i.e. DescribeGroups and OffsetFetch,
+exactly what a Kafka client would see.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from minikafka.integration.control_client import ControlClient
+
+DEFAULT_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    high_watermark: int | None
+    log_start_offset: int | None
+    log_end_offsets: dict[int, int | None] = field(default_factory=dict)  # replica id -> its log end offset
+
+    @property
+    def log_end_offset(self) -> int | None:
+        """The leader's log end offset."""
+        return self.log_end_offsets.get(self.leader)
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class GroupState:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember]
+    offsets: dict[tuple[str, int], int]  # committed offset per (topic, partition)
+
+
+class State:
+    """What a set of brokers holds, read over the network. Cheap to make; `close()` ends its client connections."""
+
+    def __init__(self, bootstrap_servers: str, controls: list[ControlClient],
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self._controls = controls
+        self.timeout_s = timeout_s
+        self._admin = None
+
+    # ---- topics and partitions (control API) ----------------------------------------------------------------------
+
+    def describe(self, topics: list[str] | None = None) -> list[dict[str, Any]]:
+        """Each broker's own description (node, endpoints, faults, hosted partitions), as raw dicts."""
+        return [control.call("describe", topics=topics) for control in self._controls]
+
+    def topics(self, include_internal: bool = False) -> list[str]:
+        names = {t["name"] for d in self.describe() for t in d["topics"] if include_internal or not t["internal"]}
+        return sorted(names)
+
+    def partitions(self, topic: str) -> list[PartitionState]:
+        """Every partition of `topic`, with leader, ISR and the HW as the leader reports it."""
+        views: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+        for description in self.describe([topic]):
+            for t in description["topics"]:
+                for p in t["partitions"]:
+                    views.setdefault(p["partition"], []).append((description["node_id"], p))
+        if not views:
+            raise KeyError(f"unknown topic {topic!r}")
+        return [self._merge(topic, index, views[index]) for index in sorted(views)]
+
+    def partition(self, topic: str, partition: int) -> PartitionState:
+        for state in self.partitions(topic):
+            if state.partition == partition:
+                return state
+        raise KeyError(f"unknown partition {topic}-{partition}")
+
+    @staticmethod
+    def _merge(topic: str, index: int, views: list[tuple[int, dict[str, Any]]]) -> PartitionState:
+        # The leader's view is authoritative for HW and ISR; each replica reports its own log end offset.
+        leader_view = next((p for node, p in views if node == p["leader"] and p["high_watermark"] is not None),
+                           views[0][1])
+        ends = {int(r): v for r, v in leader_view["log_end_offsets"].items()}
+        for node, p in views:
+            own = p["log_end_offsets"].get(str(node))
+            if own is not None:
+                ends[node] = own
+        return PartitionState(topic, index, leader_view["leader"], leader_view["leader_epoch"],
+                              list(leader_view["replicas"]), list(leader_view["isr"]),
+                              leader_view["high_watermark"], leader_view["log_start_offset"], ends)
+
+    # ---- records (a kafka-python consumer) ----------------------------------------------------------------------
+
+    def records(self, topic: str, partition: int | None = None, *, start_offset: int = 0,
+                from_timestamp: int | None = None, max_records: int | None = None,
+                timeout_s: float | None = None) -> list[Record]:
+        """The records of one partition (or all of the topic's), from an offset or timestamp up to the HW now.
+
+        Sorted by partition then offset. Raises TimeoutError if the high watermark is not reached in time.
+        """
+        from kafka import KafkaConsumer, TopicPartition
+
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=None,
+                                 enable_auto_commit=False, auto_offset_reset="earliest",
+                                 client_id="minikafka-state", request_timeout_ms=int(timeout_s * 1000) + 1000)
+        try:
+            if partition is None:
+                indexes = sorted(consumer.partitions_for_topic(topic) or ())
+                if not indexes:
+                    raise KeyError(f"unknown topic {topic!r}")
+            else:
+                indexes = [partition]
+            tps = [TopicPartition(topic, i) for i in indexes]
+            consumer.assign(tps)
+            ends = consumer.end_offsets(tps)
+            starts = consumer.beginning_offsets(tps)
+            if from_timestamp is not None:
+                found = consumer.offsets_for_times({tp: from_timestamp for tp in tps})
+                positions = {tp: ends[tp] if found[tp] is None else found[tp].offset for tp in tps}
+            else:
+                positions = {tp: max(start_offset, starts[tp]) for tp in tps}
+            pending = {tp for tp in tps if positions[tp] < ends[tp]}
+            for tp in tps:
+                consumer.seek(tp, min(positions[tp], ends[tp]))
+            out: list[Record] = []
+            while pending and (max_records is None or len(out) < max_records):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    got = {f"{tp.topic}-{tp.partition}": consumer.position(tp) for tp in pending}
+                    raise TimeoutError(f"read to positions {got} of high watermarks "
+                                       f"{ {f'{tp.topic}-{tp.partition}': ends[tp] for tp in pending} } "
+                                       f"in {timeout_s} s")
+                batches = consumer.poll(timeout_ms=int(min(remaining, 0.5) * 1000))
+                for tp, messages in batches.items():
+                    for m in messages:
+                        if m.offset < ends[tp]:
+                            out.append(Record(m.topic, m.partition, m.offset, m.timestamp, m.key, m.value,
+                                              [(k, v) for k, v in (m.headers or [])], m.timestamp_type))
+                for tp in list(pending):
+                    if consumer.position(tp) >= ends[tp]:
+                        pending.discard(tp)
+                        consumer.pause(tp)
+            out.sort(key=lambda r: (r.partition, r.offset))
+            return out if max_records is None else out[:max_records]
+        finally:
+            consumer.close()
+
+    # ---- groups (kafka-python admin: ListGroups, DescribeGroups, OffsetFetch) --------------------------------------
+
+    def _admin_client(self):
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="minikafka-state",
+                                           request_timeout_ms=int(self.timeout_s * 1000))
+        return self._admin
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     config: dict[str, object] | None = None) -> None:
+        """Create a topic (CreateTopics), e.g. to arrange a test before its clients start."""
+        spec = {"num_partitions": partitions, "replication_factor": replication_factor,
+                "configs": {k: str(v) for k, v in (config or {}).items()}}
+        self._admin_client().create_topics({name: spec})
+
+    def delete_topic(self, name: str) -> None:
+        self._admin_client().delete_topics([name])
+
+    def groups(self) -> list[str]:
+        return sorted({g["group_id"] for g in self._admin_client().list_groups()})
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        offsets = self._admin_client().list_group_offsets({group_id: None}).get(group_id, {})
+        return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+
+    def group(self, group_id: str) -> GroupState:
+        described = self._admin_client().describe_groups([group_id])[group_id]
+        if described.get("error"):
+            raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
+        members = [GroupMember(m["member_id"], m["client_id"], m["client_host"], m.get("group_instance_id"),
+                               assigned_partitions(m.get("member_assignment")))
+                   for m in described.get("members", [])]
+        return GroupState(group_id, described["group_state"], described["protocol_type"],
+                          described["protocol_data"], members, self.committed_offsets(group_id))
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
+def assigned_partitions(assignment: Any) -> list[tuple[str, int]]:
+    """(topic, partition) pairs of a consumer-protocol assignment, decoded or as kafka-python's dict form."""
+    if not assignment or isinstance(assignment, (bytes, bytearray)):
+        return []
+    if hasattr(assignment, "partitions"):
+        return sorted((tp.topic, tp.partition) for tp in assignment.partitions())
+    pairs = []
+    for entry in assignment.get("assigned_partitions", []):
+        topic = entry["topic"] if isinstance(entry, dict) else entry[0]
+        parts = entry["partitions"] if isinstance(entry, dict) else entry[1]
+        pairs.extend((topic, p) for p in parts)
+    return sorted(pairs)

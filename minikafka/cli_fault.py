@@ -1,0 +1,100 @@
+"""`minikafka fault ...`: inject and clear faults on a running broker through its control API.
+
+    minikafka fault error --api Produce --error NOT_LEADER_OR_FOLLOWER --count 3 [--topic T [--partition P]]
+    minikafka fault latency --ms 2000 [--api Fetch] [--count N]
+    minikafka fault disk-full [--quota-bytes N]
+    minikafka fault close-connections
+    minikafka fault list
+    minikafka fault clear [--kind error|latency|disk] [--id N]
+    minikafka fault shutdown
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from minikafka.cli_common import add_bootstrap, run_guarded
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fault", help="inject, list and clear faults on a running minikafka broker")
+    actions = p.add_subparsers(dest="action", required=True)
+
+    error = actions.add_parser("error", help="answer requests of one API with an error code")
+    add_bootstrap(error)
+    error.add_argument("--api", required=True, help="Kafka API name or key, e.g. Produce, Fetch, OffsetCommit, 0")
+    error.add_argument("--error", required=True, help="Kafka error name or code, e.g. NOT_LEADER_OR_FOLLOWER, 6")
+    count = error.add_mutually_exclusive_group()
+    count.add_argument("--count", type=int, default=1, help="how many requests fail (default 1)")
+    count.add_argument("--forever", action="store_true", help="every matching request, until cleared")
+    error.add_argument("--topic", help="only this topic's entries of a request fail")
+    error.add_argument("--partition", type=int, help="only this partition of --topic fails")
+
+    latency = actions.add_parser("latency", help="hold back responses")
+    add_bootstrap(latency)
+    latency.add_argument("--ms", type=int, required=True, help="delay in milliseconds")
+    latency.add_argument("--api", help="only responses of this API (default: all)")
+    latency.add_argument("--count", type=int, help="only the next N responses (default: until cleared)")
+
+    disk = actions.add_parser("disk-full", help="cap the data dir: appends beyond it fail with KAFKA_STORAGE_ERROR")
+    add_bootstrap(disk)
+    disk.add_argument("--quota-bytes", type=int, help="the cap (default: what the data dir holds now)")
+
+    for name, text in (("close-connections", "close every client connection (clients reconnect)"),
+                       ("list", "print the active faults"),
+                       ("shutdown", "stop the broker cleanly, as SIGTERM does")):
+        add_bootstrap(actions.add_parser(name, help=text))
+
+    clear = actions.add_parser("clear", help="undo faults (all by default)")
+    add_bootstrap(clear)
+    clear.add_argument("--kind", choices=["error", "latency", "disk"])
+    clear.add_argument("--id", type=int, help="only the fault with this id")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded(_run, args)
+
+
+def describe_fault(fault: dict[str, Any]) -> str:
+    if fault["kind"] == "error":
+        scope = ""
+        if fault.get("topic") is not None:
+            scope = f" for {fault['topic']}" + (f"-{fault['partition']}" if fault.get("partition") is not None else "")
+        times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} request(s)"
+        return f"{fault['api']} fails with {fault['error']}{scope} {times}"
+    if fault["kind"] == "latency":
+        times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} response(s)"
+        return f"{fault['api'] or 'every'} response delayed {fault['delay_ms']} ms {times}"
+    return f"disk quota {fault['quota_bytes']} bytes ({fault['used_bytes']} in use)"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from minikafka.integration.control_client import ControlClient
+
+    control = ControlClient(args.bootstrap_server)
+    action = args.action
+    if action == "error":
+        answer = control.call("fault.add", kind="error", api=args.api, error=args.error,
+                              count=None if args.forever else args.count, topic=args.topic, partition=args.partition)
+    elif action == "latency":
+        answer = control.call("fault.add", kind="latency", delay_ms=args.ms, api=args.api, count=args.count)
+    elif action == "disk-full":
+        answer = control.call("fault.add", kind="disk", quota_bytes=args.quota_bytes)
+    elif action == "close-connections":
+        print(f"Closed {control.call('connections.close')['closed']} connection(s).")
+        return 0
+    elif action == "list":
+        for fault in control.call("fault.list")["faults"]:
+            print(f"{fault.get('id', '-')}\t{fault['kind']}\t{describe_fault(fault)}")
+        return 0
+    elif action == "clear":
+        print(f"Cleared {control.call('fault.clear', kind=args.kind, id=args.id)['cleared']} fault(s).")
+        return 0
+    else:
+        control.call("shutdown")
+        print("Broker shutting down.")
+        return 0
+    fault = answer["fault"]
+    label = f"fault {fault['id']}" if "id" in fault else "fault"
+    print(f"Added {label}: {describe_fault(fault)}")
+    return 0

@@ -1,0 +1,1 @@
+"""Runnable pipelines built on the minikafka Spark connector."""

@@ -1,0 +1,129 @@
+"""df.write / writeStream: produce rows to Kafka, with the columns of Spark's Kafka sink.
+
+Columns: value (required), key, topic, partition and headers (optional); other columns are ignored.
+The `topic` option, when given, overrides the topic column. Delivery is at least once, as with
+Spark's sink: every task flushes its producer and fails if any record was not acknowledged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType
+
+from .options import SinkOptions
+from .schema import HEADERS_TYPE
+
+
+@dataclass
+class WrittenRecords(WriterCommitMessage):
+    """How many records one task produced."""
+
+    count: int
+
+
+def validate_sink_schema(schema: StructType, options: SinkOptions) -> None:
+    """Refuse, on the driver and before any task runs, data the sink cannot write (as Spark does)."""
+    types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
+    if options.topic is None:
+        if "topic" not in types:
+            raise ValueError(
+                "topic option required when no 'topic' attribute is present. "
+                "Use the topic option for setting a topic."
+            )
+        if not isinstance(types["topic"], StringType):
+            raise ValueError(f"Topic type must be a string, got {types['topic'].simpleString()}")
+    if "value" not in types:
+        raise ValueError("Required attribute 'value' not found")
+    for name in ("key", "value"):
+        if name in types and not isinstance(types[name], (StringType, BinaryType)):
+            raise ValueError(f"{name} attribute type must be a string or binary, got {types[name].simpleString()}")
+    if "partition" in types and not isinstance(types["partition"], IntegerType):
+        raise ValueError(f"partition attribute type must be an int, got {types['partition'].simpleString()}")
+    if "headers" in types and types["headers"] != HEADERS_TYPE:
+        raise ValueError(
+            f"headers attribute type must be an {HEADERS_TYPE.simpleString()}, got {types['headers'].simpleString()}"
+        )
+
+
+def _column(batch: pa.RecordBatch, name: str, as_bytes: bool = False) -> Optional[list]:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return None
+    column = batch.column(index)
+    if as_bytes and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def _headers(entries: Optional[list[dict]]) -> list[tuple[str, bytes]]:
+    if not entries:
+        return []
+    headers = []
+    for entry in entries:
+        if entry["value"] is None:
+            raise ValueError(f"Header {entry['key']!r} has a null value, which kafka-python's producer cannot send")
+        headers.append((entry["key"], entry["value"]))
+    return headers
+
+
+def produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenRecords:
+    """Send every row of `batches`; raise the first delivery error after flushing."""
+    producer = options.producer()
+    errors: list[BaseException] = []
+    count = 0
+    try:
+        for batch in batches:
+            n = batch.num_rows
+            values = _column(batch, "value", as_bytes=True)
+            keys = _column(batch, "key", as_bytes=True) or [None] * n
+            partitions = _column(batch, "partition") or [None] * n
+            headers = _column(batch, "headers") or [None] * n
+            topics = [options.topic] * n if options.topic else _column(batch, "topic")
+            for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers):
+                if topic is None:
+                    raise ValueError("null topic present in the data. Use the topic option for setting a default topic.")
+                future = producer.send(topic, value=value, key=key, partition=partition, headers=_headers(header))
+                future.add_errback(errors.append)
+                count += 1
+            if errors:
+                break
+        producer.flush()
+    finally:
+        producer.close()
+    if errors:
+        raise RuntimeError(f"Writing to Kafka failed: {errors[0]!r}") from errors[0]
+    return WrittenRecords(count)
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """Writer for df.write.format("minikafka")."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
+        return produce(self._options, iterator)
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """Writer for writeStream.format("minikafka"); every micro-batch is produced as it comes."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
+        return produce(self._options, iterator)
+
+    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """Records are already acknowledged by Kafka when a task ends."""
+
+    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """Acknowledged records stay in the topic: the sink is at least once, like Spark's."""

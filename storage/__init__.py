@@ -1,0 +1,1 @@
+"""Sans-IO partition storage in Kafka's on-disk format."""

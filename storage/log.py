@@ -1,0 +1,683 @@
+"""The log of one partition replica: Kafka's UnifiedLog (local part) over LogSegments.
+
+Appends validate and stamp batch headers in place and write the bytes as they came; reads return
+byte ranges of segment files. Nothing on these paths looks inside a batch.
+
+Threading: every method that changes the log runs on the owning thread (the broker's event
+loop). read(), fetch_offset_by_timestamp(), offset_of_max_timestamp() and flush() may run in a
+worker thread meanwhile: they work on a snapshot of the segment list, and a segment deleted
+under them keeps its file descriptors until they let go of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from operator import attrgetter
+from pathlib import Path
+from typing import NamedTuple
+
+from kafka.record.default_records import DefaultRecordBatch
+
+from minikafka.protocol.record_batch import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    assign_offsets,
+    batch_crc_ok,
+    iter_batches,
+    validate_batches,
+)
+
+from .checkpoint import TMP_SUFFIX, fsync_dir
+from .errors import (
+    CorruptRecordError,
+    InconsistentTopicIdError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from .leader_epoch_cache import LeaderEpochCache
+from .log_config import LogConfig
+from .partition_metadata import read_partition_metadata, uuid_to_str, write_partition_metadata
+from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from .segment import LOG_SUFFIX, LogSegment
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
+_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)")
+_base_offset = attrgetter("base_offset")
+SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendInfo(NamedTuple):
+    """Outcome of an append, as the Produce response and the replica manager need it.
+
+    offset_of_max_timestamp is the last offset of the batch carrying max_timestamp (Kafka's
+    "shallow" offset). For a duplicate (a retried idempotent batch) nothing was appended and
+    the offsets are those the original append got.
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    records_count: int
+    duplicate: bool = False
+
+
+class Log:
+    """Segments, leader-epoch cache and producer state of one partition directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        topic_id: bytes | None,
+        leader_epoch_cache: LeaderEpochCache,
+        producer_state: ProducerStateManager,
+    ) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.topic_id = topic_id
+        self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state = producer_state
+        self._segments = segments
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._dirs_to_flush: set[Path] = set()  # directories with entries created since the last flush
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,  # noqa: A002 - the broker's contract names it so
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        topic_id: bytes | None = None,
+        now_ms: int,
+    ) -> Log:
+        """Open (or create) the partition directory and bring it to a consistent state.
+
+        Segments holding offsets at or after `recovery_point` are re-validated batch by batch;
+        a torn or corrupt tail is cut off (and any later segment dropped) and their indexes are
+        rebuilt. Stray temporary files are removed, the leader-epoch cache is trimmed to the
+        log, and producer state is rebuilt from batch headers.
+        """
+        directory = Path(dir)
+        created = not directory.exists()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"Cannot create partition directory {directory}: {e}") from e
+        stored_id = read_partition_metadata(directory)
+        if topic_id is not None and stored_id is not None and stored_id != topic_id:
+            raise InconsistentTopicIdError(
+                f"Partition directory {directory} belongs to topic id {uuid_to_str(stored_id)}, "
+                f"not {uuid_to_str(topic_id)}"
+            )
+        if topic_id is not None and stored_id is None:
+            write_partition_metadata(directory, topic_id)
+        cache = LeaderEpochCache.in_dir(directory)
+        segments = cls._load_segments(directory, config, now_ms)
+        new_segment = not segments
+        if new_segment:
+            segments = [LogSegment.create(directory, log_start_offset, config, now_ms)]
+        else:
+            cls._recover(segments, recovery_point, cache)
+        log = cls(
+            directory,
+            topic,
+            partition,
+            config,
+            segments,
+            log_start_offset=max(log_start_offset, segments[0].base_offset),
+            recovery_point=0,
+            topic_id=topic_id if topic_id is not None else stored_id,
+            leader_epoch_cache=cache,
+            producer_state=ProducerStateManager(),
+        )
+        if created:
+            log._dirs_to_flush.add(directory.parent)
+        if new_segment:
+            log._dirs_to_flush.add(directory)
+        if log._log_start_offset > log.log_end_offset:
+            log.truncate_fully_and_start_at(log._log_start_offset, now_ms=now_ms)
+        log._recovery_point = min(recovery_point, log.log_end_offset)
+        cache.truncate_from_end(log.log_end_offset)
+        cache.truncate_from_start(log._log_start_offset)
+        log._rebuild_producer_state(now_ms)
+        return log
+
+    @staticmethod
+    def _load_segments(directory: Path, config: LogConfig, now_ms: int) -> list[LogSegment]:
+        """Open every segment, deleting stray temporary files and index files without a log."""
+        names = os.listdir(directory)
+        bases = set()
+        index_files = []
+        for name in names:
+            if name.endswith(STRAY_SUFFIXES):
+                (directory / name).unlink(missing_ok=True)
+                continue
+            match = _SEGMENT_FILE.fullmatch(name)
+            if match is None:
+                continue
+            if match[2] == LOG_SUFFIX:
+                bases.add(int(match[1]))
+            else:
+                index_files.append((int(match[1]), name))
+        for base, name in index_files:
+            if base not in bases:
+                (directory / name).unlink(missing_ok=True)
+        return [LogSegment.open(directory, base, config, now_ms) for base in sorted(bases)]
+
+    @staticmethod
+    def _recover(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache) -> None:
+        """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`).
+
+        After a clean shutdown the recovery point is the log end offset and nothing is scanned.
+        """
+
+        def note_epoch(header: BatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            latest = cache.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                cache.assign(epoch, header.base_offset)
+
+        for i, segment in enumerate(segments):
+            is_last = i == len(segments) - 1
+            end = segment.next_offset if is_last else segments[i + 1].base_offset
+            if end <= recovery_point and (not is_last or segment.ends_cleanly()):
+                continue
+            if segment.recover(note_epoch) and not is_last:
+                for later in segments[i + 1 :]:
+                    later.delete()
+                    later.close()
+                del segments[i + 1 :]
+                return
+
+    def _rebuild_producer_state(self, now_ms: int) -> None:
+        """Replay batch headers into producer state, skipping segments older than the producer
+        id expiration (every producer seen only there would be expired anyway)."""
+        self.producer_state.clear()
+        horizon = now_ms - DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        for segment in self._segments:
+            if segment is not self._segments[-1] and segment.largest_timestamp < horizon:
+                continue
+            for _, header in segment.batches():
+                if header.producer_id >= 0:
+                    self.producer_state.update(header)
+        self.producer_state.remove_expired(now_ms)
+
+    # ----------------------------------------------------------------- offsets
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned."""
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is fsynced (with its indexes)."""
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    # ----------------------------------------------------------------- appending
+
+    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Validate a produce request's records for this partition, assign offsets and append.
+
+        A bytearray is stamped in place; other buffers are copied first. Raises the storage
+        errors of the checks (corrupt/invalid batches, sizes, timestamps, idempotence).
+        """
+        headers = validate_batches(records)
+        self._check_sizes(headers, len(records))
+        self._check_timestamps(headers, now_ms)
+        duplicate = self.producer_state.check_client_batches(headers)
+        if duplicate is not None:
+            return AppendInfo(
+                duplicate.first_offset,
+                duplicate.last_offset,
+                duplicate.timestamp,
+                duplicate.last_offset,
+                duplicate.timestamp if self.config.log_append_time else NO_TIMESTAMP,
+                self._log_start_offset,
+                duplicate.last_offset - duplicate.first_offset + 1,
+                duplicate=True,
+            )
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        append_time = now_ms if self.config.log_append_time else None
+        headers = assign_offsets(buf, headers, self.log_end_offset, leader_epoch, append_time)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, headers[0].base_offset)
+        return self._append(buf, headers, now_ms, NO_TIMESTAMP if append_time is None else append_time)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and leader epochs.
+
+        A partial batch at the end (a fetch response cut at its size limit) is dropped; the
+        returned offsets are -1 if nothing complete was given.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with memoryview(records) as view:
+            headers = []
+            end = 0
+            previous_last = -1
+            for position, header in iter_batches(view):
+                if not batch_crc_ok(view, position, header):
+                    raise CorruptRecordError(f"Record is corrupt (stored crc = {header.crc}) in {self.name}")
+                if header.base_offset <= previous_last or header.last_offset < header.base_offset:
+                    raise CorruptRecordError(f"Out of order offsets found in append to {self.name}")
+                headers.append(header)
+                previous_last = header.last_offset
+                end = position + header.size
+            if not headers:
+                return AppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0)
+            if headers[0].base_offset < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.name}. First offset {headers[0].base_offset} "
+                    f"is less than the next offset {self.log_end_offset}",
+                    headers[0].base_offset,
+                    headers[-1].last_offset,
+                )
+            if end > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"Message batch size is {end} bytes in append to partition {self.name}, which exceeds "
+                    f"the maximum configured segment size of {self.config.segment_bytes}."
+                )
+            for header in headers:
+                if header.partition_leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            return self._append(view[:end], headers, now, NO_TIMESTAMP)
+
+    def _check_sizes(self, headers: list[BatchHeader], total: int) -> None:
+        limit = self.config.max_message_bytes
+        for header in headers:
+            if header.size > limit:
+                raise RecordTooLargeError(
+                    f"The record batch size in the append to {self.name} is {header.size} bytes "
+                    f"which exceeds the maximum configured value of {limit}."
+                )
+        if total > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {total} bytes in append to partition {self.name}, which exceeds "
+                f"the maximum configured segment size of {self.config.segment_bytes}."
+            )
+
+    def _check_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
+        """Kafka's timestamp rules, applied to the batch's first and max timestamps."""
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        create_time = not self.config.log_append_time
+        for header in headers:
+            if create_time and header.max_timestamp != NO_TIMESTAMP:
+                low, high = header.base_timestamp, header.max_timestamp
+                if now_ms - low > before or high - now_ms > after:
+                    raise InvalidTimestampError(
+                        f"One or more records have been rejected due to invalid timestamp: timestamps "
+                        f"[{low}, {high}] are out of range [{now_ms - before}, {now_ms + after}]"
+                    )
+            elif header.timestamp_type == 1:
+                raise InvalidTimestampError(
+                    "One or more records have been rejected due to invalid timestamp: "
+                    "producer should not set timestamp type to LogAppendTime"
+                )
+
+    def _append(
+        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int, log_append_time: int
+    ) -> AppendInfo:
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        records_count = 0
+        for header in headers:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            records_count += header.records_count
+        first_offset, last_offset = headers[0].base_offset, headers[-1].last_offset
+        segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset, now_ms)
+        segment.append(data, headers)
+        for header in headers:
+            if header.producer_id >= 0:
+                self.producer_state.update(header)
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(
+            first_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max,
+            log_append_time,
+            self._log_start_offset,
+            records_count,
+        )
+
+    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now_ms: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(size, max_timestamp, last_offset, now_ms):
+            return self.roll(now_ms, first_offset)
+        return segment
+
+    def roll(self, now_ms: int, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or `expected_next_offset` if later).
+
+        The old segment is not fsynced here (Kafka schedules that); call flush(new base offset)
+        from a worker thread to make rolled segments durable and advance the recovery point.
+        """
+        active = self._segments[-1]
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        if new_offset == active.base_offset and active.size == 0:
+            # Recreate the empty active segment; the old object's descriptors close when no
+            # reader holds it any more.
+            segment = LogSegment.create(self.dir, new_offset, self.config, now_ms)
+            self._segments = [*self._segments[:-1], segment]
+        elif new_offset <= active.base_offset:
+            raise KafkaStorageError(
+                f"Trying to roll a new log segment for {self.name} with start offset {new_offset} "
+                f"lower than the active segment's base offset {active.base_offset}"
+            )
+        else:
+            active.on_become_inactive()
+            segment = LogSegment.create(self.dir, new_offset, self.config, now_ms)
+            self._segments = [*self._segments, segment]
+        self._dirs_to_flush.add(self.dir)
+        return segment
+
+    def maybe_roll_for_time(self, now_ms: int) -> bool:
+        """Roll an active segment that has been open longer than segment.ms; True if it rolled."""
+        active = self._segments[-1]
+        if active.size > 0 and active.time_waited_for_roll(now_ms, now_ms) > self.config.segment_ms - active.roll_jitter_ms:
+            self.roll(now_ms)
+            return True
+        return False
+
+    # ----------------------------------------------------------------- reading
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True) -> bytes:
+        """Whole batches starting with the one that holds `offset`.
+
+        At most `max_bytes`, except that with `min_one_message` the first batch is returned even
+        if larger; only batches entirely below `max_offset` (exclusive, e.g. the high watermark).
+        Batches come from a single segment, as in Kafka. Empty at the log end offset; raises
+        OffsetOutOfRangeError outside [log start offset, log end offset].
+        """
+        segments = self._segments
+        end = segments[-1].next_offset
+        if offset < self._log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.name}, but we only have log "
+                f"segments in the range {self._log_start_offset} to {end}."
+            )
+        if offset == end or (max_offset is not None and offset >= max_offset):
+            return b""
+        start = max(bisect_right(segments, offset, key=_base_offset) - 1, 0)
+        for segment in segments[start:]:
+            data = segment.read(offset, max_bytes, max_offset, min_one_message)
+            if data is not None:
+                return data
+        return b""
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """ListOffsets: (offset, timestamp, leader epoch) of the first record with timestamp >= `timestamp`.
+
+        Also answers Kafka's special timestamps: -1 latest (log end offset), -2 earliest and -4
+        earliest-local (log start offset), -3 the record with the largest timestamp, -5
+        latest-tiered (-1: there is no tiered storage). The
+        timestamp is -1 and the epoch -1 where there is none. Only the matching batch is decoded.
+        """
+        if timestamp == LATEST_TIMESTAMP:
+            latest = self.leader_epoch_cache.latest_epoch
+            return self.log_end_offset, NO_TIMESTAMP, -1 if latest is None else latest
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            earliest = self.leader_epoch_cache.earliest_entry
+            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= self._log_start_offset else -1
+            return self._log_start_offset, NO_TIMESTAMP, epoch
+        if timestamp == MAX_TIMESTAMP:
+            return self.offset_of_max_timestamp()
+        if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage: Kafka answers -1
+            return -1, NO_TIMESTAMP, -1
+        start_offset = self._log_start_offset
+        target = next((s for s in self._segments if s.largest_timestamp >= timestamp), None)
+        if target is None:
+            return None
+        for position, header in target.batches(target.timestamp_search_start(timestamp, start_offset)):
+            if header.max_timestamp < timestamp:
+                continue
+            for offset, record_timestamp in self._record_timestamps(target, position, header):
+                if record_timestamp >= timestamp and offset >= start_offset:
+                    return offset, record_timestamp, max(header.partition_leader_epoch, -1)
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP: (offset, timestamp, leader epoch) of the record with the
+        largest timestamp (the first such record), or None for an empty log."""
+        segments = self._segments
+        best = max(segments, key=lambda s: s.max_timestamp_so_far.timestamp)
+        timestamp, offset = best.max_timestamp_so_far
+        if timestamp == NO_TIMESTAMP:
+            return None
+        for position, header in best.batches(best.offset_index.lookup(offset).position):
+            if header.max_timestamp == timestamp:
+                for record_offset, record_timestamp in self._record_timestamps(best, position, header):
+                    if record_timestamp == timestamp:
+                        return record_offset, timestamp, max(header.partition_leader_epoch, -1)
+        return None
+
+    def _record_timestamps(self, segment: LogSegment, position: int, header: BatchHeader) -> list[tuple[int, int]]:
+        """(offset, timestamp) of each record of one batch; decompresses it if needed."""
+        data = segment.read_bytes(position, header.size)
+        try:
+            return [(record.offset, record.timestamp) for record in DefaultRecordBatch(data)]
+        except Exception as e:  # any codec or framing failure means the stored batch is unreadable
+            raise CorruptRecordError(f"Cannot decode batch at offset {header.base_offset} of {self.name}: {e}") from e
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset); (-1, -1) if unknown."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # ----------------------------------------------------------------- truncation and retention
+
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Follower truncation: remove everything from `offset` on (the whole batch holding it).
+
+        The leader-epoch cache is trimmed along; producer state is rebuilt from what remains.
+        """
+        if offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset ({offset})")
+        now = _now_ms() if now_ms is None else now_ms
+        if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            return
+        if self._segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now)
+            return
+        keep = [s for s in self._segments if s.base_offset <= offset]
+        for segment in self._segments[len(keep) :]:
+            segment.delete()
+        self._segments = keep
+        keep[-1].truncate_to(offset, now)
+        end = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._log_start_offset = min(self._log_start_offset, end)
+        self._recovery_point = min(self._recovery_point, end)
+        self._rebuild_producer_state(now)
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Delete all data and start empty at `offset` (a follower far behind the leader's start)."""
+        now = _now_ms() if now_ms is None else now_ms
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [LogSegment.create(self.dir, offset, self.config, now)]
+        self._dirs_to_flush.add(self.dir)
+        self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.clear()
+        self._log_start_offset = offset
+        self._recovery_point = offset
+
+    def maybe_increment_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` and delete the segments wholly below it.
+
+        The caller checks `offset` against the high watermark. Returns the new log start offset.
+        """
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} "
+                f"since it is larger than the log end offset {self.log_end_offset}"
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._delete_segments(self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= offset, offset))
+        return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
+        """Retention: delete segments below the log start offset and, with cleanup.policy=delete,
+        those past retention.bytes or retention.ms. Only segments wholly below `high_watermark`
+        go; if every segment goes, an empty one is rolled first. Returns the number deleted."""
+        lso = self._log_start_offset
+        deleted = self._delete_segments(
+            self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= lso, high_watermark), now_ms
+        )
+        if not self.config.delete_enabled:
+            return deleted
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0 and self.size_in_bytes >= retention_bytes:
+            excess = self.size_in_bytes - retention_bytes
+
+            def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_segments(self._deletable(over_size, high_watermark), now_ms)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_segments(
+                self._deletable(lambda s, nxt: now_ms - s.largest_timestamp > retention_ms, high_watermark), now_ms
+            )
+        return deleted
+
+    def _deletable(self, predicate: SegmentPredicate, high_watermark: int) -> list[LogSegment]:
+        """Oldest segments, in order, for which `predicate(segment, next segment)` holds, stopping
+        at the first that fails, that reaches `high_watermark`, or that is the empty active one."""
+        segments = self._segments
+        deletable = []
+        for i, segment in enumerate(segments):
+            following = segments[i + 1] if i + 1 < len(segments) else None
+            upper = following.base_offset if following is not None else self.log_end_offset
+            if high_watermark < upper or (following is None and segment.size == 0):
+                break
+            if not predicate(segment, following):
+                break
+            deletable.append(segment)
+        return deletable
+
+    def _delete_segments(self, deletable: list[LogSegment], now_ms: int | None = None) -> int:
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self.roll(_now_ms() if now_ms is None else now_ms)
+        remaining = self._segments[len(deletable) :]
+        self._segments = remaining
+        if remaining[0].base_offset > self._log_start_offset:
+            self._log_start_offset = remaining[0].base_offset
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        for segment in deletable:
+            segment.delete()
+        return len(deletable)
+
+    # ----------------------------------------------------------------- durability and lifecycle
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments (and indexes) holding offsets below `up_to` (default: everything) and
+        advance the recovery point to it."""
+        segments = self._segments
+        offset = segments[-1].next_offset if up_to is None else up_to
+        if offset <= self._recovery_point:
+            return
+        for i, segment in enumerate(segments):
+            if segment.base_offset >= offset:
+                break
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if upper is None or upper > self._recovery_point:
+                segment.flush()
+        while self._dirs_to_flush:
+            fsync_dir(self._dirs_to_flush.pop())
+        self._recovery_point = max(self._recovery_point, offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self._segments:
+            segment.update_config(config)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        self.producer_state.remove_expired(now_ms, expiration_ms)
+
+    def close(self) -> None:
+        """Flush everything (the recovery point becomes the log end offset) and close the files."""
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Remove the partition directory and everything in it (topic deletion)."""
+        for segment in self._segments:
+            segment.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})"
+        )
+

@@ -1,0 +1,171 @@
+"""Shared pieces of the client-compatibility tests: the records every client produces, the byte-for-byte check
+of what comes back, and a raw Fetch of stored batches for what no client API exposes (the producer id and
+sequence numbers in a batch header).
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.memory_records import MemoryRecords
+
+from tests.raw_client import RawConnection
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+RECORD_COUNT = 10_000
+PARTITIONS = 4
+# Time budgets, not expectations: a healthy run takes a fraction of these.
+PRODUCE_TIMEOUT_S = 30.0
+CONSUME_TIMEOUT_S = 30.0
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+class Record(NamedTuple):
+    """What a user hands to a producer and expects back from a consumer, byte for byte."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp: int
+
+
+class Consumed(NamedTuple):
+    offset: int
+    record: Record
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def make_records(count: int = RECORD_COUNT, partitions: int = PARTITIONS, base_timestamp: int | None = None,
+                 seed: int = 2) -> list[Record]:
+    """Deterministic records that exercise the record format's corners.
+
+    Null and empty keys, null values (tombstones) and empty values, incompressible and highly compressible
+    values of 0 B to 4 KiB, zero to three headers (repeated and non-ASCII header keys, empty header values), and
+    timestamps that are explicit, in the past and deliberately not monotonic within a partition.
+    """
+    rng = random.Random(seed)
+    if base_timestamp is None:
+        base_timestamp = now_ms() - 3_600_000
+    sizes = (0, 1, 7, 64, 200, 1000, 4096)
+    records = []
+    for i in range(count):
+        key: bytes | None = f"key-{i}".encode()
+        if i % 13 == 0:
+            key = None
+        elif i % 29 == 0:
+            key = b""
+        size = sizes[rng.randrange(len(sizes))]
+        value: bytes | None
+        if i % 3 == 0:
+            value = rng.randbytes(size)
+        else:
+            value = (f"value {i} " * (size // 8 + 1)).encode()[:size]
+        if key is not None and i % 97 == 0:
+            value = None
+        headers: list[tuple[str, bytes]] = []
+        for h in range(i % 4):
+            headers.append((f"h{h}", rng.randbytes(h * 5)))
+        if i % 11 == 0:
+            headers += [("dup", b"first"), ("dup", b"second")]
+        if i % 17 == 0:
+            headers.append(("ключ-é", "значение".encode()))
+        timestamp = base_timestamp + (i * 7919) % count
+        records.append(Record(i % partitions, key, value, tuple(headers), timestamp))
+    return records
+
+
+def normalize_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> Headers:
+    """Clients hand headers back as None, lists or tuples; compare them as a tuple of (str, bytes) pairs."""
+    return tuple((k if isinstance(k, str) else k.decode(), bytes(v) if v is not None else None)
+                 for k, v in (headers or ()))
+
+
+def by_partition(records: Iterable[Record]) -> dict[int, list[Record]]:
+    out: dict[int, list[Record]] = defaultdict(list)
+    for r in records:
+        out[r.partition].append(r)
+    return dict(out)
+
+
+def assert_consumed_equal(produced: list[Record], consumed: list[Consumed]) -> None:
+    """Every produced record came back once, in order, at offsets dense from 0 in its partition, unchanged."""
+    want = by_partition(produced)
+    got: dict[int, list[Consumed]] = defaultdict(list)
+    for c in consumed:
+        got[c.record.partition].append(c)
+    assert sorted(got) == sorted(want), f"partitions consumed {sorted(got)} != produced {sorted(want)}"
+    for partition, records in want.items():
+        entries = got[partition]
+        offsets = [c.offset for c in entries]
+        assert offsets == list(range(len(records))), (
+            f"partition {partition}: offsets not dense from 0: first bad at index "
+            f"{next((i for i, o in enumerate(offsets) if o != i), len(offsets))} of {len(offsets)} "
+            f"(expected {len(records)} records)")
+        for i, (expected, c) in enumerate(zip(records, entries)):
+            assert c.record == expected, f"partition {partition} offset {i}: consumed {c.record!r} != {expected!r}"
+
+
+def assert_produce_offsets(produced: list[Record], offsets: list[tuple[int, int]]) -> None:
+    """The offsets a producer was acknowledged with, per record in send order, are dense per partition."""
+    assert len(offsets) == len(produced)
+    per_partition: dict[int, list[int]] = defaultdict(list)
+    for record, (partition, offset) in zip(produced, offsets):
+        assert partition == record.partition
+        per_partition[partition].append(offset)
+    for partition, got in per_partition.items():
+        assert got == list(range(len(got))), f"partition {partition}: acknowledged offsets are not 0..{len(got) - 1}"
+
+
+def collect(poll: Callable[[], list[Consumed]], count: int, timeout_s: float = CONSUME_TIMEOUT_S) -> list[Consumed]:
+    """Poll until `count` records arrived or the time budget is spent; returns what arrived."""
+    out: list[Consumed] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        out.extend(poll())
+    return out
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.1) -> object:
+    """Return the first truthy value of `condition()`, or its last value once the time budget is spent."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval_s)
+
+
+def fetch_batches(conn: RawConnection, topic: str, partition: int, end_offset: int) -> list[DefaultRecordBatch]:
+    """Every record batch of a partition from offset 0 up to `end_offset`, as stored (headers untouched)."""
+    F = FetchRequest[12]
+    batches: list[DefaultRecordBatch] = []
+    offset = 0
+    for _ in range(10_000):
+        if offset >= end_offset:
+            break
+        request = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0, session_id=0,
+                    session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                    topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+                        partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                        log_start_offset=-1, partition_max_bytes=4 << 20)])])
+        data = conn.request(request).responses[0].partitions[0]
+        assert data.error_code == 0, f"fetch {topic}-{partition}@{offset}: error {data.error_code}"
+        records = MemoryRecords(bytes(data.records or b""))
+        fetched = 0
+        while (batch := records.next_batch()) is not None:
+            if batch.next_offset > offset:
+                batches.append(batch)
+                offset = batch.next_offset
+                fetched += 1
+        assert fetched, f"fetch {topic}-{partition}@{offset} returned no batch before {end_offset}"
+    return batches

@@ -1,0 +1,260 @@
+"""Shared machinery of the consumer group tests (no tests here): real consumer processes and their accounting.
+
+A worker is a separate process running one consumer of one client library in a group, so a test can stop it
+cleanly (SIGTERM: the consumer closes and leaves the group) or kill it (SIGKILL: the coordinator only learns
+from the session timeout). A worker counts a record as consumed only after committing it synchronously, and
+writes it to its output file right after; when a commit fails (a rebalance took the partition, or the
+generation moved on) it seeks back and reads the batch again if it still owns the partition. So across all
+workers of a group every record is written exactly once, provided a worker is killed only while idle.
+
+Run as `python -m tests.clients.test_groups_support LIBRARY BOOTSTRAP TOPIC GROUP OUTFILE`.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+REPO = Path(__file__).resolve().parents[2]
+LIBRARIES = ["kafka-python", "confluent-kafka", "aiokafka"]
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_INTERVAL_MS = 500
+# A broker for group tests: no initial rebalance delay, so joins complete as soon as every member is in.
+GROUP_BROKER = {"group_initial_rebalance_delay_ms": 0}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, prefix: str, count: int, partitions: int) -> set[str]:
+    """`count` records with distinct values, spread round-robin over the partitions; returns the values."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    values = [f"{prefix}-{i}" for i in range(count)]
+    try:
+        futures = [producer.send(topic, value=v.encode(), partition=i % partitions) for i, v in enumerate(values)]
+        for f in futures:
+            f.get(timeout=20)
+    finally:
+        producer.close(timeout=10)
+    return set(values)
+
+
+def describe_group(bootstrap: str, group: str) -> dict:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        return admin.describe_groups([group])[0]
+    finally:
+        admin.close()
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        found = admin.list_group_offsets({group: None})[group]
+        return {(tp.topic, tp.partition): om.offset for tp, om in found.items()}
+    finally:
+        admin.close()
+
+
+class GroupWorker:
+    """One consumer process in a group; `records()` are what it consumed and committed, in order."""
+
+    def __init__(self, library: str, bootstrap: str, topic: str, group: str, out: Path) -> None:
+        self.library = library
+        self.out = out
+        self.log = out.with_suffix(".log")
+        out.touch()
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.clients.test_groups_support", library, bootstrap, topic, group,
+                 str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+
+    def records(self) -> list[tuple[int, int, str]]:
+        found = []
+        for line in self.out.read_text().splitlines():
+            partition, offset, value = line.split("\t")
+            found.append((int(partition), int(offset), value))
+        return found
+
+    def partitions(self) -> set[int]:
+        return {p for p, _, _ in self.records()}
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM: the consumer closes and leaves the group; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def consumed_values(workers: list[GroupWorker]) -> list[str]:
+    return [value for w in workers for _, _, value in w.records()]
+
+
+def wait_consumed(workers: list[GroupWorker], expected: set[str], timeout: float = 40) -> list[str]:
+    """Wait (bounded) until the workers together consumed every expected value; returns all values consumed."""
+    deadline = time.monotonic() + timeout
+    values = consumed_values(workers)
+    while time.monotonic() < deadline and not expected <= set(values):
+        time.sleep(0.2)
+        values = consumed_values(workers)
+    missing = expected - set(values)
+    assert not missing, (f"{len(missing)} records never consumed, e.g. {sorted(missing)[:5]}; worker logs:\n"
+                         + "\n".join(w.log_text()[-2000:] for w in workers))
+    return values
+
+
+def assert_exactly_once(workers: list[GroupWorker], expected: set[str]) -> None:
+    values = consumed_values(workers)
+    duplicates = sorted({v for v in values if values.count(v) > 1})
+    assert not duplicates, f"consumed more than once: {duplicates[:10]}"
+    assert set(values) == expected
+
+
+def wait_members(bootstrap: str, group: str, count: int, timeout: float = 40) -> dict:
+    """Wait until the group is Stable with `count` members; returns the DescribeGroups description."""
+    deadline = time.monotonic() + timeout
+    found = {}
+    while time.monotonic() < deadline:
+        found = describe_group(bootstrap, group)
+        if found.get("group_state") == "Stable" and len(found.get("members", [])) == count:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"group {group} did not become Stable with {count} members: {found}")
+
+
+def stop_all(workers: list[GroupWorker]) -> None:
+    for w in workers:
+        w.kill()
+
+
+# ---- the worker process -----------------------------------------------------------------------------------------
+
+_stop = False
+
+
+def _on_sigterm(_signum, _frame) -> None:
+    global _stop
+    _stop = True
+
+
+def _write(out, batch: list[tuple[int, int, bytes]]) -> None:
+    out.write("".join(f"{p}\t{o}\t{v.decode()}\n" for p, o, v in batch))
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def run_kafka_python(bootstrap: str, topic: str, group: str, out) -> None:
+    from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka.errors import CommitFailedError, KafkaError
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+                             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"kp-{os.getpid()}")
+    while not _stop:
+        polled = consumer.poll(timeout_ms=200)
+        if not polled:
+            continue
+        batch = [(tp.partition, r.offset, r.value) for tp, records in polled.items() for r in records]
+        try:
+            consumer.commit({tp: OffsetAndMetadata(records[-1].offset + 1, "", -1) for tp, records in polled.items()})
+        except (CommitFailedError, KafkaError) as exc:
+            print("commit failed:", exc, flush=True)
+            owned = consumer.assignment()
+            for tp, records in polled.items():
+                if tp in owned:
+                    consumer.seek(tp, records[0].offset)
+            continue
+        _write(out, batch)
+    consumer.close(autocommit=False)
+
+
+def run_confluent(bootstrap: str, topic: str, group: str, out) -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
+                         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "client.id": f"ck-{os.getpid()}"})
+    consumer.subscribe([topic])
+    while not _stop:
+        messages = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
+        if not messages:
+            continue
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for m in messages:
+            first.setdefault(m.partition(), m.offset())
+            last[m.partition()] = m.offset()
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()], asynchronous=False)
+        except KafkaException as exc:
+            print("commit failed:", exc, flush=True)
+            owned = {tp.partition for tp in consumer.assignment()}
+            for p, o in first.items():
+                if p in owned:
+                    consumer.seek(TopicPartition(topic, p, o))
+            continue
+        _write(out, [(m.partition(), m.offset(), m.value()) for m in messages])
+    consumer.close()
+
+
+def run_aiokafka(bootstrap: str, topic: str, group: str, out) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import CommitFailedError, KafkaError
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+                                    heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"aio-{os.getpid()}")
+        await consumer.start()
+        try:
+            while not _stop:
+                polled = await consumer.getmany(timeout_ms=200)
+                if not polled:
+                    continue
+                batch = [(tp.partition, r.offset, r.value) for tp, records in polled.items() for r in records]
+                try:
+                    await consumer.commit({tp: records[-1].offset + 1 for tp, records in polled.items()})
+                except (CommitFailedError, KafkaError) as exc:
+                    print("commit failed:", exc, flush=True)
+                    owned = consumer.assignment()
+                    for tp, records in polled.items():
+                        if tp in owned:
+                            consumer.seek(tp, records[0].offset)
+                    continue
+                _write(out, batch)
+        finally:
+            await consumer.stop()
+
+    asyncio.run(main())
+
+
+RUNNERS = {"kafka-python": run_kafka_python, "confluent-kafka": run_confluent, "aiokafka": run_aiokafka}
+
+
+if __name__ == "__main__":
+    library, bootstrap_servers, topic_name, group_id, out_path = sys.argv[1:6]
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    with open(out_path, "a") as out_file:
+        RUNNERS[library](bootstrap_servers, topic_name, group_id, out_file)
+    print("closed", flush=True)

@@ -1,0 +1,190 @@
+"""`minikafka.Broker` as a user writes it: start, use with real clients, restart, crash, clean up."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+import minikafka
+from minikafka.integration.subprocess_runner import BrokerStartError
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partition: int | None = None) -> list[int]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    try:
+        return [producer.send(topic, v, partition=partition).get(timeout=20).offset for v in values]
+    finally:
+        producer.close()
+
+
+def consume_all(bootstrap: str, topic: str, partition: int = 0, expected: int = 1) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=10000)
+    try:
+        consumer.assign([TopicPartition(topic, partition)])
+        out = []
+        for message in consumer:
+            out.append(message.value)
+            if len(out) >= expected:
+                break
+        return out
+    finally:
+        consumer.close()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_with_block_starts_a_real_broker_and_removes_everything_after():
+    with minikafka.Broker() as broker:
+        assert broker.running and broker.pid is not None
+        assert broker.bootstrap_servers == f"127.0.0.1:{broker.port}"
+        assert produce(broker.bootstrap_servers, "orders", [b"a", b"b"]) == [0, 1]
+        assert consume_all(broker.bootstrap_servers, "orders", expected=2) == [b"a", b"b"]
+        assert (broker.data_dir / "orders-0").is_dir()
+        assert "started" in broker.log_path.read_text()
+        pid, data_dir = broker.pid, broker.data_dir
+    assert not broker.running
+    assert not process_alive(pid)
+    assert not data_dir.exists()
+
+
+def test_broker_is_stopped_and_cleaned_when_the_body_raises():
+    with pytest.raises(RuntimeError, match="test body failed"):
+        with minikafka.Broker() as broker:
+            pid, data_dir = broker.pid, broker.data_dir
+            raise RuntimeError("test body failed")
+    assert not process_alive(pid)
+    assert not data_dir.exists()
+
+
+def test_keep_data_leaves_kafka_layout_to_inspect():
+    with minikafka.Broker(keep_data=True) as broker:
+        produce(broker.bootstrap_servers, "kept", [b"x"])
+    try:
+        assert (broker.data_dir / "kept-0" / "00000000000000000000.log").stat().st_size > 0
+        assert (broker.data_dir / "meta.properties").exists()
+    finally:
+        shutil.rmtree(broker.data_dir.parent)
+
+
+def test_given_data_dir_and_port_are_used_and_kept(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "mydata"
+    with minikafka.Broker(port=port, data_dir=data) as broker:
+        assert broker.bootstrap_servers == f"127.0.0.1:{port}"
+        produce(broker.bootstrap_servers, "t", [b"1"])
+    assert (data / "t-0").is_dir()
+    assert broker.log_path == tmp_path / "mydata.log" and broker.log_path.exists()
+
+
+def test_clean_restart_keeps_data_and_port():
+    with minikafka.Broker() as broker:
+        port = broker.port
+        produce(broker.bootstrap_servers, "t", [b"before"])
+        old_pid = broker.pid
+        broker.restart()
+        assert broker.port == port and broker.pid != old_pid
+        assert produce(broker.bootstrap_servers, "t", [b"after"]) == [1]
+        assert consume_all(broker.bootstrap_servers, "t", expected=2) == [b"before", b"after"]
+
+
+def test_kill_is_a_crash_and_acknowledged_records_survive_it():
+    with minikafka.Broker() as broker:
+        produce(broker.bootstrap_servers, "t", [b"v%d" % i for i in range(50)])
+        pid = broker.pid
+        broker.kill()
+        assert not process_alive(pid) and not broker.running
+        with pytest.raises(RuntimeError, match="not running"):
+            broker.bootstrap_servers
+        broker.start()
+        values = consume_all(broker.bootstrap_servers, "t", expected=50)
+        assert values == [b"v%d" % i for i in range(50)]
+
+
+def test_restart_with_kill_flag_and_stop_then_start():
+    with minikafka.Broker() as broker:
+        produce(broker.bootstrap_servers, "t", [b"1"])
+        broker.restart(kill=True)
+        broker.stop()
+        assert not broker.running
+        broker.start()
+        assert consume_all(broker.bootstrap_servers, "t") == [b"1"]
+
+
+def test_config_overrides_by_kafka_property_names():
+    with minikafka.Broker(config={"num.partitions": 3, "auto.create.topics.enable": True}) as broker:
+        produce(broker.bootstrap_servers, "auto", [b"x"])
+        assert [p.partition for p in broker.state.partitions("auto")] == [0, 1, 2]
+
+
+def test_properties_the_handle_owns_are_refused_in_config():
+    with pytest.raises(ValueError, match="listeners"):
+        minikafka.Broker(config={"listeners": "PLAINTEXT://127.0.0.1:9"})
+
+
+def test_broker_that_cannot_start_raises_with_its_log(tmp_path):
+    with pytest.raises(BrokerStartError, match="num.partitions") as info:
+        with minikafka.Broker(data_dir=tmp_path / "d", config={"num.partitions": "lots"}):
+            pass
+    assert str(tmp_path / "d.log") in str(info.value)
+
+
+def test_sigterm_from_outside_is_seen_by_the_handle():
+    with minikafka.Broker() as broker:
+        os.kill(broker.pid, signal.SIGTERM)
+        for _ in range(200):
+            if not broker.running:
+                break
+            time.sleep(0.05)
+        assert not broker.running
+        broker.start()
+        assert produce(broker.bootstrap_servers, "t", [b"x"]) == [0]
+
+
+def test_in_process_broker_serves_restarts_and_refuses_kill():
+    with minikafka.Broker(in_process=True) as broker:
+        assert broker.pid is None and broker.running
+        produce(broker.bootstrap_servers, "t", [b"a"])
+        broker.restart()
+        assert produce(broker.bootstrap_servers, "t", [b"b"]) == [1]
+        assert consume_all(broker.bootstrap_servers, "t", expected=2) == [b"a", b"b"]
+        with pytest.raises(NotImplementedError, match="in_process=False"):
+            broker.kill()
+        assert "started" in broker.log_path.read_text()
+    assert not broker.running
+
+
+def test_two_brokers_side_by_side_are_independent():
+    with minikafka.Broker() as one, minikafka.Broker(in_process=True) as two:
+        assert one.port != two.port
+        produce(one.bootstrap_servers, "only-on-one", [b"1"])
+        assert "only-on-one" in one.state.topics()
+        assert "only-on-one" not in two.state.topics()
+
+
+def test_cluster_of_one_has_the_cluster_interface():
+    with minikafka.Cluster(brokers=1) as cluster:
+        produce(cluster.bootstrap_servers, "t", [b"x"])
+        leader = cluster.leader_of("t", 0)
+        assert leader is cluster.broker(1) and leader.node_id == 1
+        assert cluster.state.partition("t", 0).isr == [1]
+        data_dir = cluster.data_dir
+    assert not data_dir.exists()
+
+
+def test_cluster_of_more_brokers_says_why_not_yet():
+    with pytest.raises(ValueError, match="replication between brokers"):
+        minikafka.Cluster(brokers=3)

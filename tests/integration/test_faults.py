@@ -1,0 +1,366 @@
+"""Fault injection as a test writes it, with what each client library visibly does about the fault."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaTimeoutError as AIOKafkaTimeoutError
+from aiokafka.errors import RequestTimedOutError as AIORequestTimedOutError
+from confluent_kafka import KafkaError as ConfluentKafkaError
+from confluent_kafka import Producer as ConfluentProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import (
+    KafkaStorageError, KafkaTimeoutError, NotLeaderForPartitionError, RequestTimedOutError, UnknownTopicOrPartitionError,
+)
+
+from minikafka.integration.control_client import ControlError
+
+
+def kp_producer(broker, **overrides) -> KafkaProducer:
+    config = dict(bootstrap_servers=broker.bootstrap_servers, acks="all", linger_ms=0, retry_backoff_ms=20)
+    config.update(overrides)
+    return KafkaProducer(**config)
+
+
+def values_of(broker, topic: str, partition: int | None = None) -> list[bytes]:
+    return [r.value for r in broker.state.records(topic, partition)]
+
+
+# ---- injected errors -------------------------------------------------------------------------------------------------
+
+def test_kafka_python_producer_retries_through_injected_not_leader(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)
+    producer = kp_producer(broker, retries=10)
+    try:
+        assert producer.send("t", b"v").get(timeout=30).offset == 0
+    finally:
+        producer.close()
+    assert broker.faults.list() == []  # exactly the 3 injected failures were spent by the retries
+    assert values_of(broker, "t") == [b"v"]  # failed attempts appended nothing: no duplicates
+
+
+def test_kafka_python_producer_without_retries_sees_the_error(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=1)
+    producer = kp_producer(broker, retries=0, enable_idempotence=False)
+    try:
+        with pytest.raises(NotLeaderForPartitionError):
+            producer.send("t", b"lost").get(timeout=30)
+        assert producer.send("t", b"kept").get(timeout=30).offset == 0
+    finally:
+        producer.close()
+    assert values_of(broker, "t") == [b"kept"]
+
+
+def test_confluent_producer_retries_through_injected_not_leader(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)
+    reports = []
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "retry.backoff.ms": 20,
+                                  "linger.ms": 0})
+    producer.produce("t", b"v", on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+    assert producer.flush(30) == 0
+    assert reports == [(None, 0)]
+    assert broker.faults.list() == []
+    assert values_of(broker, "t") == [b"v"]
+
+
+def test_aiokafka_producer_retries_through_injected_not_leader(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)
+
+    async def run() -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, retry_backoff_ms=20)
+        await producer.start()
+        try:
+            return (await producer.send_and_wait("t", b"v")).offset
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(run()) == 0
+    assert broker.faults.list() == []
+    assert values_of(broker, "t") == [b"v"]
+
+
+def test_error_for_one_partition_leaves_the_others_of_the_request_alone(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t", partitions=2)
+    broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=1, topic="t", partition=1)
+    producer = kp_producer(broker, retries=0, enable_idempotence=False, linger_ms=200)
+    try:
+        ok = producer.send("t", b"p0", partition=0)
+        bad = producer.send("t", b"p1", partition=1)
+        producer.flush(timeout=30)
+        assert ok.get(timeout=1).offset == 0
+        with pytest.raises(NotLeaderForPartitionError):
+            bad.get(timeout=1)
+    finally:
+        producer.close()
+    assert values_of(broker, "t", 0) == [b"p0"]
+    assert values_of(broker, "t", 1) == []
+
+
+def test_fetch_error_for_a_partition_is_retried_by_the_consumer(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker)
+    producer.send("t", b"v").get(timeout=30)
+    producer.close()
+    broker.faults.fail_requests("Fetch", "NOT_LEADER_OR_FOLLOWER", count=2, topic="t", partition=0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", retry_backoff_ms=20)
+    try:
+        consumer.assign([TopicPartition("t", 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got += [r.value for r in records]
+    finally:
+        consumer.close()
+    assert got == [b"v"]
+    assert broker.faults.list() == []
+
+
+def test_metadata_error_for_a_topic_is_visible_then_spent(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("Metadata", "UNKNOWN_TOPIC_OR_PARTITION", count=None, topic="t")
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None)
+    try:
+        assert consumer.partitions_for_topic("t") is None
+        broker.faults.clear("error")
+        consumer._client.cluster.request_update()
+        assert consumer.partitions_for_topic("t") == {0}
+    finally:
+        consumer.close()
+
+
+def test_errors_for_one_topic_skip_requests_that_do_not_name_it(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("other")
+    fault = broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=1, topic="t")
+    producer = kp_producer(broker, retries=0, enable_idempotence=False)
+    try:
+        assert producer.send("other", b"x").get(timeout=30).offset == 0
+    finally:
+        producer.close()
+    assert [f["id"] for f in broker.faults.list()] == [fault.id]  # not spent by a request for another topic
+
+
+def test_whole_request_error_on_a_group_api(minikafka_broker):
+    broker = minikafka_broker
+    broker.faults.fail_requests("FindCoordinator", "COORDINATOR_NOT_AVAILABLE", count=2)
+    consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="g",
+                             auto_offset_reset="earliest", retry_backoff_ms=20)
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        assert consumer.assignment() == {TopicPartition("t", 0)}
+    finally:
+        consumer.close()
+    assert broker.faults.list() == []
+
+
+def test_bad_faults_are_refused_with_a_reason(minikafka_broker):
+    faults = minikafka_broker.faults
+    with pytest.raises(ControlError, match="unknown API"):
+        faults.fail_requests("NoSuchApi", "NOT_LEADER_OR_FOLLOWER")
+    with pytest.raises(ControlError, match="unknown error code"):
+        faults.fail_requests("Produce", "NOT_A_CODE")
+    with pytest.raises(ControlError, match="do not name topics"):
+        faults.fail_requests("Heartbeat", "REBALANCE_IN_PROGRESS", topic="t")
+    with pytest.raises(ControlError, match="per topic, not per partition"):
+        faults.fail_requests("Metadata", "LEADER_NOT_AVAILABLE", topic="t", partition=0)
+    assert faults.list() == []
+
+
+def test_fault_as_context_manager_is_undone_on_exit(minikafka_broker):
+    broker = minikafka_broker
+    with broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=None) as fault:
+        assert broker.faults.list()[0]["id"] == fault.id
+    assert broker.faults.list() == []
+
+
+# ---- latency -------------------------------------------------------------------------------------------------------
+
+def test_latency_beyond_request_timeout_surfaces_as_a_timeout_in_kafka_python(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker, retries=0, enable_idempotence=False, request_timeout_ms=1000,
+                           delivery_timeout_ms=1500)
+    try:
+        producer.send("t", b"warm").get(timeout=30)
+        fault = broker.faults.add_latency(3000, api="Produce")
+        started = time.monotonic()
+        with pytest.raises((KafkaTimeoutError, RequestTimedOutError)):
+            producer.send("t", b"slow").get(timeout=30)
+        assert time.monotonic() - started < 3.0  # the client gave up; it did not wait for the response
+        fault.clear()
+    finally:
+        producer.close()
+    fresh = kp_producer(broker)
+    try:
+        assert fresh.send("t", b"fast").get(timeout=30).offset >= 1
+    finally:
+        fresh.close()
+
+
+def test_latency_beyond_message_timeout_fails_confluent_delivery(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.add_latency(5000, api="Produce")
+    reports = []
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "message.timeout.ms": 1500,
+                                  "request.timeout.ms": 1000, "linger.ms": 0})
+    producer.produce("t", b"slow", on_delivery=lambda err, msg: reports.append(err))
+    producer.flush(20)
+    assert len(reports) == 1 and reports[0] is not None
+    assert reports[0].code() in (ConfluentKafkaError._MSG_TIMED_OUT, ConfluentKafkaError._TIMED_OUT,
+                                 ConfluentKafkaError.REQUEST_TIMED_OUT)
+    assert broker.faults.clear("latency") == 1
+
+
+def test_latency_times_out_aiokafka_request(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=1000,
+                                    enable_idempotence=False)
+        await producer.start()
+        try:
+            await producer.send_and_wait("t", b"warm")
+            broker.faults.add_latency(4000, api="Produce", count=1)
+            with pytest.raises((AIOKafkaTimeoutError, AIORequestTimedOutError)):
+                await producer.send_and_wait("t", b"slow")
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+def test_latency_delays_but_does_not_fail_when_within_timeout(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker)
+    try:
+        producer.send("t", b"warm").get(timeout=30)
+        broker.faults.add_latency(400, api="Produce", count=1)
+        started = time.monotonic()
+        assert producer.send("t", b"late").get(timeout=30).offset == 1
+        assert time.monotonic() - started >= 0.4
+    finally:
+        producer.close()
+    assert broker.faults.list() == []
+
+
+# ---- connections ---------------------------------------------------------------------------------------------------
+
+def test_closed_connections_are_reopened_by_kafka_python_and_aiokafka(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker, retries=5)
+    try:
+        producer.send("t", b"1").get(timeout=30)
+        assert broker.faults.close_connections() >= 1
+        assert producer.send("t", b"2").get(timeout=30).offset == 1
+    finally:
+        producer.close()
+
+    async def consume() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, retry_backoff_ms=20)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition("t", 0)])
+            first = await asyncio.wait_for(consumer.getone(), 20)
+            assert broker.faults.close_connections() >= 1
+            second = await asyncio.wait_for(consumer.getone(), 20)
+            return [first.value, second.value]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(consume()) == [b"1", b"2"]
+
+
+def test_closed_connections_are_reopened_by_confluent(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    reports = []
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    producer.produce("t", b"1", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(20) == 0
+    assert broker.faults.close_connections() >= 1
+    producer.produce("t", b"2", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(20) == 0
+    assert reports == [None, None]
+    assert values_of(broker, "t") == [b"1", b"2"]
+
+
+# ---- a full disk ---------------------------------------------------------------------------------------------------
+
+def test_full_disk_fails_appends_with_storage_error_until_undone(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker, retries=0, enable_idempotence=False)
+    try:
+        producer.send("t", b"before").get(timeout=30)
+        disk = broker.faults.fill_disk()
+        with pytest.raises(KafkaStorageError):
+            producer.send("t", b"refused").get(timeout=30)
+        assert broker.state.partition("t", 0).log_end_offset == 1
+        disk.clear()
+        assert producer.send("t", b"after").get(timeout=30).offset == 1
+    finally:
+        producer.close()
+    assert values_of(broker, "t") == [b"before", b"after"]
+
+
+def test_disk_quota_admits_appends_that_fit(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    used = broker.state.describe()[0]["disk_usage_bytes"]
+    broker.faults.fill_disk(quota_bytes=used + 5000)
+    producer = kp_producer(broker, retries=0, enable_idempotence=False)
+    try:
+        assert producer.send("t", b"small").get(timeout=30).offset == 0
+        with pytest.raises(KafkaStorageError):
+            producer.send("t", b"x" * 20000).get(timeout=30)
+    finally:
+        producer.close()
+    assert values_of(broker, "t") == [b"small"]
+
+
+def test_restart_forgets_faults_and_keeps_data(minikafka_broker):
+    broker = minikafka_broker
+    producer = kp_producer(broker)
+    producer.send("t", b"kept").get(timeout=30)
+    producer.close()
+    broker.faults.fill_disk()
+    broker.faults.add_latency(100)
+    broker.restart()
+    assert broker.faults.list() == []
+    assert values_of(broker, "t") == [b"kept"]
+
+
+def test_unknown_topic_error_can_be_injected_into_list_offsets(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("ListOffsets", "UNKNOWN_TOPIC_OR_PARTITION", count=None, topic="t")
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, request_timeout_ms=3000)
+    try:
+        with pytest.raises((UnknownTopicOrPartitionError, KafkaTimeoutError)):
+            consumer.end_offsets([TopicPartition("t", 0)], timeout_ms=2000)
+        broker.faults.clear()
+        assert consumer.end_offsets([TopicPartition("t", 0)]) == {TopicPartition("t", 0): 0}
+    finally:
+        consumer.close()

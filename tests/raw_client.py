@@ -1,0 +1,79 @@
+"""A minimal blocking Kafka protocol client for tests that must send exactly the bytes they choose."""
+from __future__ import annotations
+
+import socket
+import struct
+
+from kafka.protocol.api_message import ApiMessage
+from kafka.record.memory_records import MemoryRecordsBuilder
+
+from minikafka.protocol.codec import SCHEMAS
+
+
+class RawConnection:
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "RawConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, request: ApiMessage) -> int:
+        self._correlation += 1
+        request.with_header(correlation_id=self._correlation, client_id="raw-test")
+        self.sock.sendall(request.encode(header=True, framed=True))
+        return self._correlation
+
+    def read_frame(self) -> bytes | None:
+        """One response frame, or None if the broker closed the connection."""
+        size_bytes = self._read_exactly(4)
+        if size_bytes is None:
+            return None
+        (size,) = struct.unpack(">i", size_bytes)
+        return self._read_exactly(size)
+
+    def _read_exactly(self, n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def request(self, request: ApiMessage) -> ApiMessage:
+        correlation = self.send(request)
+        frame = self.read_frame()
+        assert frame is not None, "broker closed the connection"
+        (got,) = struct.unpack_from(">i", frame)
+        assert got == correlation
+        version = request.API_VERSION
+        schema = SCHEMAS[request.API_KEY]
+        pos = 4
+        if schema.flexible(version) and request.API_KEY != 18:
+            pos += 1  # empty tagged fields
+        return schema.response.decode(frame[pos:], version=version)
+
+    def is_closed_by_broker(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, socket.timeout):
+            return True
+
+
+def record_batch(values: list[bytes], *, compression: int = 0, timestamp: int | None = None) -> bytes:
+    builder = MemoryRecordsBuilder(magic=2, compression_type=compression, batch_size=1 << 24)
+    for value in values:
+        builder.append(timestamp=timestamp, key=None, value=value, headers=[])
+    builder.close()
+    return bytes(builder.buffer())
