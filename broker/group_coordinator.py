@@ -13,7 +13,6 @@ partition logs are replayed to rebuild every group and offset.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import math
 import time
@@ -79,12 +78,13 @@ class DelayTimer:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[float, int, Callable[[], None]]] = {}
         self._heap: list[tuple[float, int, str]] = []
-        self._seq = itertools.count()
+        self._next_seq = 0
         self._changed = trio.Event()
 
     def schedule(self, key: str, delay_ms: float, callback: Callable[[], None]) -> None:
         deadline = trio.current_time() + max(delay_ms, 0) / 1000
-        seq = next(self._seq)
+        seq = self._next_seq
+        self._next_seq += 1
         self._entries[key] = (deadline, seq, callback)
         heapq.heappush(self._heap, (deadline, seq, key))
         self._changed.set()
@@ -95,20 +95,25 @@ class DelayTimer:
     def is_scheduled(self, key: str) -> bool:
         return key in self._entries
 
-    def _next_deadline(self) -> float:
+    def _next_due(self) -> tuple[float, int]:
+        """(deadline, seq) of the earliest live entry, dropping replaced or cancelled ones."""
         while self._heap:
             deadline, seq, key = self._heap[0]
             entry = self._entries.get(key)
             if entry is not None and entry[1] == seq:
-                return deadline
+                return deadline, seq
             heapq.heappop(self._heap)
-        return math.inf
+        return math.inf, -1
 
     def fire_due(self) -> int:
-        """Run every callback whose deadline has passed; returns how many ran."""
+        """Run every callback whose deadline has passed; one scheduled meanwhile waits for the next pass."""
         fired = 0
         now = trio.current_time()
-        while self._next_deadline() <= now:
+        limit = self._next_seq
+        while True:
+            deadline, seq = self._next_due()
+            if deadline > now or seq >= limit:
+                return fired
             _deadline, _seq, key = heapq.heappop(self._heap)
             _, _, callback = self._entries.pop(key)
             fired += 1
@@ -116,13 +121,12 @@ class DelayTimer:
                 callback()
             except Exception:  # noqa: BLE001 - one failing timer must not stop the others
                 log.exception("group coordinator timer %s failed", key)
-        return fired
 
     async def run(self) -> None:
         while True:
             self.fire_due()
             self._changed = trio.Event()
-            with trio.move_on_at(self._next_deadline()):
+            with trio.move_on_at(self._next_due()[0]):
                 await self._changed.wait()
 
 

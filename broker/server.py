@@ -18,7 +18,9 @@ log = logging.getLogger("minikafka.server")
 # Takes a request frame, returns the framed response or None (acks=0 produce); raises CloseConnection to close.
 RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[bytes | None]]
 
-RECEIVE_BYTES = 1 << 20
+RECEIVE_BYTES = 1 << 18
+# Fetch, JoinGroup, SyncGroup (as two-byte big-endian API keys): requests that may wait in a purgatory.
+MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (1, 11, 14))
 
 
 class CloseConnection(Exception):
@@ -66,16 +68,8 @@ class SocketServer:
                     return
                 if not data:
                     return
-                for frame in decoder.feed(data):
-                    if self.draining:
-                        return
-                    self.in_flight += 1
-                    try:
-                        response = await self._process(frame, info)
-                        if response is not None:
-                            await stream.send_all(response)
-                    finally:
-                        self.in_flight -= 1
+                if not await self._answer(stream, decoder.feed(data), info):
+                    return
         except FrameError as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except CloseConnection as exc:
@@ -88,6 +82,32 @@ class SocketServer:
             self.connections.pop(conn_id, None)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    async def _answer(self, stream: trio.SocketStream, frames: list[bytes], info: ConnectionInfo) -> bool:
+        """Answer pipelined requests in order, their responses sent together in as few writes as possible.
+
+        Responses wait for the batch's end only behind requests that answer at once: before one that may wait
+        in a purgatory, what is ready is sent first. Returns False when the connection should close.
+        """
+        ready: list[bytes] = []
+        try:
+            for frame in frames:
+                if self.draining:
+                    return False
+                if ready and frame[:2] in MAY_WAIT_API_KEYS:
+                    await stream.send_all(b"".join(ready))
+                    ready.clear()
+                self.in_flight += 1
+                try:
+                    response = await self._process(frame, info)
+                finally:
+                    self.in_flight -= 1
+                if response is not None:
+                    ready.append(response)
+            return True
+        finally:
+            if ready:
+                await stream.send_all(b"".join(ready))
 
     async def drain(self, timeout_s: float) -> None:
         """Stop taking new requests and wait (bounded) for those in flight to be answered."""

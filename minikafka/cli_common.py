@@ -9,6 +9,8 @@ from typing import Callable
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "MINIKAFKA_BOOTSTRAP_SERVER"
+# How long a command waits to reach the bootstrap broker before saying it cannot.
+BOOTSTRAP_TIMEOUT_MS = 5000
 
 
 class CommandError(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minikafka.cli_common import CommandError, add_bootstrap, run_guarded
+from minikafka.cli_common import BOOTSTRAP_TIMEOUT_MS, CommandError, add_bootstrap, run_guarded
 
 MISSING = "-"
 
@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
 def _admin(args: argparse.Namespace):
     from kafka import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-groups")
+    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-groups",
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -15,7 +15,9 @@ import json
 import sys
 from typing import BinaryIO, Iterator
 
-from minikafka.cli_common import CommandError, Progress, add_bootstrap, parse_key_values, run_guarded
+from minikafka.cli_common import (
+    BOOTSTRAP_TIMEOUT_MS, CommandError, Progress, add_bootstrap, parse_key_values, run_guarded,
+)
 
 FLUSH_EVERY = 10000
 
@@ -37,6 +39,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", help="read messages from this file instead of stdin")
     p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
     p.add_argument("--compression", "-z", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
+    p.add_argument("--delivery-timeout-ms", type=int, default=30000,
+                   help="give up on a message not acknowledged in this time, retries included (default 30000)")
     p.add_argument("--progress", action="store_true", help="report progress on stderr even when not a terminal")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress or summary on stderr")
 
@@ -85,7 +89,9 @@ def _produce(args: argparse.Namespace) -> int:
     acks = "all" if args.acks in ("all", "-1") else int(args.acks)
     producer = KafkaProducer(bootstrap_servers=args.bootstrap_server, acks=acks, linger_ms=5,
                              compression_type=None if args.compression == "none" else args.compression,
-                             client_id="minikafka-produce")
+                             delivery_timeout_ms=args.delivery_timeout_ms,
+                             request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
+                             client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     progress = Progress("Produced", enabled=(args.progress or None) if not args.quiet else False)
     failures: list[Exception] = []
     source = open(args.file, "rb") if args.file else sys.stdin.buffer
@@ -242,7 +248,7 @@ def _consume(args: argparse.Namespace) -> int:
     reset = "latest" if args.offset == "end" else "earliest"
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
                              enable_auto_commit=args.group is not None, auto_offset_reset=reset,
-                             client_id="minikafka-consume")
+                             client_id="minikafka-consume", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     printer = _Printer(args)
     try:
         available = consumer.partitions_for_topic(args.topic)

@@ -6,12 +6,15 @@ Kafka broker, not only minikafka. `--topic` accepts a regular expression for lis
 from __future__ import annotations
 
 import argparse
+import base64
 import re
 import sys
+import uuid
 
-from minikafka.cli_common import CommandError, add_bootstrap, parse_key_values, run_guarded
+from minikafka.cli_common import BOOTSTRAP_TIMEOUT_MS, CommandError, add_bootstrap, parse_key_values, run_guarded
 
-DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs config_source of a value nobody set
+# DescribeConfigs config_source of a value nobody set (kafka-python gives its name; the wire gives 5).
+DEFAULT_CONFIG_SOURCES = ("DEFAULT_CONFIG", "5")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
 def _admin(args: argparse.Namespace):
     from kafka import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-topics")
+    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-topics",
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
 
 
 def _matching(names: list[str], pattern: str | None) -> list[str]:
@@ -111,6 +115,19 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def kafka_uuid(value: object) -> str | None:
+    """A topic id as Kafka prints it (URL-safe base64 of its 16 bytes, unpadded); None for the zero id."""
+    if value is None:
+        return None
+    try:
+        raw = (value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))).bytes
+    except ValueError:
+        return str(value)
+    if raw == bytes(16):
+        return None
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def _non_default_configs(admin, names: list[str]) -> dict[str, str]:
     from kafka.admin import ConfigResource, ConfigResourceType
 
@@ -122,7 +139,7 @@ def _non_default_configs(admin, names: list[str]) -> dict[str, str]:
     for name in names:
         entries = described.get("topic", {}).get(name, {})
         out[name] = ",".join(f"{key}={entry.get('value')}" for key, entry in sorted(entries.items())
-                             if int(entry.get("config_source", DEFAULT_CONFIG_SOURCE)) != DEFAULT_CONFIG_SOURCE)
+                             if str(entry.get("config_source")) not in DEFAULT_CONFIG_SOURCES)
     return out
 
 
@@ -142,8 +159,8 @@ def _describe(args: argparse.Namespace) -> int:
         topic = topics[name]
         partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
         if not only_some:
-            topic_id = topic.get("topic_id")
-            id_part = f"\tTopicId: {topic_id}" if topic_id and str(topic_id) != "AAAAAAAAAAAAAAAAAAAAAA" else ""
+            topic_id = kafka_uuid(topic.get("topic_id"))
+            id_part = f"\tTopicId: {topic_id}" if topic_id else ""
             replication = len(partitions[0]["replica_nodes"]) if partitions else 0
             print(f"Topic: {name}{id_part}\tPartitionCount: {len(partitions)}\tReplicationFactor: {replication}"
                   f"\tConfigs: {configs.get(name, '')}")

@@ -3,6 +3,9 @@
 Kafka memory-maps and preallocates index files; here entries live in memory (arrays) and are
 written to the file as they are added, so the file always holds exactly the entries and never a
 preallocated or garbage tail that Kafka tools would have to trim.
+
+A descriptor is held only while the index takes entries (the active segment), so a broker with
+many partitions keeps one descriptor per inactive segment, not three.
 """
 
 from __future__ import annotations
@@ -25,28 +28,30 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_index_size // self.entry_size
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        # Closed on close(), or once nothing references the index (a deleted segment that a
-        # reader in another thread still uses keeps a valid descriptor until it is done).
-        self._close = weakref.finalize(self, os.close, self._fd)
         self.entries = 0
+        self._fd: int | None = None
+        self._close_fd: weakref.finalize | None = None
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
 
     def _read_all(self) -> bytes:
-        size = os.fstat(self._fd).st_size
-        if size % self.entry_size:
-            raise CorruptIndexError(f"Index file {self.path} has size {size}, not a multiple of {self.entry_size}")
-        data = os.pread(self._fd, size, 0)
-        if len(data) != size:
-            raise CorruptIndexError(f"Index file {self.path} changed size while being read")
-        self.entries = size // self.entry_size
+        data = self.path.read_bytes()
+        if len(data) % self.entry_size:
+            raise CorruptIndexError(
+                f"Index file {self.path} has size {len(data)}, not a multiple of {self.entry_size}"
+            )
+        self.entries = len(data) // self.entry_size
         return data
 
     def _write_entry(self, data: bytes) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY)
+            # Closed by release(), or when the index is dropped.
+            self._close_fd = weakref.finalize(self, os.close, self._fd)
         os.pwrite(self._fd, data, self.entries * self.entry_size)
         self.entries += 1
 
     def _truncate_entries(self, entries: int) -> None:
-        os.ftruncate(self._fd, entries * self.entry_size)
+        os.truncate(self.path, entries * self.entry_size)
         self.entries = entries
 
     def relative(self, offset: int) -> int:
@@ -57,7 +62,18 @@ class IndexFile:
         return relative
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync the file (through a descriptor of its own: flushes may run in another thread)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # the segment was deleted meanwhile
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
-    def close(self) -> None:
-        self._close()
+    def release(self) -> None:
+        """Close the write descriptor; a later entry reopens the file."""
+        if self._close_fd is not None:
+            self._close_fd()
+            self._fd = self._close_fd = None

@@ -11,6 +11,7 @@ under them keeps its file descriptors until they let go of it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -55,6 +56,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+logger = logging.getLogger(__name__)
 
 STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
 _SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)")
@@ -150,12 +153,13 @@ class Log:
         if topic_id is not None and stored_id is None:
             write_partition_metadata(directory, topic_id)
         cache = LeaderEpochCache.in_dir(directory)
-        segments = cls._load_segments(directory, config, now_ms)
+        name = f"{topic}-{partition}"
+        segments = cls._load_segments(directory, config, now_ms, name)
         new_segment = not segments
         if new_segment:
             segments = [LogSegment.create(directory, log_start_offset, config, now_ms)]
         else:
-            cls._recover(segments, recovery_point, cache)
+            cls._recover(segments, recovery_point, cache, name)
         log = cls(
             directory,
             topic,
@@ -181,13 +185,14 @@ class Log:
         return log
 
     @staticmethod
-    def _load_segments(directory: Path, config: LogConfig, now_ms: int) -> list[LogSegment]:
+    def _load_segments(directory: Path, config: LogConfig, now_ms: int, partition_name: str) -> list[LogSegment]:
         """Open every segment, deleting stray temporary files and index files without a log."""
         names = os.listdir(directory)
         bases = set()
         index_files = []
         for name in names:
             if name.endswith(STRAY_SUFFIXES):
+                logger.info("%s: deleting stray file %s", partition_name, name)
                 (directory / name).unlink(missing_ok=True)
                 continue
             match = _SEGMENT_FILE.fullmatch(name)
@@ -199,11 +204,12 @@ class Log:
                 index_files.append((int(match[1]), name))
         for base, name in index_files:
             if base not in bases:
+                logger.info("%s: deleting index file %s, which has no log file", partition_name, name)
                 (directory / name).unlink(missing_ok=True)
         return [LogSegment.open(directory, base, config, now_ms) for base in sorted(bases)]
 
     @staticmethod
-    def _recover(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache) -> None:
+    def _recover(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache, name: str) -> None:
         """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`).
 
         After a clean shutdown the recovery point is the log end offset and nothing is scanned.
@@ -220,7 +226,17 @@ class Log:
             end = segment.next_offset if is_last else segments[i + 1].base_offset
             if end <= recovery_point and (not is_last or segment.ends_cleanly()):
                 continue
-            if segment.recover(note_epoch) and not is_last:
+            logger.info("%s: recovering segment %s (recovery point %d)", name, segment.log_path.name, recovery_point)
+            truncated = segment.recover(note_epoch)
+            if truncated:
+                logger.warning(
+                    "%s: truncated %d invalid bytes at the end of segment %s; the log now ends at offset %d",
+                    name, truncated, segment.log_path.name, segment.next_offset,
+                )
+            if truncated and not is_last:
+                logger.warning(
+                    "%s: deleting %d segments after the corrupt one", name, len(segments) - i - 1
+                )
                 for later in segments[i + 1 :]:
                     later.delete()
                     later.close()
@@ -535,6 +551,7 @@ class Log:
         if self._segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return
+        logger.info("%s: truncating to offset %d (log end offset %d)", self.name, offset, self.log_end_offset)
         keep = [s for s in self._segments if s.base_offset <= offset]
         for segment in self._segments[len(keep) :]:
             segment.delete()
@@ -549,6 +566,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete all data and start empty at `offset` (a follower far behind the leader's start)."""
         now = _now_ms() if now_ms is None else now_ms
+        logger.info("%s: deleting all data and starting at offset %d", self.name, offset)
         for segment in self._segments:
             segment.delete()
         self._segments = [LogSegment.create(self.dir, offset, self.config, now)]
@@ -571,7 +589,10 @@ class Log:
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
-            self._delete_segments(self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= offset, offset))
+            self._delete_segments(
+                self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= offset, offset),
+                f"below the log start offset {offset}",
+            )
         return self._log_start_offset
 
     def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
@@ -580,7 +601,9 @@ class Log:
         go; if every segment goes, an empty one is rolled first. Returns the number deleted."""
         lso = self._log_start_offset
         deleted = self._delete_segments(
-            self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= lso, high_watermark), now_ms
+            self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= lso, high_watermark),
+            f"below the log start offset {lso}",
+            now_ms,
         )
         if not self.config.delete_enabled:
             return deleted
@@ -595,11 +618,15 @@ class Log:
                 excess -= segment.size
                 return True
 
-            deleted += self._delete_segments(self._deletable(over_size, high_watermark), now_ms)
+            deleted += self._delete_segments(
+                self._deletable(over_size, high_watermark), f"retention.bytes {retention_bytes} exceeded", now_ms
+            )
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_segments(
-                self._deletable(lambda s, nxt: now_ms - s.largest_timestamp > retention_ms, high_watermark), now_ms
+                self._deletable(lambda s, nxt: now_ms - s.largest_timestamp > retention_ms, high_watermark),
+                f"retention.ms {retention_ms} exceeded",
+                now_ms,
             )
         return deleted
 
@@ -618,9 +645,12 @@ class Log:
             deletable.append(segment)
         return deletable
 
-    def _delete_segments(self, deletable: list[LogSegment], now_ms: int | None = None) -> int:
+    def _delete_segments(self, deletable: list[LogSegment], reason: str, now_ms: int | None = None) -> int:
         if not deletable:
             return 0
+        logger.info(
+            "%s: deleting segments %s (%s)", self.name, ", ".join(str(s.base_offset) for s in deletable), reason
+        )
         if len(deletable) == len(self._segments):
             self.roll(_now_ms() if now_ms is None else now_ms)
         remaining = self._segments[len(deletable) :]
@@ -638,8 +668,9 @@ class Log:
         """fsync segments (and indexes) holding offsets below `up_to` (default: everything) and
         advance the recovery point to it."""
         segments = self._segments
-        offset = segments[-1].next_offset if up_to is None else up_to
-        if offset <= self._recovery_point:
+        end = segments[-1].next_offset
+        offset = end if up_to is None else min(up_to, end)
+        if offset <= self._recovery_point and not self._dirs_to_flush:
             return
         for i, segment in enumerate(segments):
             if segment.base_offset >= offset:

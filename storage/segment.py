@@ -7,6 +7,7 @@ os.pread, so readers in other threads never share a file position with the write
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -31,6 +32,8 @@ from .index_file import CorruptIndexError
 from .log_config import LogConfig
 from .offset_index import OffsetIndex
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+
+logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -130,7 +133,8 @@ class LogSegment:
             if self._next_offset is None:
                 self._next_offset = self._next_offset_from(offset_index.last_entry.position)
             time_index.load(self._next_offset)
-        except CorruptIndexError:
+        except CorruptIndexError as e:
+            logger.warning("Rebuilding the indexes of %s: %s", self.log_path, e)
             self._index_batches(self.batches(0), offset_index, time_index)
         # Published only once loaded: readers in other threads test these without the lock.
         self._time_index = time_index
@@ -267,7 +271,7 @@ class LogSegment:
             os.ftruncate(self._fd, valid)
             self.size = valid
             self._rolling_timestamp = None
-        self.time_index.maybe_append(*self.max_timestamp_so_far, skip_full_check=True)
+        self.time_index.maybe_append(*self.max_timestamp_so_far)
         return truncated
 
     def truncate_to(self, offset: int, now_ms: int) -> int:
@@ -289,8 +293,11 @@ class LogSegment:
         return removed
 
     def on_become_inactive(self) -> None:
-        """Write the final time index entry (largest timestamp) as Kafka does when rolling."""
-        self.time_index.maybe_append(*self.max_timestamp_so_far, skip_full_check=True)
+        """Write the final time index entry (largest timestamp) as Kafka does when rolling, and
+        let go of the index write descriptors."""
+        self.time_index.maybe_append(*self.max_timestamp_so_far)
+        self.time_index.release()
+        self.offset_index.release()
 
     def update_config(self, config: LogConfig) -> None:
         self._config = config
@@ -306,15 +313,19 @@ class LogSegment:
             raise KafkaStorageError(f"Error while flushing {self.log_path}: {e}") from e
 
     def close(self) -> None:
+        if not self._close_log.alive:
+            return
         if self._time_index is not None and self._max_timestamp is not None:
             self.on_become_inactive()
         for index in (self._offset_index, self._time_index):
             if index is not None:
-                index.close()
+                index.release()
         self._close_log()
 
     def delete(self) -> None:
         """Remove the segment's files. Descriptors stay open for readers still holding the segment."""
+        # Load the indexes first, so that such a reader never recreates their files.
+        self._load_indexes()
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (self.directory / (file_prefix(self.base_offset) + suffix)).unlink(missing_ok=True)
 
@@ -401,9 +412,9 @@ class LogSegment:
             if start.header.last_offset >= max_offset:
                 return b""
             if max_offset < self.next_offset:
-                limit = self.translate_offset(max_offset, start.position)
-                if limit is not None:
-                    end = limit.position
+                holder = self.translate_offset(max_offset, start.position)
+                if holder is not None:
+                    end = holder.position
         limit = start.position + max(min(max_size, end - start.position), 0)
         # Batches before an indexed position are whole: only headers after it need reading.
         complete = max(self.offset_index.lookup_position(limit).position, start.position)

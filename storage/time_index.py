@@ -70,10 +70,12 @@ class TimeIndex(IndexFile):
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         return TimestampOffset(self._timestamps[slot], self.base_offset + self._relative[slot])
 
-    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Add an entry if `timestamp` is newer than the last one."""
-        if not skip_full_check and self.is_full:
-            raise ValueError(f"Attempt to append to a full time index {self.path}")
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add an entry if `timestamp` is newer than the last one.
+
+        Nothing is preallocated, so a full index still takes entries: fullness only makes the
+        log roll before the next append.
+        """
         if timestamp <= self.last_entry.timestamp:
             return
         relative = self.relative(offset)

@@ -16,13 +16,8 @@ EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
 
 
-def epoch_at(partition: Partition, offset: int) -> int:
-    """The leader epoch in force at `offset` (the latest epoch starting at or before it)."""
-    found = -1
-    for epoch, start in partition.log.leader_epoch_cache.entries():
-        if start <= offset:
-            found = epoch
-    return found
+def _epoch(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch
 
 
 def _list_offset(partition: Partition, timestamp: int, isolation_level: int, replica_id: int) -> tuple[int, int, int]:
@@ -35,9 +30,9 @@ def _list_offset(partition: Partition, timestamp: int, isolation_level: int, rep
     else:
         upper = partition.high_watermark
     if timestamp == LATEST:
-        return -1, upper, partition.log.leader_epoch_cache.latest_epoch
+        return -1, upper, _epoch(the_log.leader_epoch_cache.latest_epoch)
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, the_log.log_start_offset, epoch_at(partition, the_log.log_start_offset)
+        return -1, the_log.log_start_offset, _epoch(the_log.leader_epoch_cache.epoch_for_offset(the_log.log_start_offset))
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:

@@ -8,7 +8,10 @@ Run it as a module (it builds its own SparkSession):
 
 Event time is the Kafka record timestamp; the key is the record key as UTF-8. Each output record
 has key "<key>@<window start>" and a JSON value {"key", "window_start", "window_end", "count"}
-(window bounds in epoch seconds), emitted in update mode: the last record for a key is the count.
+(window bounds in epoch seconds). The query runs in complete output mode, so every trigger
+re-emits the counts of all windows and the last record for a key is its count (a compacted output
+topic keeps just that). Python data source sinks cannot take update mode, which would need
+Spark's SupportsStreamingUpdateAsAppend on the JVM side.
 """
 
 from __future__ import annotations
@@ -23,11 +26,10 @@ from pyspark.sql.streaming import StreamingQuery
 from minikafka.spark_connector import register
 
 
-def windowed_counts(records: DataFrame, window: str, watermark: str) -> DataFrame:
+def windowed_counts(records: DataFrame, window: str) -> DataFrame:
     """Count records per key and event-time window, shaped as rows for the Kafka sink."""
     counts = (
         records.select(F.col("key").cast("string").alias("k"), F.col("timestamp"))
-        .withWatermark("timestamp", watermark)
         .groupBy(F.window("timestamp", window).alias("w"), F.col("k"))
         .count()
     )
@@ -52,7 +54,6 @@ def start_pipeline(
     output_topic: str,
     checkpoint: str,
     window: str = "1 minute",
-    watermark: str = "1 minute",
     starting_offsets: str = "earliest",
     processing_time: Optional[str] = None,
 ) -> StreamingQuery:
@@ -66,12 +67,12 @@ def start_pipeline(
         .load()
     )
     writer = (
-        windowed_counts(records, window, watermark)
+        windowed_counts(records, window)
         .writeStream.format("minikafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("topic", output_topic)
         .option("checkpointLocation", checkpoint)
-        .outputMode("update")
+        .outputMode("complete")
     )
     if processing_time:
         writer = writer.trigger(processingTime=processing_time)
@@ -88,7 +89,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory of the streaming query")
     parser.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
     parser.add_argument("--window", default="1 minute")
-    parser.add_argument("--watermark", default="1 minute")
     parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument(
         "--processing-time", help="run until stopped with this trigger interval, e.g. '10 seconds' "
@@ -110,7 +110,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             args.output_topic,
             args.checkpoint,
             window=args.window,
-            watermark=args.watermark,
             starting_offsets=args.starting_offsets,
             processing_time=args.processing_time,
         )

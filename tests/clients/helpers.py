@@ -16,7 +16,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from tests.raw_client import RawConnection
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # in the order of their batch attribute codes 0-4
 RECORD_COUNT = 10_000
 PARTITIONS = 4
 # Time budgets, not expectations: a healthy run takes a fraction of these.
@@ -41,21 +41,16 @@ class Consumed(NamedTuple):
     record: Record
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def make_records(count: int = RECORD_COUNT, partitions: int = PARTITIONS, base_timestamp: int | None = None,
-                 seed: int = 2) -> list[Record]:
-    """Deterministic records that exercise the record format's corners.
+def make_records(count: int = RECORD_COUNT, partitions: int = PARTITIONS, seed: int = 2) -> list[Record]:
+    """Records (deterministic for a seed, timestamps relative to now) that exercise the record format's corners.
 
     Null and empty keys, null values (tombstones) and empty values, incompressible and highly compressible
-    values of 0 B to 4 KiB, zero to three headers (repeated and non-ASCII header keys, empty header values), and
-    timestamps that are explicit, in the past and deliberately not monotonic within a partition.
+    values of 0 B to 4 KiB, up to six headers (repeated and non-ASCII header keys, empty header values), and
+    timestamps that are explicit, within the last hour (the broker's default message.timestamp limits accept
+    them) and deliberately not monotonic within a partition.
     """
     rng = random.Random(seed)
-    if base_timestamp is None:
-        base_timestamp = now_ms() - 3_600_000
+    base_timestamp = int(time.time() * 1000) - 3_600_000
     sizes = (0, 1, 7, 64, 200, 1000, 4096)
     records = []
     for i in range(count):
@@ -135,18 +130,23 @@ def collect(poll: Callable[[], list[Consumed]], count: int, timeout_s: float = C
     return out
 
 
-def wait_for(condition: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.1) -> object:
-    """Return the first truthy value of `condition()`, or its last value once the time budget is spent."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval_s)
+def assert_stored_codec(bootstrap_servers: str, topic: str, produced: list[Record], codec: str) -> None:
+    """The batches the broker serves are the producer's, compressed with `codec` (never recompressed).
+
+    Clients send a batch uncompressed when compressing it would not save space (a lone incompressible record),
+    so uncompressed batches may appear next to compressed ones.
+    """
+    expected = CODECS.index(codec)
+    with RawConnection(bootstrap_servers) as conn:
+        for partition, records in by_partition(produced).items():
+            batches = fetch_batches(conn, topic, partition, len(records))
+            codecs = {b.compression_type for b in batches}
+            assert expected in codecs and codecs <= {0, expected}, f"partition {partition}: batch codecs {codecs}"
+            assert sum(b.records_count for b in batches) == len(records)
 
 
 def fetch_batches(conn: RawConnection, topic: str, partition: int, end_offset: int) -> list[DefaultRecordBatch]:
-    """Every record batch of a partition from offset 0 up to `end_offset`, as stored (headers untouched)."""
+    """Every record batch of a partition from offset 0 up to `end_offset`, as the broker serves them."""
     F = FetchRequest[12]
     batches: list[DefaultRecordBatch] = []
     offset = 0

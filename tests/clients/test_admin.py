@@ -55,9 +55,8 @@ class KafkaPythonAdmin:
 
     def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
                      configs: dict[str, str] | None = None, validate_only: bool = False) -> int:
-        result = self.admin.create_topics({name: {"num_partitions": partitions, "replication_factor": replication_factor,
-                                                  "configs": configs or {}}},
-                                          validate_only=validate_only, raise_errors=False)
+        spec = {"num_partitions": partitions, "replication_factor": replication_factor, "configs": configs or {}}
+        result = self.admin.create_topics({name: spec}, validate_only=validate_only, raise_errors=False)
         (topic,) = result["topics"]
         return topic["error_code"]
 
@@ -350,12 +349,28 @@ def test_create_topic_errors(admin, unique_topic):
     assert admin.create_topic(unique_topic, 1, 1) == NONE
     assert admin.create_topic(unique_topic, 1, 1) == TOPIC_ALREADY_EXISTS
     assert admin.create_topic(unique_topic + "-rf", 1, 3) == INVALID_REPLICATION_FACTOR
+    assert admin.create_topic(unique_topic + "-rf", 1, 0) == INVALID_REPLICATION_FACTOR
+    assert admin.create_topic(unique_topic + "-parts", 0, 1) == INVALID_PARTITIONS
     assert admin.create_topic(unique_topic + "-cfg", 1, 1, {"no.such.config": "1"}) == INVALID_CONFIG
     assert admin.create_topic(unique_topic + "-val", 1, 1, {"retention.ms": "soon"}) == INVALID_CONFIG
     assert admin.create_topic(unique_topic + "-val", 1, 1, {"cleanup.policy": "shred"}) == INVALID_CONFIG
     for illegal in ("bad/name", "..", "x" * 250):
         assert admin.create_topic(illegal, 1, 1) == INVALID_TOPIC_EXCEPTION, illegal
-    assert admin.topic_names() == {unique_topic}
+    assert {t for t in admin.topic_names() if not t.startswith("__")} == {unique_topic}  # internal topics aside
+
+
+def test_create_with_broker_defaults(broker_factory, unique_topic):
+    """Partitions and replication factor of -1 mean num.partitions and default.replication.factor (KIP-464)."""
+    broker = broker_factory(num_partitions=3, auto_create_topics_enable="false")
+    for kind in ("kafka-python", "confluent"):  # aiokafka's NewTopic insists on explicit numbers
+        admin = open_admin(kind, broker)
+        try:
+            topic = f"{unique_topic}-{kind}"
+            assert admin.create_topic(topic) == NONE, kind
+            assert admin.describe_topic(topic) == {
+                p: PartitionInfo(NODE_ID, (NODE_ID,), (NODE_ID,)) for p in range(3)}, kind
+        finally:
+            admin.close()
 
 
 def test_delete_missing_topic(admin, unique_topic):

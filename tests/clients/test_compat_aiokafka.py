@@ -17,7 +17,7 @@ from tests.raw_client import RawConnection
 
 from .helpers import (
     CODECS, CONSUME_TIMEOUT_S, PARTITIONS, PRODUCE_TIMEOUT_S, Consumed, Record, assert_consumed_equal,
-    assert_produce_offsets, by_partition, fetch_batches, make_records, normalize_headers,
+    assert_produce_offsets, assert_stored_codec, by_partition, fetch_batches, make_records, normalize_headers,
 )
 
 
@@ -89,6 +89,7 @@ def test_produce_consume_every_codec(broker, unique_topic, codec):
             p: len(rs) for p, rs in by_partition(records).items()}
 
     asyncio.run(scenario())
+    assert_stored_codec(broker.bootstrap_servers, unique_topic, records, codec)
 
 
 def test_idempotent_producer_lands_exactly_once_in_order(broker, unique_topic):

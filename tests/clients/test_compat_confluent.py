@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from tests.raw_client import RawConnection
 
 from .helpers import (
-    CODECS, PARTITIONS, PRODUCE_TIMEOUT_S, Consumed, Record, assert_consumed_equal,
-    assert_produce_offsets, by_partition, collect, fetch_batches, make_records, normalize_headers,
+    CODECS, PARTITIONS, PRODUCE_TIMEOUT_S, Consumed, Record, assert_consumed_equal, assert_produce_offsets,
+    assert_stored_codec, by_partition, collect, fetch_batches, make_records, normalize_headers,
 )
 
 
@@ -89,6 +89,7 @@ def test_produce_consume_every_codec(broker, unique_topic, codec):
             assert consumer.get_watermark_offsets(TopicPartition(unique_topic, p), timeout=10) == (0, len(expected))
     finally:
         consumer.close()
+    assert_stored_codec(broker.bootstrap_servers, unique_topic, records, codec)
 
 
 def test_idempotent_producer_exactly_once_and_recreated(broker, unique_topic):
@@ -156,7 +157,8 @@ def test_offsets_for_times_and_watermarks(broker, unique_topic):
 
     assert [o for o, _ in list_offsets(OffsetSpec.earliest())] == [0, 0, 0]
     assert [o for o, _ in list_offsets(OffsetSpec.latest())] == [10, 3, 0]
-    assert list_offsets(OffsetSpec.for_timestamp(2500))[:2] == [(2, 3000), (1, 9000)]
+    assert list_offsets(OffsetSpec.for_timestamp(2500)) == [(2, 3000), (0, 5000), (-1, -1)]
+    assert list_offsets(OffsetSpec.for_timestamp(8000)) == [(7, 8000), (1, 9000), (-1, -1)]
     # ListOffsets with timestamp -3 (MAX_TIMESTAMP): the record with the largest timestamp, not the last one.
     assert list_offsets(OffsetSpec.max_timestamp()) == [(9, 10_000), (1, 9000), (-1, -1)]
 

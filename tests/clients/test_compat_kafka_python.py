@@ -14,7 +14,7 @@ from tests.raw_client import RawConnection
 
 from .helpers import (
     CODECS, PARTITIONS, PRODUCE_TIMEOUT_S, Consumed, Record, assert_consumed_equal, assert_produce_offsets,
-    by_partition, collect, fetch_batches, make_records, normalize_headers,
+    assert_stored_codec, by_partition, collect, fetch_batches, make_records, normalize_headers,
 )
 
 NONE = 0
@@ -89,6 +89,7 @@ def test_produce_consume_every_codec(broker, unique_topic, codec):
     assert_consumed_equal(records, consumed)
     assert end_offsets(broker.bootstrap_servers, unique_topic, PARTITIONS) == {
         p: len(rs) for p, rs in by_partition(records).items()}
+    assert_stored_codec(broker.bootstrap_servers, unique_topic, records, codec)
 
 
 def test_idempotent_producer_lands_exactly_once_in_order(broker, unique_topic):
@@ -125,8 +126,9 @@ def _idempotent_batch(producer_id: int, epoch: int, base_sequence: int, values: 
 
 def _produce_raw(raw: RawConnection, topic: str, batch: bytes) -> tuple[int, int]:
     P = ProduceRequest[9]
+    TD = P.TopicProduceData
     request = P(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
-        P.TopicProduceData(name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
+        TD(name=topic, partition_data=[TD.PartitionProduceData(index=0, records=batch)])])
     part = raw.request(request).responses[0].partition_responses[0]
     return part.error_code, part.base_offset
 

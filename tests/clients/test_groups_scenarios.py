@@ -22,8 +22,8 @@ def workers():
     stop_all(started)
 
 
-def start(workers, tmp_path, library, broker, topic, group, name) -> GroupWorker:
-    worker = GroupWorker(library, broker.bootstrap_servers, topic, group, tmp_path / f"{name}.out")
+def start(workers, tmp_path, library, broker, topic, group, name, instance_id=None) -> GroupWorker:
+    worker = GroupWorker(library, broker.bootstrap_servers, topic, group, tmp_path / f"{name}.out", instance_id)
     workers.append(worker)
     return worker
 
@@ -140,3 +140,30 @@ def test_two_groups_on_one_topic_are_independent(library, broker_factory, unique
     again = start(workers, tmp_path, library, broker, unique_topic, "first", "first-again")
     wait_consumed([again], more)
     assert {v for _, _, v in again.records()} == more
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_static_member_restarting_within_its_session_keeps_its_place(
+        library, broker_factory, unique_topic, tmp_path, workers):
+    broker = broker_factory(**GROUP_BROKER)
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, PARTITIONS)
+    group = "static"
+    first = start(workers, tmp_path, library, broker, unique_topic, group, "i1-a", instance_id="i-1")
+    other = start(workers, tmp_path, library, broker, unique_topic, group, "i2", instance_id="i-2")
+    before = {m["group_instance_id"]: m["member_id"] for m in wait_members(bootstrap, group, 2)["members"]}
+    expected = produce(bootstrap, unique_topic, "s", 120, PARTITIONS)
+    wait_consumed([first, other], expected)
+    partitions_of_other = other.partitions()
+
+    first.kill()  # no LeaveGroup: the coordinator keeps instance i-1's place for its session timeout
+    again = start(workers, tmp_path, library, broker, unique_topic, group, "i1-b", instance_id="i-1")
+    batch = produce(bootstrap, unique_topic, "t", 120, PARTITIONS)
+    expected |= batch
+    wait_consumed([first, other, again], expected)
+    after = {m["group_instance_id"]: m["member_id"] for m in wait_members(bootstrap, group, 2)["members"]}
+    assert set(after) == {"i-1", "i-2"}
+    assert after["i-1"] != before["i-1"], "the restarted instance must get a new member id"
+    assert after["i-2"] == before["i-2"]
+    assert other.partitions() == partitions_of_other, "the other member's assignment must not move"
+    assert_exactly_once([first, other, again], expected)

@@ -7,7 +7,7 @@ writes it to its output file right after; when a commit fails (a rebalance took 
 generation moved on) it seeks back and reads the batch again if it still owns the partition. So across all
 workers of a group every record is written exactly once, provided a worker is killed only while idle.
 
-Run as `python -m tests.clients.test_groups_support LIBRARY BOOTSTRAP TOPIC GROUP OUTFILE`.
+Run as `python -m tests.clients.test_groups_support LIBRARY BOOTSTRAP TOPIC GROUP OUTFILE [INSTANCE_ID]`.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def produce(bootstrap: str, topic: str, prefix: str, count: int, partitions: int
 def describe_group(bootstrap: str, group: str) -> dict:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     try:
-        return admin.describe_groups([group])[0]
+        return admin.describe_groups([group])[group]
     finally:
         admin.close()
 
@@ -70,7 +70,8 @@ def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 class GroupWorker:
     """One consumer process in a group; `records()` are what it consumed and committed, in order."""
 
-    def __init__(self, library: str, bootstrap: str, topic: str, group: str, out: Path) -> None:
+    def __init__(self, library: str, bootstrap: str, topic: str, group: str, out: Path,
+                 instance_id: str | None = None) -> None:
         self.library = library
         self.out = out
         self.log = out.with_suffix(".log")
@@ -78,7 +79,7 @@ class GroupWorker:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.clients.test_groups_support", library, bootstrap, topic, group,
-                 str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+                 str(out), *([instance_id] if instance_id else [])], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
     def records(self) -> list[tuple[int, int, str]]:
         found = []
@@ -162,13 +163,14 @@ def _write(out, batch: list[tuple[int, int, bytes]]) -> None:
     os.fsync(out.fileno())
 
 
-def run_kafka_python(bootstrap: str, topic: str, group: str, out) -> None:
+def run_kafka_python(bootstrap: str, topic: str, group: str, out, instance_id: str | None) -> None:
     from kafka import KafkaConsumer, OffsetAndMetadata
     from kafka.errors import CommitFailedError, KafkaError
 
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
-                             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"kp-{os.getpid()}")
+                             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"kp-{os.getpid()}",
+                             group_instance_id=instance_id)
     while not _stop:
         polled = consumer.poll(timeout_ms=200)
         if not polled:
@@ -187,12 +189,15 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, out) -> None:
     consumer.close(autocommit=False)
 
 
-def run_confluent(bootstrap: str, topic: str, group: str, out) -> None:
+def run_confluent(bootstrap: str, topic: str, group: str, out, instance_id: str | None) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
-                         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "client.id": f"ck-{os.getpid()}"})
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
+              "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "client.id": f"ck-{os.getpid()}"}
+    if instance_id:
+        config["group.instance.id"] = instance_id
+    consumer = Consumer(config)
     consumer.subscribe([topic])
     while not _stop:
         messages = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
@@ -216,7 +221,7 @@ def run_confluent(bootstrap: str, topic: str, group: str, out) -> None:
     consumer.close()
 
 
-def run_aiokafka(bootstrap: str, topic: str, group: str, out) -> None:
+def run_aiokafka(bootstrap: str, topic: str, group: str, out, instance_id: str | None) -> None:
     import asyncio
 
     from aiokafka import AIOKafkaConsumer
@@ -225,7 +230,8 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, out) -> None:
     async def main() -> None:
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                     auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
-                                    heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"aio-{os.getpid()}")
+                                    heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"aio-{os.getpid()}",
+                                    group_instance_id=instance_id)
         await consumer.start()
         try:
             while not _stop:
@@ -254,7 +260,8 @@ RUNNERS = {"kafka-python": run_kafka_python, "confluent-kafka": run_confluent, "
 
 if __name__ == "__main__":
     library, bootstrap_servers, topic_name, group_id, out_path = sys.argv[1:6]
+    instance = sys.argv[6] if len(sys.argv) > 6 else None
     signal.signal(signal.SIGTERM, _on_sigterm)
     with open(out_path, "a") as out_file:
-        RUNNERS[library](bootstrap_servers, topic_name, group_id, out_file)
+        RUNNERS[library](bootstrap_servers, topic_name, group_id, out_file, instance)
     print("closed", flush=True)

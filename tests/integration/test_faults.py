@@ -135,7 +135,7 @@ def test_metadata_error_for_a_topic_is_visible_then_spent(minikafka_broker):
     broker.faults.fail_requests("Metadata", "UNKNOWN_TOPIC_OR_PARTITION", count=None, topic="t")
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None)
     try:
-        assert consumer.partitions_for_topic("t") is None
+        assert not consumer.partitions_for_topic("t")
         broker.faults.clear("error")
         consumer._client.cluster.request_update()
         assert consumer.partitions_for_topic("t") == {0}

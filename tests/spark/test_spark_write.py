@@ -28,10 +28,9 @@ def test_batch_write_then_read(spark, broker, unique_topic):
         .mode("append")
         .save()
     )
+    expected = sorted(((k or "").encode(), v, p, h) for k, v, p, h in rows)
     stored = consume_all(broker.bootstrap_servers, unique_topic, expected=len(rows))
-    assert sorted((r.key, r.value, r.partition, list(r.headers)) for r in stored) == sorted(
-        (k.encode() if k else None, v, p, h) for k, v, p, h in rows
-    )
+    assert sorted((r.key or b"", r.value, r.partition, list(r.headers)) for r in stored) == expected
 
     back = (
         spark.read.format("minikafka")
@@ -41,9 +40,7 @@ def test_batch_write_then_read(spark, broker, unique_topic):
         .load()
         .collect()
     )
-    assert sorted((r.key, r.value, r.partition, [(h.key, h.value) for h in r.headers]) for r in back) == sorted(
-        (k.encode() if k else None, v, p, h) for k, v, p, h in rows
-    )
+    assert sorted((r.key or b"", r.value, r.partition, [(h.key, h.value) for h in r.headers]) for r in back) == expected
 
 
 def test_topic_column_routes_rows_and_schema_is_checked(spark, broker, unique_topic):
@@ -53,7 +50,7 @@ def test_topic_column_routes_rows_and_schema_is_checked(spark, broker, unique_to
     df = spark.createDataFrame([(topics[i % 2], f"v{i}") for i in range(10)], "topic string, value string")
     df.write.format("minikafka").option("kafka.bootstrap.servers", broker.bootstrap_servers).mode("append").save()
     for n, topic in enumerate(topics):
-        values = [r.value for r in consume_all(broker.bootstrap_servers, topic, expected=5)]
+        values = sorted(r.value for r in consume_all(broker.bootstrap_servers, topic, expected=5))
         assert values == [f"v{i}".encode() for i in range(n, 10, 2)]
 
     with pytest.raises(Exception, match="Required attribute 'value' not found"):

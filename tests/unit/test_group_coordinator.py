@@ -8,7 +8,8 @@ import trio
 
 from minikafka.broker.group import GroupState
 from minikafka.broker.group_coordinator import (
-    CoordinatorConfig, GroupCoordinator, JoinRequest, OffsetCommitEntry, java_string_hashcode, partition_for,
+    CoordinatorConfig, DelayTimer, GroupCoordinator, JoinRequest, OffsetCommitEntry, java_string_hashcode,
+    partition_for,
 )
 from minikafka.broker.group_metadata_log import GroupMetadataKey, OffsetCommitKey, decode_key, decode_value
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -311,3 +312,21 @@ async def test_shutdown_answers_parked_requests_not_coordinator(running):
     coordinator.shutdown()
     assert (await a.wait()).error == E.NOT_COORDINATOR
     assert coordinator.heartbeat("g", 0, "x", None) == E.COORDINATOR_NOT_AVAILABLE
+
+
+async def test_timer_replaces_cancels_and_defers_zero_delay_reschedules(autojump_clock):
+    timer = DelayTimer()
+    fired: list[str] = []
+    timer.schedule("a", 100, lambda: fired.append("a-old"))
+    timer.schedule("a", 300, lambda: fired.append("a"))
+    timer.schedule("b", 200, lambda: fired.append("b"))
+    timer.schedule("c", 50, lambda: fired.append("c"))
+    timer.cancel("c")
+    await trio.sleep(0.35)
+    assert timer.fire_due() == 2 and fired == ["b", "a"]
+
+    def again() -> None:
+        fired.append("again")
+        timer.schedule("z", 0, again)
+    timer.schedule("z", 0, again)
+    assert timer.fire_due() == 1 and timer.is_scheduled("z")  # a zero-delay reschedule runs on the next pass

@@ -83,7 +83,7 @@ def test_append_assigns_offsets_and_reads_back(tmp_path: Path) -> None:
     assert log.log_end_offset == 5
     got = records(log.read(0, 1 << 20))
     assert [o for o, _, _ in got] == [0, 1, 2, 3, 4]
-    assert all(parse_header(log.read(3, 1 << 20)).partition_leader_epoch == 4 for _ in range(1))
+    assert parse_header(log.read(3, 1 << 20)).partition_leader_epoch == 4
     assert log.leader_epoch_cache.epochs == [EpochEntry(4, 0)]
     assert read_partition_metadata(tmp_path / "topic-0") == TOPIC_ID
     log.close()
@@ -165,6 +165,9 @@ def test_roll_when_index_full_and_explicit_roll(tmp_path: Path) -> None:
         log.append_as_leader(make_batch(1), 0, NOW)
     assert len(log.segments) >= 2
     assert all(s.offset_index.entries <= 3 for s in log.segments)
+    many = b"".join(bytes(make_batch(1)) for _ in range(10))  # fills the indexes within one append
+    assert log.append_as_leader(many, 0, NOW).records_count == 10
+    assert [o for o, _, _ in records(log.read(log.log_end_offset - 10, 1 << 20))] == list(range(8, 18))
     leo = log.log_end_offset
     assert log.roll(NOW).base_offset == leo
     assert log.roll(NOW).base_offset == leo  # rolling an empty active segment recreates it
@@ -395,8 +398,11 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert log.producer_state.last_entry(5).last_seq == 11  # type: ignore[union-attr]
     log.truncate_to(100)  # past the end: nothing happens
     assert log.log_end_offset == 12
-    info = log.append_as_leader(make_batch(3, producer_id=5, producer_epoch=0, base_sequence=12), 9, NOW)
-    assert info.first_offset == 12
+    log.truncate_to(8, now_ms=NOW)  # inside batch 6..8: the whole batch goes
+    assert log.log_end_offset == 6 and [s.base_offset for s in log.segments] == [0, 6]
+    assert log.leader_epoch_cache.latest_epoch == 1
+    info = log.append_as_leader(make_batch(3, producer_id=5, producer_epoch=0, base_sequence=6), 9, NOW)
+    assert info.first_offset == 6
     log.truncate_to(0)
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
     log.close()
@@ -469,5 +475,40 @@ def test_open_with_log_start_offset_past_the_data(tmp_path: Path) -> None:
 def test_delete_removes_directory(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(make_batch(3), 0, NOW)
+    log.close()
     log.delete()
     assert not (tmp_path / "topic-0").exists()
+
+
+def test_deleted_segment_stays_readable_by_a_holder(tmp_path: Path) -> None:
+    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    for _ in range(10):
+        log.append_as_leader(make_batch(3), 0, NOW)
+    held = log.segments[0]  # e.g. a fetch running in a worker thread
+    log.maybe_increment_log_start_offset(log.segments[2].base_offset)
+    assert held not in log.segments and not held.log_path.exists()
+    assert [o for o, _, _ in records(held.read(0, 1 << 20, None, True) or b"")][:3] == [0, 1, 2]
+    log.close()
+
+
+def test_expired_producers_are_not_rebuilt(tmp_path: Path) -> None:
+    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    for i in range(6):
+        log.append_as_leader(make_batch(3, producer_id=1, producer_epoch=0, base_sequence=i * 3), 0, NOW)
+    log.append_as_leader(make_batch(3, producer_id=2, producer_epoch=0, base_sequence=0, timestamp=NOW + 86_400_000), 0, NOW + 86_400_000)
+    log.close()
+    later = Log.open(tmp_path / "topic-0", "topic", 0, LogConfig(), now_ms=NOW + 86_400_500)
+    assert set(later.producer_state.last_entries()) == {2}
+    later.close()
+
+
+def test_flush_up_to_rolled_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    for _ in range(10):
+        log.append_as_leader(make_batch(3), 0, NOW)
+    active_base = log.active_segment.base_offset
+    log.flush(log.active_segment.base_offset)
+    assert log.recovery_point == active_base
+    log.flush(10**9)
+    assert log.recovery_point == log.log_end_offset
+    log.close()

@@ -1,0 +1,216 @@
+"""The client-side commands as a user types them: topics, produce/consume (kcat-style), groups, faults."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+
+CLI_TIMEOUT_S = 60
+
+
+def cli(broker, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "minikafka", *args, "--bootstrap-server", broker.bootstrap_servers],
+                          input=stdin, capture_output=True, timeout=CLI_TIMEOUT_S)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"minikafka {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()}")
+    return proc
+
+
+# ---- topics --------------------------------------------------------------------------------------------------------
+
+def test_topics_create_list_describe_delete(minikafka_session_broker):
+    broker = minikafka_session_broker
+    out = cli(broker, "topics", "create", "--topic", "cli-orders", "--partitions", "3", "--config",
+              "retention.ms=1234").stdout.decode()
+    assert out == "Created topic cli-orders.\n"
+    assert "cli-orders" in cli(broker, "topics", "list").stdout.decode().splitlines()
+
+    lines = cli(broker, "topics", "describe", "--topic", "cli-orders").stdout.decode().splitlines()
+    head = lines[0].split("\t")
+    assert head[0] == "Topic: cli-orders"
+    assert head[1].startswith("TopicId: ") and len(head[1]) == len("TopicId: ") + 22  # Kafka's base64 Uuid
+    assert head[2:4] == ["PartitionCount: 3", "ReplicationFactor: 1"]
+    assert "retention.ms=1234" in head[4]
+    assert lines[1:] == [f"\tTopic: cli-orders\tPartition: {i}\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: N/A"
+                         f"\tLastKnownElr: N/A" for i in range(3)]
+
+    again = cli(broker, "topics", "create", "--topic", "cli-orders", check=False)
+    assert again.returncode == 1 and b"already exists" in again.stderr
+    assert cli(broker, "topics", "create", "--topic", "cli-orders", "--if-not-exists").returncode == 0
+
+    cli(broker, "topics", "delete", "--topic", "cli-orders")
+    assert "cli-orders" not in cli(broker, "topics", "list").stdout.decode().splitlines()
+    missing = cli(broker, "topics", "delete", "--topic", "cli-orders", check=False)
+    assert missing.returncode == 1 and b"does not exist" in missing.stderr
+
+
+def test_topics_regex_selects_topics(minikafka_session_broker):
+    broker = minikafka_session_broker
+    for name in ("rx-a", "rx-b", "other-rx"):
+        cli(broker, "topics", "create", "--topic", name)
+    assert cli(broker, "topics", "list", "--topic", "rx-.*").stdout.decode().split() == ["rx-a", "rx-b"]
+    described = cli(broker, "topics", "describe", "--topic", "rx-.*").stdout.decode()
+    assert described.count("PartitionCount") == 2 and "other-rx" not in described
+
+
+# ---- produce and consume -------------------------------------------------------------------------------------------
+
+def test_produce_with_key_delimiter_and_headers_then_consume_with_format(minikafka_session_broker):
+    broker = minikafka_session_broker
+    cli(broker, "topics", "create", "--topic", "cli-kv")
+    cli(broker, "produce", "-t", "cli-kv", "-K", ":", "-H", "source=cli", "-H", "n=1",
+        stdin=b"k1:v1\nk2:v:2\nnokey\n")
+    out = cli(broker, "consume", "-t", "cli-kv", "-e", "-f", "%p|%o|%k|%s|%K|%S|%h\\n").stdout.decode()
+    assert out.splitlines() == ["0|0|k1|v1|2|2|source=cli,n=1", "0|1|k2|v:2|2|3|source=cli,n=1",
+                                "0|2||nokey|-1|5|source=cli,n=1"]
+    default = cli(broker, "consume", "-t", "cli-kv", "-e", "-K", "=").stdout
+    assert default == b"k1=v1\nk2=v:2\n=nokey\n"
+
+
+def test_consume_json_offsets_counts_and_timestamps(minikafka_session_broker):
+    broker = minikafka_session_broker
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=0)
+    base = int(time.time() * 1000) - 100_000
+    for i in range(6):
+        producer.send("cli-json", value=b"v%d" % i, key=b"k%d" % i, timestamp_ms=base + i * 1000,
+                      headers=[("h", b"x%d" % i)]).get(timeout=20)
+    producer.close()
+
+    first = json.loads(cli(broker, "consume", "-t", "cli-json", "-J", "-c", "1").stdout)
+    assert first == {"topic": "cli-json", "partition": 0, "offset": 0, "tstype": "create", "ts": base,
+                     "headers": ["h", "x0"], "key": "k0", "payload": "v0"}
+    by_offset = cli(broker, "consume", "-t", "cli-json", "-o", "4", "-e").stdout
+    assert by_offset == b"v4\nv5\n"
+    from_end = cli(broker, "consume", "-t", "cli-json", "-o", "-2", "-e").stdout
+    assert from_end == b"v4\nv5\n"
+    by_time = cli(broker, "consume", "-t", "cli-json", "-o", f"s@{base + 2500}", "-e", "-f", "%o %T\\n").stdout
+    assert by_time.decode().splitlines() == [f"3 {base + 3000}", f"4 {base + 4000}", f"5 {base + 5000}"]
+    assert cli(broker, "consume", "-t", "cli-json", "-o", "end", "-e").stdout == b""
+
+
+def test_produce_to_a_partition_with_a_fixed_key_and_custom_delimiter(minikafka_session_broker):
+    broker = minikafka_session_broker
+    cli(broker, "topics", "create", "--topic", "cli-part", "--partitions", "2")
+    cli(broker, "produce", "-t", "cli-part", "-p", "1", "-k", "K", "-D", ";", stdin=b"a;b;c")
+    assert cli(broker, "consume", "-t", "cli-part", "-p", "1", "-e", "-f", "%k%s,").stdout == b"Ka,Kb,Kc,"
+    assert cli(broker, "consume", "-t", "cli-part", "-p", "0", "-e").stdout == b""
+
+
+def test_consume_unknown_topic_is_a_clear_error(minikafka_session_broker):
+    proc = cli(minikafka_session_broker, "consume", "-t", "cli-no-such-topic", "-e", check=False)
+    assert proc.returncode == 1
+    assert b"cli-no-such-topic" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+# ---- groups --------------------------------------------------------------------------------------------------------
+
+def test_groups_list_and_describe_in_kafka_layout(minikafka_session_broker):
+    broker = minikafka_session_broker
+    cli(broker, "topics", "create", "--topic", "cli-grp", "--partitions", "2")
+    cli(broker, "produce", "-t", "cli-grp", "-p", "0", stdin=b"a\nb\nc\n")
+    cli(broker, "produce", "-t", "cli-grp", "-p", "1", stdin=b"d\n")
+    consumed = cli(broker, "consume", "-t", "cli-grp", "-G", "cli-group-1", "-e").stdout
+    assert sorted(consumed.split()) == [b"a", b"b", b"c", b"d"]
+    assert "cli-group-1" in cli(broker, "groups", "list").stdout.decode().splitlines()
+
+    described = cli(broker, "groups", "describe", "--group", "cli-group-1")
+    assert b"has no active members" in described.stderr
+    lines = [line.split() for line in described.stdout.decode().splitlines() if line.strip()]
+    assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                        "HOST", "CLIENT-ID"]
+    assert lines[1:] == [["cli-group-1", "cli-grp", "0", "3", "3", "0", "-", "-", "-"],
+                         ["cli-group-1", "cli-grp", "1", "1", "1", "0", "-", "-", "-"]]
+
+
+def test_groups_describe_members_of_a_live_group(minikafka_session_broker):
+    broker = minikafka_session_broker
+    consumer = KafkaConsumer("cli-live", bootstrap_servers=broker.bootstrap_servers, group_id="cli-live-group",
+                             client_id="live-client", auto_offset_reset="earliest")
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        members = cli(broker, "groups", "describe", "--group", "cli-live-group", "--members", "--verbose")
+        rows = [line.split() for line in members.stdout.decode().splitlines() if line.strip()]
+        assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert rows[1][0] == "cli-live-group" and rows[1][3] == "live-client"
+        assert rows[1][4:] == ["1", "cli-live(0)"]
+        state = cli(broker, "groups", "describe", "--group", "cli-live-group", "--state").stdout.decode()
+        assert "Stable" in state and f"({1})" in state
+    finally:
+        consumer.close()
+
+
+def test_describe_unknown_group_fails(minikafka_session_broker):
+    proc = cli(minikafka_session_broker, "groups", "describe", "--group", "cli-no-such-group", check=False)
+    assert proc.returncode == 1 and b"does not exist" in proc.stderr
+
+
+# ---- faults --------------------------------------------------------------------------------------------------------
+
+def test_fault_commands_inject_list_and_clear(minikafka_broker):
+    broker = minikafka_broker
+    out = cli(broker, "fault", "error", "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER", "--count", "2",
+              "--topic", "t", "--partition", "0").stdout.decode()
+    assert out == "Added fault 1: Produce fails with NOT_LEADER_OR_FOLLOWER for t-0 for the next 2 request(s)\n"
+    cli(broker, "fault", "latency", "--ms", "250", "--api", "Fetch")
+    cli(broker, "fault", "disk-full", "--quota-bytes", "1000000")
+    listed = cli(broker, "fault", "list").stdout.decode().splitlines()
+    assert [line.split("\t")[1] for line in listed] == ["error", "latency", "disk"]
+    assert [f["kind"] for f in broker.faults.list()] == ["error", "latency", "disk"]
+    assert cli(broker, "fault", "clear", "--kind", "latency").stdout == b"Cleared 1 fault(s).\n"
+    assert cli(broker, "fault", "clear").stdout == b"Cleared 2 fault(s).\n"
+    assert broker.faults.list() == []
+
+    refused = cli(broker, "fault", "error", "--api", "Produce", "--error", "NO_SUCH_ERROR", check=False)
+    assert refused.returncode == 1 and b"unknown error code" in refused.stderr
+
+
+def test_fault_error_from_cli_is_seen_by_a_producer(minikafka_broker):
+    broker = minikafka_broker
+    cli(broker, "topics", "create", "--topic", "t")
+    cli(broker, "fault", "error", "--api", "Produce", "--error", "KAFKA_STORAGE_ERROR", "--forever")
+    failed = cli(broker, "produce", "-t", "t", "-q", "--delivery-timeout-ms", "1500", stdin=b"x\n", check=False)
+    assert failed.returncode == 1 and b"not delivered" in failed.stderr
+    cli(broker, "fault", "clear")
+    cli(broker, "produce", "-t", "t", stdin=b"y\n")
+    assert cli(broker, "consume", "-t", "t", "-e").stdout == b"y\n"
+
+
+def test_close_connections_and_shutdown_from_cli(minikafka_broker):
+    broker = minikafka_broker
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        producer.send("t", b"x").get(timeout=20)
+        closed = cli(broker, "fault", "close-connections").stdout.decode()
+        assert closed.startswith("Closed ") and int(closed.split()[1]) >= 1
+        assert producer.send("t", b"y").get(timeout=20).offset == 1
+    finally:
+        producer.close()
+    assert cli(broker, "fault", "shutdown").stdout == b"Broker shutting down.\n"
+    host, port = broker.bootstrap_servers.split(":")
+    deadline = time.monotonic() + 20
+    refused = False
+    while not refused and time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            time.sleep(0.05)
+        except ConnectionRefusedError:
+            refused = True
+    assert refused
+
+
+@pytest.mark.parametrize("command", [["topics", "list"], ["fault", "list"], ["groups", "list"]])
+def test_unreachable_broker_is_a_one_line_error(command):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "minikafka", *command, "--bootstrap-server", f"127.0.0.1:{port}"],
+                          capture_output=True, timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(b"Error: ") and b"Traceback" not in proc.stderr

@@ -1,0 +1,105 @@
+"""The pytest plugin as a user meets it: installed, fixtures available, options honoured, failures name the log."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+INNER_TIMEOUT_S = 180
+
+USER_TESTS = '''
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+import minikafka
+
+
+def roundtrip(bootstrap, topic):
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer.send(topic, b"hello").get(timeout=20)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10000)
+    consumer.assign([TopicPartition(topic, 0)])
+    value = next(iter(consumer)).value
+    consumer.close()
+    return value
+
+
+def test_function_broker(minikafka_broker):
+    assert isinstance(minikafka_broker, minikafka.Broker)
+    assert roundtrip(minikafka_broker.bootstrap_servers, "t") == b"hello"
+    print("FUNCTION", minikafka_broker.bootstrap_servers, minikafka_broker.pid, minikafka_broker.data_dir)
+
+
+def test_session_broker_once(minikafka_session_broker):
+    print("SESSION", minikafka_session_broker.bootstrap_servers, minikafka_session_broker.data_dir)
+
+
+def test_session_broker_twice(minikafka_session_broker):
+    print("SESSION", minikafka_session_broker.bootstrap_servers, minikafka_session_broker.data_dir)
+
+
+def test_cluster(minikafka_cluster):
+    assert isinstance(minikafka_cluster, minikafka.Cluster)
+    assert roundtrip(minikafka_cluster.bootstrap_servers, "c") == b"hello"
+
+
+@pytest.mark.minikafka(config={"num.partitions": 4})
+def test_marker_config(minikafka_broker):
+    roundtrip(minikafka_broker.bootstrap_servers, "auto")
+    assert len(minikafka_broker.state.partitions("auto")) == 4
+
+
+def test_fails_and_names_the_log(minikafka_broker):
+    assert False, "deliberate failure"
+'''
+
+
+def run_inner(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+    test_file = tmp_path / "test_user_suite.py"
+    test_file.write_text(textwrap.dedent(USER_TESTS))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    return subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", str(test_file),
+                           f"--basetemp={tmp_path / 'base'}", *options],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
+
+
+def printed(output: str, tag: str) -> list[list[str]]:
+    return [line.split()[1:] for line in output.splitlines() if line.startswith(tag + " ")]
+
+
+def test_fixtures_options_and_failure_report(tmp_path):
+    result = run_inner(tmp_path, "--minikafka-data-dir", str(tmp_path / "kept"))
+    out = result.stdout
+    assert "5 passed, 1 failed" in out, out + result.stderr
+    # The failed test's report names its broker's log file and shows its last lines.
+    assert "minikafka broker logs" in out
+    log_line = next(line for line in out.splitlines() if " log: " in line and "broker 1" in line)
+    log_path = Path(log_line.split(" log: ", 1)[1])
+    assert log_path.exists() and "test_fails_and_names_the_log" in str(log_path)
+    assert "started" in out.split("minikafka broker logs", 1)[1]
+    # Two tests shared one session broker; the function broker was a subprocess.
+    sessions = printed(out, "SESSION")
+    assert len(sessions) == 2 and sessions[0] == sessions[1]
+    (function_broker,) = printed(out, "FUNCTION")
+    assert function_broker[1] != "None"
+    # --minikafka-data-dir keeps every broker's data under the given dir, one subdir per test.
+    assert Path(function_broker[2]).is_relative_to(tmp_path / "kept")
+    assert (tmp_path / "kept" / "test_function_broker" / "data" / "t-0").is_dir()
+
+
+def test_in_process_option_and_fixed_session_port(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run_inner(tmp_path, "--minikafka-in-process", "--minikafka-port", str(port), "-k",
+                       "function_broker or session")
+    out = result.stdout
+    assert "3 passed" in out, out + result.stderr
+    (function_broker,) = printed(out, "FUNCTION")
+    assert function_broker[1] == "None"  # no pid: the broker ran on a thread of the test process
+    assert printed(out, "SESSION")[0][0] == f"127.0.0.1:{port}"

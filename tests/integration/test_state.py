@@ -1,0 +1,128 @@
+"""State inspection as a test uses it: what producers wrote, where offsets stand, what groups hold."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import Producer as ConfluentProducer
+
+from minikafka.integration.state import GroupState, PartitionState, Record
+
+
+def confluent_produce(bootstrap: str, topic: str, messages: list[dict]) -> None:
+    producer = ConfluentProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    errors = []
+    for m in messages:
+        producer.produce(topic, on_delivery=lambda err, _msg: errors.append(err) if err else None, **m)
+    assert producer.flush(30) == 0
+    assert errors == []
+
+
+def test_topics_and_partition_state(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("orders", partitions=2, config={"retention.ms": 60000})
+    confluent_produce(broker.bootstrap_servers, "orders",
+                      [{"value": b"a", "partition": 0}, {"value": b"b", "partition": 0}, {"value": b"c", "partition": 1}])
+    assert broker.state.topics() == ["orders"]
+    assert broker.state.topics(include_internal=True) == ["__consumer_offsets", "orders"]
+    p0, p1 = broker.state.partitions("orders")
+    assert p0 == PartitionState("orders", 0, leader=1, leader_epoch=p0.leader_epoch, replicas=[1], isr=[1],
+                                high_watermark=2, log_start_offset=0, log_end_offsets={1: 2})
+    assert p0.log_end_offset == 2
+    assert (p1.partition, p1.high_watermark, p1.log_end_offsets) == (1, 1, {1: 1})
+    assert broker.state.partition("orders", 1) == p1
+    with pytest.raises(KeyError):
+        broker.state.partitions("nope")
+    with pytest.raises(KeyError):
+        broker.state.partition("orders", 7)
+
+
+def test_records_with_keys_headers_and_timestamps(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("events", partitions=2)
+    base = int(time.time() * 1000) - 10_000
+    confluent_produce(broker.bootstrap_servers, "events", [
+        {"key": b"k0", "value": b"v0", "partition": 0, "timestamp": base, "headers": [("h", b"1")]},
+        {"key": None, "value": b"v1", "partition": 0, "timestamp": base + 1},
+        {"key": b"k2", "value": None, "partition": 1, "timestamp": base + 2, "headers": [("a", b"x"), ("b", b"")]},
+    ])
+    records = broker.state.records("events")
+    assert records == [
+        Record("events", 0, 0, base, b"k0", b"v0", [("h", b"1")], 0),
+        Record("events", 0, 1, base + 1, None, b"v1", [], 0),
+        Record("events", 1, 0, base + 2, b"k2", None, [("a", b"x"), ("b", b"")], 0),
+    ]
+    assert broker.state.records("events", 0, start_offset=1) == records[1:2]
+    assert broker.state.records("events", 0, from_timestamp=base + 1) == records[1:2]
+    assert broker.state.records("events", 0, max_records=1) == records[:1]
+    assert broker.state.records("events", 1, start_offset=5) == []
+
+
+def test_records_of_an_empty_or_unknown_topic(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("empty")
+    assert broker.state.records("empty") == []
+    with pytest.raises(KeyError):
+        broker.state.records("never-created-topic-x")
+
+
+def test_group_members_assignment_and_committed_offsets(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("work", partitions=2)
+    confluent_produce(broker.bootstrap_servers, "work", [{"value": b"x", "partition": p} for p in (0, 0, 1)])
+    consumer = ConfluentConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "workers",
+                                  "client.id": "worker-1", "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["work"])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got += 1
+        assert got == 3
+        consumer.commit(asynchronous=False)
+        assert broker.state.groups() == ["workers"]
+        group = broker.state.group("workers")
+        assert isinstance(group, GroupState)
+        assert (group.group_id, group.state, group.protocol_type) == ("workers", "Stable", "consumer")
+        assert len(group.members) == 1
+        member = group.members[0]
+        assert member.client_id == "worker-1"
+        assert member.assignment == [("work", 0), ("work", 1)]
+        assert group.offsets == {("work", 0): 2, ("work", 1): 1}
+        assert broker.state.committed_offsets("workers") == {("work", 0): 2, ("work", 1): 1}
+    finally:
+        consumer.close()
+    assert broker.state.group("workers").state == "Empty"
+
+
+def test_aiokafka_group_commit_is_visible(minikafka_broker):
+    broker = minikafka_broker
+    confluent_produce(broker.bootstrap_servers, "ai", [{"value": b"1"}, {"value": b"2"}])
+
+    async def consume_and_commit() -> None:
+        consumer = AIOKafkaConsumer("ai", bootstrap_servers=broker.bootstrap_servers, group_id="ai-group",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            for _ in range(2):
+                await asyncio.wait_for(consumer.getone(), 20)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+
+    asyncio.run(consume_and_commit())
+    assert broker.state.committed_offsets("ai-group") == {("ai", 0): 2}
+
+
+def test_cluster_state_reports_each_replica(minikafka_cluster):
+    cluster = minikafka_cluster
+    confluent_produce(cluster.bootstrap_servers, "c", [{"value": b"1"}])
+    state = cluster.state.partition("c", 0)
+    assert state.leader == 1 and state.isr == [1]
+    assert state.log_end_offsets == {1: 1} and state.high_watermark == 1
