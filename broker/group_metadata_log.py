@@ -133,6 +133,14 @@ class _Reader:
         self.pos = 0
         self.flexible = flexible
 
+    def _unpack(self, fmt: struct.Struct) -> int:
+        try:
+            (value,) = fmt.unpack_from(self.data, self.pos)
+        except struct.error:
+            raise RecordFormatError(f"record ends after {len(self.data)} bytes") from None
+        self.pos += fmt.size
+        return value
+
     def _take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise RecordFormatError(f"record ends after {len(self.data)} bytes, needed {self.pos + n}")
@@ -141,13 +149,13 @@ class _Reader:
         return chunk
 
     def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        return self._unpack(_I16)
 
     def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        return self._unpack(_I32)
 
     def int64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        return self._unpack(_I64)
 
     def uvarint(self) -> int:
         value = shift = 0
@@ -161,7 +169,7 @@ class _Reader:
                 raise RecordFormatError("varint longer than 5 bytes")
 
     def nullable_string(self) -> str | None:
-        length = self.uvarint() - 1 if self.flexible else self.int16()
+        length = self.uvarint() - 1 if self.flexible else self._unpack(_I16)
         if length < 0:
             return None
         try:
@@ -176,13 +184,13 @@ class _Reader:
         return value
 
     def bytes_(self) -> bytes:
-        length = self.uvarint() - 1 if self.flexible else self.int32()
+        length = self.uvarint() - 1 if self.flexible else self._unpack(_I32)
         if length < 0:
             raise RecordFormatError("null in a non-nullable bytes field")
         return self._take(length)
 
     def array_length(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
+        n = self.uvarint() - 1 if self.flexible else self._unpack(_I32)
         if n < 0:
             raise RecordFormatError("null in a non-nullable array field")
         if n > len(self.data) - self.pos:
@@ -254,10 +262,10 @@ def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetAndMetadata:
-    version = _Reader(data).int16()
+    r = _Reader(data)
+    version = r.int16()
     _check_value_version(version)
-    r = _Reader(data, flexible=version >= FIRST_FLEXIBLE_VALUE_VERSION)
-    r.pos = 2
+    r.flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
     offset = r.int64()
     leader_epoch = r.int32() if version >= 3 else -1
     metadata = r.string()
@@ -296,10 +304,10 @@ def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    version = _Reader(data).int16()
+    r = _Reader(data)
+    version = r.int16()
     _check_value_version(version)
-    r = _Reader(data, flexible=version >= FIRST_FLEXIBLE_VALUE_VERSION)
-    r.pos = 2
+    r.flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
     value = GroupMetadataValue(protocol_type=r.string(), generation=r.int32(), protocol=r.nullable_string(),
                                leader=r.nullable_string())
     if version >= 2:

@@ -31,7 +31,8 @@ class ControlClient:
 
     _correlation = itertools.count(1)
 
-    def __init__(self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S, client_id: str = "minikafka-control") -> None:
+    def __init__(self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 client_id: str = "minikafka-control") -> None:
         self.address = parse_address(address.split(",")[0])
         self.timeout_s = timeout_s
         self.client_id = client_id

@@ -145,7 +145,8 @@ def _print_members(group_id: str, group: dict, verbose: bool) -> None:
     w_client = max([15] + [len(m["client_id"]) for m in members])
 
     def line(cells: tuple) -> str:
-        return f"{cells[0]:<{w_group}} {cells[1]:<{w_member}} {cells[2]:<{w_host}} {cells[3]:<{w_client}} {cells[4]:<15} "
+        return (f"{cells[0]:<{w_group}} {cells[1]:<{w_member}} {cells[2]:<{w_host}} {cells[3]:<{w_client}} "
+                f"{cells[4]:<15} ")
 
     print()
     print(line(("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")) + ("ASSIGNMENT" if verbose else ""))

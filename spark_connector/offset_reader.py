@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from kafka import KafkaConsumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as ClientPartition
 
 from .offsets import (
     EARLIEST,
@@ -14,26 +15,29 @@ from .offsets import (
     Latest,
     OffsetSpec,
     PartitionOffsets,
-    PartitionTimestamps,
     SpecificOffsets,
+    TopicPartition,
 )
 from .options import ReadConfig
 from .subscription import Subscription
+
+REQUEST_TIMEOUT_S = 30.0
 
 
 class OffsetReader:
     """Answers "which partitions" and "which offsets" with one long-lived consumer.
 
-    The consumer joins no group and is created on first use, so objects holding an OffsetReader
-    can be pickled before they talk to the cluster; `close` releases it.
+    Offsets come from ListOffsets requests (librdkafka's offsets_for_times, where -2 and -1 ask
+    for the earliest and the latest offset). The consumer is created on first use, so objects
+    holding an OffsetReader can be pickled before they talk to the cluster; `close` releases it.
     """
 
     def __init__(self, config: ReadConfig, subscription: Subscription) -> None:
         self._config = config
         self._subscription = subscription
-        self._consumer: Optional[KafkaConsumer] = None
+        self._consumer: Optional[Consumer] = None
 
-    def _client(self) -> KafkaConsumer:
+    def _client(self) -> Consumer:
         if self._consumer is None:
             self._consumer = self._config.consumer()
         return self._consumer
@@ -45,25 +49,34 @@ class OffsetReader:
 
     def partitions(self) -> list[TopicPartition]:
         """The subscribed partitions that exist now, from fresh metadata."""
-        consumer = self._client()
-        topics = consumer.topics()
-        cluster = {t: set(consumer.partitions_for_topic(t) or ()) for t in topics}
+        metadata = self._client().list_topics(timeout=REQUEST_TIMEOUT_S)
+        cluster = {
+            name: set(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None
+        }
         return self._subscription.select(cluster)
 
+    def _list_offsets(self, queries: dict[TopicPartition, int]) -> PartitionOffsets:
+        if not queries:
+            return {}
+        request = [ClientPartition(tp.topic, tp.partition, ts) for tp, ts in sorted(queries.items())]
+        answers = self._client().offsets_for_times(request, timeout=REQUEST_TIMEOUT_S)
+        result = {}
+        for answer in answers:
+            if answer.error is not None:
+                raise KafkaException(answer.error)
+            result[TopicPartition(answer.topic, answer.partition)] = answer.offset
+        return result
+
     def earliest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
-        partitions = list(partitions)
-        return dict(self._client().beginning_offsets(partitions)) if partitions else {}
+        return self._list_offsets({tp: EARLIEST for tp in partitions})
 
     def latest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
-        partitions = list(partitions)
-        return dict(self._client().end_offsets(partitions)) if partitions else {}
+        return self._list_offsets({tp: LATEST for tp in partitions})
 
     def by_timestamp(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
         """The first offset at or after each timestamp; None where no record is that recent."""
-        if not timestamps:
-            return {}
-        found = self._client().offsets_for_times(dict(timestamps))
-        return {tp: (found[tp].offset if found.get(tp) is not None else None) for tp in timestamps}
+        found = self._list_offsets(timestamps)
+        return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
 
     def resolve(
         self,

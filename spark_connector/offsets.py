@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping, Union
-
-from kafka import TopicPartition
+from typing import Mapping, NamedTuple, Union
 
 EARLIEST = -2
 LATEST = -1
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic; hashable and ordered, unlike the Kafka clients' own classes."""
+
+    topic: str
+    partition: int
 
 PartitionOffsets = dict[TopicPartition, int]
 

@@ -1,16 +1,17 @@
 """Source and sink options, with the names and meanings of Spark's Kafka source and sink.
 
-`kafka.<setting>` options are Kafka client settings. They are handed to kafka-python with dots
-turned into underscores (``kafka.max.poll.records`` becomes ``max_poll_records``), after the
-settings the connector owns have been refused as Spark refuses them.
+`kafka.<property>` options are Kafka client properties. The connector's client is librdkafka
+(confluent-kafka), whose property names are those of the Java client, so they are passed on as
+they are, after the properties the connector owns have been refused as Spark refuses them.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
-from kafka import KafkaConsumer, KafkaProducer
+from confluent_kafka import Consumer, Producer
 
 from .offsets import (
     EARLIEST,
@@ -27,7 +28,6 @@ from .subscription import Subscription, parse_subscription
 BOOTSTRAP = "kafka.bootstrap.servers"
 
 _CONSUMER_REFUSED = {
-    "group.id": "the connector reads with assigned partitions and no consumer group",
     "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead",
     "key.deserializer": "keys are always read as bytes; convert them with DataFrame operations",
     "value.deserializer": "values are always read as bytes; convert them with DataFrame operations",
@@ -45,46 +45,21 @@ def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-def _convert(name: str, text: str, default: Any) -> Any:
-    """Give a string option the type of kafka-python's default for that setting."""
-    if name == "api_version":
-        return tuple(int(part) for part in text.split("."))
-    lowered = text.strip().lower()
-    if isinstance(default, bool) or (default is None and lowered in ("true", "false")):
-        return lowered == "true"
-    for kind in (int, float):
-        if isinstance(default, kind) or default is None:
-            try:
-                return kind(text)
-            except ValueError:
-                continue
-    return text
+def client_properties(options: Mapping[str, str], refused: Mapping[str, str]) -> dict[str, str]:
+    """The `kafka.*` options without their prefix, bootstrap.servers included."""
+    properties = {}
+    for key, value in options.items():
+        if key.startswith("kafka."):
+            name = key[len("kafka."):]
+            if name in refused:
+                raise ValueError(f"Kafka option '{name}' is not supported: {refused[name]}.")
+            properties[name] = value
+    return properties
 
 
-def client_params(options: Mapping[str, str], client: type, refused: Mapping[str, str]) -> dict[str, Any]:
-    """kafka-python keyword arguments from the `kafka.*` options (bootstrap servers excluded)."""
-    params: dict[str, Any] = {}
-    for key, text in options.items():
-        if not key.startswith("kafka.") or key == BOOTSTRAP:
-            continue
-        setting = key[len("kafka."):]
-        if setting in refused:
-            raise ValueError(f"Kafka option '{setting}' is not supported: {refused[setting]}.")
-        name = setting.replace(".", "_")
-        if name not in client.DEFAULT_CONFIG:
-            raise ValueError(
-                f"Kafka option '{setting}' is not a setting of kafka-python's {client.__name__}, "
-                "which this connector uses."
-            )
-        params[name] = _convert(name, text, client.DEFAULT_CONFIG[name])
-    return params
-
-
-def _bootstrap(options: Mapping[str, str], role: str) -> str:
-    servers = options.get(BOOTSTRAP, "").strip()
-    if not servers:
+def _require_bootstrap(options: Mapping[str, str], role: str) -> None:
+    if not options.get(BOOTSTRAP, "").strip():
         raise ValueError(f"Option '{BOOTSTRAP}' must be specified for configuring Kafka {role}")
-    return servers
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -113,23 +88,26 @@ def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
 class ReadConfig:
     """What an executor needs to read an offset range; small and picklable."""
 
-    bootstrap_servers: str
-    kafka_params: tuple[tuple[str, Any], ...]
+    properties: tuple[tuple[str, str], ...]
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
 
-    def consumer(self) -> KafkaConsumer:
-        """A consumer with no group that reads raw bytes and never resets offsets on its own."""
-        params: dict[str, Any] = {
-            "group_id": None,
-            "enable_auto_commit": False,
-            "auto_offset_reset": "none",
-            "allow_auto_create_topics": False,
-            "max_partition_fetch_bytes": 8 * 1024 * 1024,
+    def consumer(self) -> Consumer:
+        """A consumer that reads assigned partitions and never commits or resets offsets itself.
+
+        librdkafka requires a group id even without group membership; a fresh one keeps
+        consumers apart. Like Spark (the Java client's default), it reads uncommitted records.
+        """
+        config = {
+            "group.id": f"minikafka-spark-{uuid.uuid4().hex}",
+            "isolation.level": "read_uncommitted",
+            "max.partition.fetch.bytes": str(8 * 1024 * 1024),
+            "allow.auto.create.topics": "false",
         }
-        params.update(self.kafka_params)
-        return KafkaConsumer(bootstrap_servers=self.bootstrap_servers, **params)
+        config.update(self.properties)
+        config.update({"enable.auto.commit": "false", "auto.offset.reset": "error"})
+        return Consumer(config)
 
 
 @dataclass(frozen=True)
@@ -195,9 +173,9 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise ValueError(f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
+    _require_bootstrap(options, "consumer")
     read = ReadConfig(
-        bootstrap_servers=_bootstrap(options, "consumer"),
-        kafka_params=tuple(sorted(client_params(options, KafkaConsumer, _CONSUMER_REFUSED).items())),
+        properties=tuple(sorted(client_properties(options, _CONSUMER_REFUSED).items())),
         include_headers=_bool(options, "includeHeaders", False),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         poll_timeout_ms=_positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
@@ -215,22 +193,25 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
 
 @dataclass(frozen=True)
 class SinkOptions:
-    """What a writer task needs: where to produce, the default topic, producer settings."""
+    """What a writer task needs: producer properties and the default topic."""
 
-    bootstrap_servers: str
     topic: Optional[str]
-    producer_params: tuple[tuple[str, Any], ...]
+    properties: tuple[tuple[str, str], ...]
 
-    def producer(self) -> KafkaProducer:
-        return KafkaProducer(bootstrap_servers=self.bootstrap_servers, **dict(self.producer_params))
+    def producer(self) -> Producer:
+        """A producer that reports only failed deliveries and partitions keys as the Java client does."""
+        config = {"partitioner": "murmur2_random"}
+        config.update(self.properties)
+        config["delivery.report.only.error"] = "true"
+        return Producer(config)
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate the writer options as Spark's Kafka sink does."""
     options = lower_keys(options)
-    topic = options.get("topic")
+    _require_bootstrap(options, "producer")
+    topic = options.get("topic", "").strip()
     return SinkOptions(
-        bootstrap_servers=_bootstrap(options, "producer"),
-        topic=topic.strip() if topic and topic.strip() else None,
-        producer_params=tuple(sorted(client_params(options, KafkaProducer, _PRODUCER_REFUSED).items())),
+        topic=topic or None,
+        properties=tuple(sorted(client_properties(options, _PRODUCER_REFUSED).items())),
     )

@@ -6,17 +6,17 @@ import time
 from typing import Iterator
 
 import pyarrow as pa
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import OffsetOutOfRangeError
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as ClientPartition
 
-from .data_loss import report_data_loss
+from .data_loss import log, report_data_loss
 from .options import ReadConfig
 from .ranges import OffsetRange
-from .schema import RecordBatchBuilder
+from .schema import record_batch
 
 BATCH_ROWS = 10_000
-BATCH_BYTES = 8 * 1024 * 1024
-POLL_MS = 1000
+POLL_S = 1.0
+WATERMARK_TIMEOUT_S = 30.0
 
 
 def read_range(config: ReadConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -28,82 +28,100 @@ def read_range(config: ReadConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]
     """
     if rng.size <= 0:
         return
-    tp = TopicPartition(rng.topic, rng.partition)
     consumer = config.consumer()
     try:
-        consumer.assign([tp])
-        consumer.seek(tp, rng.start)
-        builder = RecordBatchBuilder(rng.topic, rng.partition, config.include_headers)
+        consumer.assign([ClientPartition(rng.topic, rng.partition, rng.start)])
         position = rng.start
         last_progress = time.monotonic()
         while position < rng.end:
-            try:
-                polled = consumer.poll(timeout_ms=POLL_MS, max_records=BATCH_ROWS)
-            except OffsetOutOfRangeError:
-                position = _skip_lost(consumer, tp, position, rng, config.fail_on_data_loss)
+            messages = consumer.consume(BATCH_ROWS, POLL_S)
+            failed = next((i for i, m in enumerate(messages) if m.error() is not None), None)
+            records = messages if failed is None else messages[:failed]
+            kept = _before(records, rng.end)
+            if kept:
+                yield record_batch(rng.topic, rng.partition, kept, config.include_headers)
+                position = kept[-1].offset() + 1
+            if len(kept) < len(records):
+                break
+            if failed is not None:
+                position = _after_error(consumer, messages[failed], position, rng, config.fail_on_data_loss)
                 last_progress = time.monotonic()
                 continue
-            for record in polled.get(tp, ()):
-                if record.offset >= rng.end:
-                    break
-                builder.add(
-                    record.key,
-                    record.value,
-                    record.offset,
-                    record.timestamp,
-                    record.timestamp_type,
-                    record.headers,
-                )
-            if len(builder) >= BATCH_ROWS or builder.size >= BATCH_BYTES:
-                yield builder.build()
-            moved = consumer.position(tp)
-            if moved > position:
-                position = moved
+            moved = _consumer_position(consumer, rng)
+            if moved > position or kept:
+                position = max(position, moved)
                 last_progress = time.monotonic()
-            elif _truncated(consumer, tp, position, rng, config.fail_on_data_loss):
+            elif _truncated(consumer, position, rng, config.fail_on_data_loss):
                 break
             elif (time.monotonic() - last_progress) * 1000 > config.poll_timeout_ms:
                 raise TimeoutError(
                     f"Cannot fetch records in [{position}, {rng.end}) of {rng.topic}-{rng.partition} "
                     f"within {config.poll_timeout_ms} ms (option kafkaConsumer.pollTimeoutMs)"
                 )
-        if len(builder):
-            yield builder.build()
     finally:
         consumer.close()
 
 
-def _skip_lost(
-    consumer: KafkaConsumer, tp: TopicPartition, position: int, rng: OffsetRange, fail: bool
-) -> int:
-    """After OffsetOutOfRange: report the lost offsets and return where reading goes on."""
-    earliest = consumer.beginning_offsets([tp])[tp]
+def _before(records: list[Message], end: int) -> list[Message]:
+    """The leading records with offsets below `end` (offsets grow within a partition)."""
+    if not records or records[-1].offset() < end:
+        return records
+    cut = len(records)
+    while cut and records[cut - 1].offset() >= end:
+        cut -= 1
+    return records[:cut]
+
+
+def _consumer_position(consumer: Consumer, rng: OffsetRange) -> int:
+    """The consumer's next offset, which also moves past records it never hands out."""
+    (current,) = consumer.position([ClientPartition(rng.topic, rng.partition)])
+    return current.offset
+
+
+def _watermarks(consumer: Consumer, rng: OffsetRange) -> tuple[int, int]:
+    return consumer.get_watermark_offsets(
+        ClientPartition(rng.topic, rng.partition), timeout=WATERMARK_TIMEOUT_S, cached=False
+    )
+
+
+def _after_error(consumer: Consumer, message: Message, position: int, rng: OffsetRange, fail: bool) -> int:
+    """Handle an error event: report offsets gone out of range and return where reading goes on.
+
+    Other errors are fatal or librdkafka retries on its own (it reports them for information).
+    """
+    error = message.error()
+    if error.code() != KafkaError._AUTO_OFFSET_RESET:
+        if error.fatal():
+            raise KafkaException(error)
+        log.info("Reading %s-%s: %s", rng.topic, rng.partition, error)
+        return position
+    earliest, latest = _watermarks(consumer, rng)
+    name = f"{rng.topic}-{rng.partition}"
     if position < earliest:
         report_data_loss(
-            f"Cannot fetch offset {position} of {tp.topic}-{tp.partition}: the earliest offset "
-            f"available is {earliest}; records in [{position}, {min(earliest, rng.end)}) are skipped.",
+            f"Cannot fetch offset {position} of {name}: the earliest offset available is {earliest}; "
+            f"records in [{position}, {min(earliest, rng.end)}) are skipped.",
             fail,
         )
         if earliest >= rng.end:
             return rng.end
-        consumer.seek(tp, earliest)
+        consumer.assign([ClientPartition(rng.topic, rng.partition, earliest)])
         return earliest
-    latest = consumer.end_offsets([tp])[tp]
     report_data_loss(
-        f"Cannot fetch offset {position} of {tp.topic}-{tp.partition}: the partition ends at "
-        f"{latest}; records in [{position}, {rng.end}) are skipped.",
+        f"Cannot fetch offset {position} of {name}: the partition ends at {latest}; "
+        f"records in [{position}, {rng.end}) are skipped.",
         fail,
     )
     return rng.end
 
 
-def _truncated(consumer: KafkaConsumer, tp: TopicPartition, position: int, rng: OffsetRange, fail: bool) -> bool:
+def _truncated(consumer: Consumer, position: int, rng: OffsetRange, fail: bool) -> bool:
     """True (after reporting) when the partition now ends before the range does."""
-    latest = consumer.end_offsets([tp])[tp]
+    _, latest = _watermarks(consumer, rng)
     if latest > position:
         return False
     report_data_loss(
-        f"Could not read records in offset [{position}, {rng.end}) of {tp.topic}-{tp.partition}: "
+        f"Could not read records in offset [{position}, {rng.end}) of {rng.topic}-{rng.partition}: "
         f"the partition now ends at offset {latest}.",
         fail,
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from kafka import TopicPartition
 from pyspark.sql.datasource import InputPartition
+
+from .offsets import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ the Arrow schema is derived here with PySpark's own conversion.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from functools import lru_cache
+from typing import Sequence
 
 import pyarrow as pa
+from confluent_kafka import Message
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -41,68 +43,31 @@ def source_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
+@lru_cache(maxsize=2)
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """The Arrow schema PySpark expects for `source_schema(include_headers)`."""
     return to_arrow_schema(source_schema(include_headers), timezone="UTC")
 
 
-class RecordBatchBuilder:
-    """Collects the records of one topic-partition and turns them into Arrow record batches."""
+def record_batch(topic: str, partition: int, messages: Sequence[Message], include_headers: bool) -> pa.RecordBatch:
+    """One Arrow batch from consumed messages of one partition, column by column.
 
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self._topic = topic
-        self._partition = partition
-        self._schema = arrow_schema(include_headers)
-        self._headers: Optional[list] = [] if include_headers else None
-        self._clear()
-
-    def _clear(self) -> None:
-        self._keys: list[Optional[bytes]] = []
-        self._values: list[Optional[bytes]] = []
-        self._offsets: list[int] = []
-        self._timestamps: list[int] = []
-        self._timestamp_types: list[int] = []
-        if self._headers is not None:
-            self._headers = []
-        self.size = 0
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def add(
-        self,
-        key: Optional[bytes],
-        value: Optional[bytes],
-        offset: int,
-        timestamp_ms: int,
-        timestamp_type: int,
-        headers: Sequence[tuple[str, Optional[bytes]]],
-    ) -> None:
-        self._keys.append(key)
-        self._values.append(value)
-        self._offsets.append(offset)
-        self._timestamps.append(timestamp_ms)
-        self._timestamp_types.append(timestamp_type)
-        if self._headers is not None:
-            self._headers.append(headers)
-        self.size += (len(key) if key else 0) + (len(value) if value else 0)
-
-    def build(self) -> pa.RecordBatch:
-        """The collected rows as one batch; the builder is empty afterwards."""
-        n = len(self._offsets)
-        fields = self._schema
-        millis = pa.array(self._timestamps, pa.int64())
-        columns = [
-            pa.array(self._keys, fields.field("key").type),
-            pa.array(self._values, fields.field("value").type),
-            pa.repeat(pa.scalar(self._topic, fields.field("topic").type), n),
-            pa.repeat(pa.scalar(self._partition, fields.field("partition").type), n),
-            pa.array(self._offsets, pa.int64()),
-            millis.cast(pa.timestamp("ms", tz="UTC")).cast(fields.field("timestamp").type),
-            pa.array(self._timestamp_types, fields.field("timestampType").type),
-        ]
-        if self._headers is not None:
-            columns.append(pa.array(self._headers, fields.field("headers").type))
-        batch = pa.RecordBatch.from_arrays(columns, schema=fields)
-        self._clear()
-        return batch
+    librdkafka's timestamp types (0 none, 1 create time, 2 log append time) become Kafka's ids
+    (-1, 0, 1) as Spark shows them. As in Spark, a record without headers has null headers.
+    """
+    schema = arrow_schema(include_headers)
+    n = len(messages)
+    stamps = [m.timestamp() for m in messages]
+    millis = pa.array([ts for _, ts in stamps], pa.int64())
+    columns = [
+        pa.array([m.key() for m in messages], schema.field("key").type),
+        pa.array([m.value() for m in messages], schema.field("value").type),
+        pa.repeat(pa.scalar(topic, schema.field("topic").type), n),
+        pa.repeat(pa.scalar(partition, schema.field("partition").type), n),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        millis.cast(pa.timestamp("ms", tz="UTC")).cast(schema.field("timestamp").type),
+        pa.array([kind - 1 for kind, _ in stamps], schema.field("timestampType").type),
+    ]
+    if include_headers:
+        columns.append(pa.array([m.headers() for m in messages], schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

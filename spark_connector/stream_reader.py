@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 import pyarrow as pa
-from kafka import TopicPartition
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -16,7 +15,7 @@ from pyspark.sql.streaming.datasource import (
 
 from .data_loss import report_data_loss
 from .offset_reader import OffsetReader
-from .offsets import PartitionOffsets, offsets_from_json, offsets_to_json
+from .offsets import PartitionOffsets, TopicPartition, offsets_from_json, offsets_to_json
 from .options import SourceOptions
 from .partition_reader import read_range
 from .ranges import OffsetRange, rate_limit, split_ranges

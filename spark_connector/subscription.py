@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Union
 
-from kafka import TopicPartition
+from .offsets import TopicPartition
+
 
 
 @dataclass(frozen=True)
@@ -20,16 +21,25 @@ class Subscribe:
         return sorted(TopicPartition(t, p) for t in self.topics for p in cluster.get(t, ()))
 
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 @dataclass(frozen=True)
 class SubscribePattern:
-    """Every partition of every topic whose whole name matches the regular expression."""
+    """Every partition of every topic whose whole name matches the regular expression.
+
+    Kafka's internal topics are left out, as a Java consumer's pattern subscription does.
+    """
 
     pattern: str
 
     def select(self, cluster: Mapping[str, set[int]]) -> list[TopicPartition]:
         regex = re.compile(self.pattern)
         return sorted(
-            TopicPartition(t, p) for t, parts in cluster.items() if regex.fullmatch(t) for p in parts
+            TopicPartition(t, p)
+            for t, parts in cluster.items()
+            if t not in INTERNAL_TOPICS and regex.fullmatch(t)
+            for p in parts
         )
 
 

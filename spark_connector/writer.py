@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -20,6 +21,8 @@ from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, Str
 
 from .options import SinkOptions
 from .schema import HEADERS_TYPE
+
+FLUSH_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -63,43 +66,48 @@ def _column(batch: pa.RecordBatch, name: str, as_bytes: bool = False) -> Optiona
     return column.to_pylist()
 
 
-def _headers(entries: Optional[list[dict]]) -> list[tuple[str, bytes]]:
-    if not entries:
-        return []
-    headers = []
-    for entry in entries:
-        if entry["value"] is None:
-            raise ValueError(f"Header {entry['key']!r} has a null value, which kafka-python's producer cannot send")
-        headers.append((entry["key"], entry["value"]))
-    return headers
+def _headers(entries: Optional[list[dict]]) -> Optional[list[tuple[str, Optional[bytes]]]]:
+    return [(entry["key"], entry["value"]) for entry in entries] if entries else None
 
 
 def produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenRecords:
-    """Send every row of `batches`; raise the first delivery error after flushing."""
+    """Send every row of `batches`; fail if any record is not acknowledged."""
     producer = options.producer()
-    errors: list[BaseException] = []
+    errors: list[KafkaError] = []
+
+    def delivered(error: Optional[KafkaError], _message: object) -> None:
+        if error is not None:
+            errors.append(error)
+
     count = 0
-    try:
-        for batch in batches:
-            n = batch.num_rows
-            values = _column(batch, "value", as_bytes=True)
-            keys = _column(batch, "key", as_bytes=True) or [None] * n
-            partitions = _column(batch, "partition") or [None] * n
-            headers = _column(batch, "headers") or [None] * n
-            topics = [options.topic] * n if options.topic else _column(batch, "topic")
-            for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers):
-                if topic is None:
-                    raise ValueError("null topic present in the data. Use the topic option for setting a default topic.")
-                future = producer.send(topic, value=value, key=key, partition=partition, headers=_headers(header))
-                future.add_errback(errors.append)
-                count += 1
-            if errors:
-                break
-        producer.flush()
-    finally:
-        producer.close()
+    for batch in batches:
+        n = batch.num_rows
+        values = _column(batch, "value", as_bytes=True)
+        keys = _column(batch, "key", as_bytes=True) or [None] * n
+        partitions = _column(batch, "partition") or [None] * n
+        headers = _column(batch, "headers") or [None] * n
+        topics = [options.topic] * n if options.topic else _column(batch, "topic")
+        for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers):
+            if topic is None:
+                raise ValueError("null topic present in the data. Use the topic option for setting a default topic.")
+            kwargs = {"key": key, "headers": _headers(header), "on_delivery": delivered}
+            if partition is not None:
+                kwargs["partition"] = partition
+            while True:
+                try:
+                    producer.produce(topic, value, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        count += n
+        producer.poll(0)
+        if errors:
+            break
+    left = producer.flush(FLUSH_TIMEOUT_S)
     if errors:
-        raise RuntimeError(f"Writing to Kafka failed: {errors[0]!r}") from errors[0]
+        raise KafkaException(errors[0])
+    if left:
+        raise TimeoutError(f"{left} records were not acknowledged within {FLUSH_TIMEOUT_S} s")
     return WrittenRecords(count)
 
 

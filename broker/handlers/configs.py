@@ -86,36 +86,51 @@ def _altered(current: dict[str, str], effective: LogConfig, alterations) -> dict
     return new
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
+def _alter_topic_configs(broker, resource, validate_only: bool, new_overrides) -> tuple[ErrorCode, str | None]:
+    """Validate and apply one resource's alteration; `new_overrides(topic)` gives the topic's new overrides."""
+    try:
+        if resource.resource_type != TOPIC:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"altering configs of resource type {resource.resource_type} is not supported")
+        topic = broker.controller.topics.get(resource.resource_name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist")
+        names = [c.name for c in resource.configs]
+        if len(names) != len(set(names)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        new = new_overrides(topic)
+        try:
+            LogConfig.from_props(new, broker.log_defaults)
+        except ValueError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if not validate_only:
+            broker.set_topic_configs(topic.name, new)
+    except KafkaError as exc:
+        return exc.code, exc.message
+    return ErrorCode.NONE, None
+
+
+def _alter_response(ctx: RequestContext, request, new_overrides_for) -> object:
     R = ctx.response_class
-    broker = ctx.broker
     responses = []
     for res in request.resources:
-        code, message = ErrorCode.NONE, None
-        try:
-            if res.resource_type != TOPIC:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"altering configs of resource type {res.resource_type} is not supported")
-            topic = broker.controller.topics.get(res.resource_name)
-            if topic is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
-            names = [c.name for c in res.configs]
-            if len(names) != len(set(names)):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            effective = LogConfig.from_props(topic.configs, broker.log_defaults)
-            new = _altered(topic.configs, effective, res.configs)
-            try:
-                LogConfig.from_props(new, broker.log_defaults)
-            except ValueError as exc:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-            if not request.validate_only:
-                broker.set_topic_configs(topic.name, new)
-        except KafkaError as exc:
-            code, message = exc.code, exc.message
+        code, message = _alter_topic_configs(ctx.broker, res, request.validate_only, new_overrides_for(res))
         responses.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                         resource_type=res.resource_type,
                                                         resource_name=res.resource_name))
     return ctx.response(throttle_time_ms=0, responses=responses)
 
 
-HANDLERS = {32: handle_describe_configs, 44: handle_incremental_alter_configs}
+async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
+    def new_overrides_for(res):
+        return lambda topic: _altered(topic.configs, LogConfig.from_props(topic.configs, ctx.broker.log_defaults),
+                                      res.configs)
+    return _alter_response(ctx, request, new_overrides_for)
+
+
+async def handle_alter_configs(ctx: RequestContext, request) -> object:
+    """The legacy AlterConfigs: the given set replaces all of the topic's overrides."""
+    return _alter_response(ctx, request, lambda res: lambda topic: {c.name: c.value for c in res.configs})
+
+
+HANDLERS = {32: handle_describe_configs, 33: handle_alter_configs, 44: handle_incremental_alter_configs}

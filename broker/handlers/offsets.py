@@ -32,7 +32,8 @@ def _list_offset(partition: Partition, timestamp: int, isolation_level: int, rep
     if timestamp == LATEST:
         return -1, upper, _epoch(the_log.leader_epoch_cache.latest_epoch)
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, the_log.log_start_offset, _epoch(the_log.leader_epoch_cache.epoch_for_offset(the_log.log_start_offset))
+        start = the_log.log_start_offset
+        return -1, start, _epoch(the_log.leader_epoch_cache.epoch_for_offset(start))
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:

@@ -255,7 +255,7 @@ class AiokafkaAdmin:
 
 
 ADMINS = {"kafka-python": KafkaPythonAdmin, "confluent": ConfluentAdmin, "aiokafka": AiokafkaAdmin}
-# aiokafka can alter configs only with the legacy AlterConfigs API, which minikafka does not serve.
+# aiokafka alters configs only with the legacy AlterConfigs API (tested on its own below).
 INCREMENTAL_ALTER_ADMINS = ["kafka-python", "confluent"]
 
 
@@ -427,6 +427,27 @@ def test_incremental_alter_configs(broker, unique_topic, kind):
         assert admin.alter_configs(unique_topic, {"no.such.config": "1"}) == INVALID_CONFIG
         assert admin.describe_configs(unique_topic)["retention.ms"] == ConfigInfo("604800000", DEFAULT_CONFIG)
         assert admin.alter_configs(unique_topic + "-missing", {"retention.ms": "1"}) == UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        admin.close()
+
+
+def test_legacy_alter_configs_replaces_all_overrides_with_aiokafka(broker, unique_topic):
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AiokafkaAdmin(broker.bootstrap_servers)
+    try:
+        assert admin.create_topic(unique_topic, 1, 1, {"retention.ms": "3600000"}) == NONE
+        (response,) = admin._run(admin.admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, unique_topic, {"max.message.bytes": "1024"})]))
+        assert [r[0] for r in response.resources] == [NONE]
+        configs = admin.describe_configs(unique_topic)
+        # Legacy AlterConfigs: the request's set is the whole set of overrides.
+        assert configs["max.message.bytes"] == ConfigInfo("1024", DYNAMIC_TOPIC_CONFIG)
+        assert configs["retention.ms"] == ConfigInfo("604800000", DEFAULT_CONFIG)
+        (response,) = admin._run(admin.admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, unique_topic, {"retention.ms": "soon"})]))
+        assert [r[0] for r in response.resources] == [INVALID_CONFIG]
+        assert admin.describe_configs(unique_topic)["max.message.bytes"] == ConfigInfo("1024", DYNAMIC_TOPIC_CONFIG)
     finally:
         admin.close()
 

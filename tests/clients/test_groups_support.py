@@ -167,10 +167,16 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, out, instance_id: s
     from kafka import KafkaConsumer, OffsetAndMetadata
     from kafka.errors import CommitFailedError, KafkaError
 
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
                              heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"kp-{os.getpid()}",
                              group_instance_id=instance_id)
+    # kafka-python 3.0.12 race: a leader that assigns before it has the topic's metadata rejoins at once, and
+    # if a poll() times out during that rejoin the client never re-enables its heartbeat (need_rejoin() turns
+    # False before the finished join is collected), so the coordinator expires it. Knowing the topic first
+    # avoids that rejoin; with group.initial.rebalance.delay.ms=0 joins are fast enough to hit it otherwise.
+    consumer.partitions_for_topic(topic)
+    consumer.subscribe([topic])
     while not _stop:
         polled = consumer.poll(timeout_ms=200)
         if not polled:

@@ -11,6 +11,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 import minikafka
+from minikafka.integration.control_client import ControlClient
 from minikafka.integration.subprocess_runner import BrokerStartError
 
 
@@ -188,3 +189,14 @@ def test_cluster_of_one_has_the_cluster_interface():
 def test_cluster_of_more_brokers_says_why_not_yet():
     with pytest.raises(ValueError, match="replication between brokers"):
         minikafka.Cluster(brokers=3)
+
+
+def test_control_shutdown_stops_an_in_process_broker_but_not_the_test_process():
+    with minikafka.Broker(in_process=True) as broker:
+        ControlClient(broker.bootstrap_servers).call("shutdown")
+        for _ in range(200):
+            if not broker.running:
+                break
+            time.sleep(0.05)
+        assert not broker.running
+    # Reaching this line is the check: a SIGTERM would have ended the test process.

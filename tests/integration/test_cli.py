@@ -101,6 +101,16 @@ def test_produce_to_a_partition_with_a_fixed_key_and_custom_delimiter(minikafka_
     assert cli(broker, "consume", "-t", "cli-part", "-p", "0", "-e").stdout == b""
 
 
+def test_progress_and_summary_go_to_stderr(minikafka_session_broker):
+    broker = minikafka_session_broker
+    produced = cli(broker, "produce", "-t", "cli-progress", "--progress", stdin=b"1\n2\n3\n")
+    assert produced.stdout == b""
+    assert produced.stderr.decode().splitlines()[-1] == "% Produced 3 messages to cli-progress"
+    consumed = cli(broker, "consume", "-t", "cli-progress", "-e", "--progress")
+    assert consumed.stdout == b"1\n2\n3\n"
+    assert consumed.stderr.decode().splitlines()[-1] == "% Consumed 3 messages from cli-progress"
+
+
 def test_consume_unknown_topic_is_a_clear_error(minikafka_session_broker):
     proc = cli(minikafka_session_broker, "consume", "-t", "cli-no-such-topic", "-e", check=False)
     assert proc.returncode == 1
@@ -192,17 +202,15 @@ def test_close_connections_and_shutdown_from_cli(minikafka_broker):
         assert producer.send("t", b"y").get(timeout=20).offset == 1
     finally:
         producer.close()
+    pid = broker.pid
     assert cli(broker, "fault", "shutdown").stdout == b"Broker shutting down.\n"
-    host, port = broker.bootstrap_servers.split(":")
     deadline = time.monotonic() + 20
-    refused = False
-    while not refused and time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, int(port)), timeout=1).close()
-            time.sleep(0.05)
-        except ConnectionRefusedError:
-            refused = True
-    assert refused
+    while broker.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not broker.running  # the `minikafka serve` process exited, as on SIGTERM
+    assert "received SIGTERM" in broker.log_path.read_text() and pid is not None
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", broker.port), timeout=1)
 
 
 @pytest.mark.parametrize("command", [["topics", "list"], ["fault", "list"], ["groups", "list"]])

@@ -10,10 +10,13 @@ from aiokafka.errors import KafkaTimeoutError as AIOKafkaTimeoutError
 from aiokafka.errors import RequestTimedOutError as AIORequestTimedOutError
 from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka import Producer as ConfluentProducer
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
-    KafkaStorageError, KafkaTimeoutError, NotLeaderForPartitionError, RequestTimedOutError, UnknownTopicOrPartitionError,
+    GroupAuthorizationFailedError, KafkaStorageError, KafkaTimeoutError, NotLeaderForPartitionError,
+    OffsetMetadataTooLargeError, OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError,
+    TopicDeletionDisabledError, UnknownTopicOrPartitionError,
 )
+from kafka.structs import OffsetAndMetadata
 
 from minikafka.integration.control_client import ControlError
 
@@ -364,3 +367,69 @@ def test_unknown_topic_error_can_be_injected_into_list_offsets(minikafka_broker)
         assert consumer.end_offsets([TopicPartition("t", 0)]) == {TopicPartition("t", 0): 0}
     finally:
         consumer.close()
+
+
+# ---- errors in admin and group APIs: the request is not carried out, the client sees the code ----------------------
+
+def test_refused_create_and_delete_topics_change_nothing(minikafka_broker):
+    broker = minikafka_broker
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        broker.faults.fail_requests("CreateTopics", "POLICY_VIOLATION")
+        with pytest.raises(PolicyViolationError):
+            admin.create_topics({"x": {"num_partitions": 1}})
+        assert broker.state.topics() == []
+        admin.create_topics({"x": {"num_partitions": 1}})
+        broker.faults.fail_requests("DeleteTopics", "TOPIC_DELETION_DISABLED")
+        with pytest.raises(TopicDeletionDisabledError):
+            admin.delete_topics(["x"])
+        assert broker.state.topics() == ["x"]
+    finally:
+        admin.close()
+
+
+def test_group_api_errors_reach_the_consumer_and_admin(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("x", partitions=2)
+    broker.faults.fail_requests("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS", count=2)
+    consumer = KafkaConsumer("x", bootstrap_servers=broker.bootstrap_servers, group_id="g",
+                             auto_offset_reset="earliest", enable_auto_commit=False, retry_backoff_ms=20)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=100)
+        assert len(consumer.assignment()) == 2  # joined after the two refused attempts
+        assert broker.faults.list() == []
+
+        broker.faults.fail_requests("OffsetCommit", "OFFSET_METADATA_TOO_LARGE", topic="x", partition=1)
+        with pytest.raises(OffsetMetadataTooLargeError):
+            consumer.commit({TopicPartition("x", 0): OffsetAndMetadata(5, "", -1),
+                             TopicPartition("x", 1): OffsetAndMetadata(7, "", -1)})
+        assert broker.state.committed_offsets("g") == {("x", 0): 5}  # the other partition was committed
+
+        broker.faults.fail_requests("OffsetFetch", "GROUP_AUTHORIZATION_FAILED")
+        with pytest.raises(GroupAuthorizationFailedError):
+            admin.list_group_offsets("g")
+        broker.faults.fail_requests("DescribeGroups", "GROUP_AUTHORIZATION_FAILED")
+        assert "GroupAuthorizationFailedError" in admin.describe_groups(["g"])["g"]["error"]
+    finally:
+        consumer.close()
+        admin.close()
+
+
+def test_refused_delete_records_for_one_partition(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("x", partitions=2)
+    producer = kp_producer(broker)
+    for partition in (0, 1):
+        producer.send("x", b"v", partition=partition).get(timeout=30)
+    producer.close()
+    broker.faults.fail_requests("DeleteRecords", "OFFSET_OUT_OF_RANGE", topic="x", partition=0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        with pytest.raises(OffsetOutOfRangeError):
+            admin.delete_records({TopicPartition("x", 0): 1, TopicPartition("x", 1): 1})
+    finally:
+        admin.close()
+    assert [p.log_start_offset for p in broker.state.partitions("x")] == [0, 1]

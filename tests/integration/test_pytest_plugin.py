@@ -1,6 +1,7 @@
 """The pytest plugin as a user meets it: installed, fixtures available, options honoured, failures name the log."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import minikafka
 
 def roundtrip(bootstrap, topic):
     producer = KafkaProducer(bootstrap_servers=bootstrap)
-    producer.send(topic, b"hello").get(timeout=20)
+    producer.send(topic, b"hello", partition=0).get(timeout=20)
     producer.close()
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
                              consumer_timeout_ms=10000)
@@ -61,19 +62,20 @@ def run_inner(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
     test_file = tmp_path / "test_user_suite.py"
     test_file.write_text(textwrap.dedent(USER_TESTS))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", str(test_file),
-                           f"--basetemp={tmp_path / 'base'}", *options],
+    return subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", "-W",
+                           "ignore::DeprecationWarning", str(test_file), f"--basetemp={tmp_path / 'base'}", *options],
                           cwd=tmp_path, capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
 
 
 def printed(output: str, tag: str) -> list[list[str]]:
-    return [line.split()[1:] for line in output.splitlines() if line.startswith(tag + " ")]
+    """What the inner tests printed after `tag` (pytest -s puts it on the progress line)."""
+    return [line.split(tag + " ", 1)[1].split()[:3] for line in output.splitlines() if tag + " " in line]
 
 
 def test_fixtures_options_and_failure_report(tmp_path):
     result = run_inner(tmp_path, "--minikafka-data-dir", str(tmp_path / "kept"))
     out = result.stdout
-    assert "5 passed, 1 failed" in out, out + result.stderr
+    assert "1 failed, 5 passed" in out, out + result.stderr
     # The failed test's report names its broker's log file and shows its last lines.
     assert "minikafka broker logs" in out
     log_line = next(line for line in out.splitlines() if " log: " in line and "broker 1" in line)
@@ -91,8 +93,6 @@ def test_fixtures_options_and_failure_report(tmp_path):
 
 
 def test_in_process_option_and_fixed_session_port(tmp_path):
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

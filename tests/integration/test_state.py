@@ -25,7 +25,8 @@ def test_topics_and_partition_state(minikafka_broker):
     broker = minikafka_broker
     broker.state.create_topic("orders", partitions=2, config={"retention.ms": 60000})
     confluent_produce(broker.bootstrap_servers, "orders",
-                      [{"value": b"a", "partition": 0}, {"value": b"b", "partition": 0}, {"value": b"c", "partition": 1}])
+                      [{"value": b"a", "partition": 0}, {"value": b"b", "partition": 0},
+                       {"value": b"c", "partition": 1}])
     assert broker.state.topics() == ["orders"]
     assert broker.state.topics(include_internal=True) == ["__consumer_offsets", "orders"]
     p0, p1 = broker.state.partitions("orders")
