@@ -133,14 +133,18 @@ class BrokerServer:
         interval = max(interval_ms, 10) / 1000
         while True:
             await trio.sleep(interval)
-            action()
+            result = action()
+            if result is not None:
+                await result
 
     def _retention(self) -> None:
         deleted = self.log_manager.roll_and_retain(now_ms(), self.replica_manager.high_watermarks())
         if deleted:
             log.info("retention deleted %d segments", deleted)
 
-    def _checkpoint(self) -> None:
+    async def _checkpoint(self) -> None:
+        for the_log, up_to in self.log_manager.rolled_unflushed():
+            await trio.to_thread.run_sync(the_log.flush, up_to)
         self.log_manager.checkpoint(self.replica_manager.high_watermarks())
 
     def _flush_due(self) -> None:

@@ -12,10 +12,12 @@ partition logs are replayed to rebuild every group and offset.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
@@ -43,6 +45,10 @@ MEMBER_ID_REQUIRED_MIN_VERSION = 4
 SKIP_ASSIGNMENT_MIN_VERSION = 9
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a generation-bearing commit to an unknown group.
 GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION = 9
+# A partition of __consumer_offsets is rewritten once this many of its records are superseded and they are at
+# least min.cleanable.dirty.ratio (Kafka's default 0.5) of the log.
+COMPACTION_MIN_DEAD_RECORDS = 10000
+MIN_CLEANABLE_DIRTY_RATIO = 0.5
 
 Record = tuple[bytes, bytes | None]
 
@@ -52,7 +58,10 @@ class MetadataLog(Protocol):
 
     def replay(self, partition: int) -> Iterable[tuple[RecordKey, RecordValue]]: ...
 
+    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
 
+
+@functools.lru_cache(maxsize=65536)
 def java_string_hashcode(value: str) -> int:
     """Java's String.hashCode (over UTF-16 code units, 32-bit overflow), which Kafka uses to place groups."""
     h = 0
@@ -206,6 +215,10 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.timer = DelayTimer()
         self.active = False
+        # The group metadata last written for each group (what a rewrite of its partition must keep), and how
+        # many records each partition's log holds since its start, to know when rewriting it pays.
+        self._stored_metadata: dict[str, GroupMetadataValue] = {}
+        self._log_records: Counter[int] = Counter()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
@@ -220,6 +233,7 @@ class GroupCoordinator:
             for key, value in self.metadata_log.replay(partition):
                 self._replay(key, value)
                 records += 1
+                self._log_records[partition] += 1
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
@@ -228,6 +242,7 @@ class GroupCoordinator:
         self.active = True
         log.info("loaded %d groups from %d coordinator records in %.0f ms", len(self.groups), records,
                  1000 * (time.monotonic() - started))
+        self.maybe_compact()
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """The coordinator's timers: session/rebalance timeouts and periodic offset expiry."""
@@ -257,8 +272,10 @@ class GroupCoordinator:
             group.offsets[(key.topic, key.partition)] = value
         elif isinstance(key, GroupMetadataKey):
             previous = self.groups.pop(key.group, None)
+            self._stored_metadata.pop(key.group, None)
             if value is None:
                 return
+            self._stored_metadata[key.group] = value
             group = self._group_from_record(key.group, value)
             if previous is not None:
                 group.offsets = previous.offsets
@@ -289,9 +306,63 @@ class GroupCoordinator:
                                   group.leader_id, group.state_timestamp if group.state_timestamp is not None else -1,
                                   members)
 
+    def _append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        error = self.metadata_log.append(partition, records, now_ms)
+        if error == ErrorCode.NONE:
+            self._log_records[partition] += len(records)
+        return error
+
     def _store_group(self, group: Group, assignment: dict[str, bytes]) -> ErrorCode:
-        record = group_metadata_record(group.group_id, self._group_metadata(group, assignment))
-        return self.metadata_log.append(self.partition_for(group.group_id), [record], self.clock_ms())
+        value = self._group_metadata(group, assignment)
+        error = self._append(self.partition_for(group.group_id), [group_metadata_record(group.group_id, value)],
+                             self.clock_ms())
+        if error == ErrorCode.NONE:
+            self._stored_metadata[group.group_id] = value
+        return error
+
+    # ---- keeping __consumer_offsets small --------------------------------------------------------------------
+
+    def _live_records(self, partition: int) -> list[Record]:
+        """The records that rebuild this partition's groups and offsets exactly as stored now."""
+        records: list[Record] = []
+        for group_id, group in self.groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            stored = self._stored_metadata.get(group_id)
+            if stored is not None:
+                records.append(group_metadata_record(group_id, stored))
+            records.extend(offset_commit_record(group_id, topic, p, value)
+                           for (topic, p), value in group.offsets.items())
+        return records
+
+    def maybe_compact(self) -> int:
+        """Rewrite partitions whose logs are mostly superseded records; returns how many were rewritten.
+
+        Standing in for Kafka's log cleaner on this compacted topic: the live records are appended to a new
+        segment and the log start offset moves past everything older, so start-up replay stays short. A crash
+        in between is harmless: replaying old records and then the rewrite yields the same state.
+        """
+        if not self.active:
+            return 0
+        live_counts: Counter[int] = Counter()
+        for group_id, group in self.groups.items():
+            live_counts[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets)
+        rewritten = 0
+        for partition, count in list(self._log_records.items()):
+            dead = count - live_counts[partition]
+            if dead < COMPACTION_MIN_DEAD_RECORDS or dead < MIN_CLEANABLE_DIRTY_RATIO * count:
+                continue
+            live = self._live_records(partition)
+            error = self.metadata_log.rewrite(partition, live, self.clock_ms())
+            if error != ErrorCode.NONE:
+                log.warning("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, error.name)
+                continue
+            log.info("rewrote %s-%d: kept %d live records, dropped %d superseded ones", GROUP_METADATA_TOPIC,
+                     partition, len(live), dead)
+            self._log_records[partition] = len(live)
+            rewritten += 1
+        return rewritten
+
 
     # ---- timers --------------------------------------------------------------------------------------------
 
@@ -320,6 +391,7 @@ class GroupCoordinator:
     def _run_expiration(self) -> None:
         try:
             self.cleanup_group_metadata()
+            self.maybe_compact()
         finally:
             self._schedule_expiration()
 
@@ -859,7 +931,7 @@ class GroupCoordinator:
             staged.append(((entry.topic, entry.partition), value))
             errors.append(ErrorCode.NONE)
         if records:
-            error = self.metadata_log.append(self.partition_for(group_id), records, now)
+            error = self._append(self.partition_for(group_id), records, now)
             if error != ErrorCode.NONE:
                 raise KafkaError(error, f"storing offsets of group {group_id} failed")
             if existing is None:
@@ -903,12 +975,33 @@ class GroupCoordinator:
                     records.append(offset_commit_record(group_id, topic, p, None))
                     deleted.append((topic, p))
             results.append((topic, [(p, ErrorCode.NONE) for p in indexes]))
-        error = self.metadata_log.append(self.partition_for(group_id), records, self.clock_ms())
+        error = self._append(self.partition_for(group_id), records, self.clock_ms())
         if error != ErrorCode.NONE:
             raise KafkaError(error, f"deleting offsets of group {group_id} failed")
         for tp in deleted:
             group.offsets.pop(tp, None)
         return results
+
+    def on_topic_deleted(self, topic: str) -> int:
+        """Kafka's onPartitionsDeleted: committed offsets of a deleted topic are tombstoned, so a topic created
+        again under the same name starts without them. Returns how many offsets were removed."""
+        removed = 0
+        for group in list(self.groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] == topic]
+            if not gone:
+                continue
+            records = [offset_commit_record(group.group_id, t, p, None) for t, p in gone]
+            error = self._append(self.partition_for(group.group_id), records, self.clock_ms())
+            if error != ErrorCode.NONE:
+                log.warning("removing offsets of deleted topic %s from group %s failed: %s", topic, group.group_id,
+                            error.name)
+                continue
+            for tp in gone:
+                group.offsets.pop(tp, None)
+            removed += len(gone)
+        if removed:
+            log.info("removed %d committed offsets of deleted topic %s", removed, topic)
+        return removed
 
     # ---- admin ---------------------------------------------------------------------------------------------
 
@@ -954,7 +1047,7 @@ class GroupCoordinator:
                 continue
             records = [offset_commit_record(group_id, topic, p, None) for topic, p in group.offsets]
             records.append(group_metadata_record(group_id, None))
-            error = self.metadata_log.append(self.partition_for(group_id), records, self.clock_ms())
+            error = self._append(self.partition_for(group_id), records, self.clock_ms())
             if error != ErrorCode.NONE:
                 results.append((group_id, error))
                 continue
@@ -967,6 +1060,7 @@ class GroupCoordinator:
         group.transition_to(GroupState.DEAD, self.clock_ms())
         group.offsets.clear()
         self.groups.pop(group.group_id, None)
+        self._stored_metadata.pop(group.group_id, None)
 
     # ---- offsets.retention.minutes -------------------------------------------------------------------------
 
@@ -1012,7 +1106,7 @@ class GroupCoordinator:
                 records.append(group_metadata_record(group.group_id, None))
             if not records:
                 continue
-            error = self.metadata_log.append(self.partition_for(group.group_id), records, now)
+            error = self._append(self.partition_for(group.group_id), records, now)
             if error != ErrorCode.NONE:
                 log.warning("expiring offsets of group %s failed: %s", group.group_id, error.name)
                 continue

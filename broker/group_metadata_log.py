@@ -32,6 +32,8 @@ FIRST_FLEXIBLE_VALUE_VERSION = 4
 MAX_VALUE_VERSION = 4
 
 READ_CHUNK_BYTES = 1 << 20
+# A rewrite is not one commit, so it goes in batches well below max.message.bytes.
+REWRITE_BATCH_BYTES = 256 * 1024
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -358,6 +360,20 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
     return bytes(builder.buffer())
 
 
+def _chunks(records: list[tuple[bytes, bytes | None]], max_bytes: int) -> Iterator[list[tuple[bytes, bytes | None]]]:
+    chunk: list[tuple[bytes, bytes | None]] = []
+    size = 0
+    for key, value in records:
+        record_size = len(key) + len(value or b"")
+        if chunk and size + record_size > max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((key, value))
+        size += record_size
+    if chunk:
+        yield chunk
+
+
 # ---- the topic ----------------------------------------------------------------------------------------------------
 
 # Append errors seen by the coordinator, as Kafka's coordinator turns them into group API errors.
@@ -397,6 +413,27 @@ class GroupMetadataLog:
         log.warning("writing %d coordinator records to %s-%d failed: %s -> %s", len(records), *tp,
                     result.error.code.name, code.name)
         return code
+
+    def rewrite(self, partition: int, records: list[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
+        """Append `records` (a partition's whole live state) to a fresh segment, then move the log start offset
+        to them so the superseded segments before are deleted."""
+        hosted = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
+        if hosted is None:
+            return ErrorCode.NOT_COORDINATOR
+        the_log = hosted.log
+        try:
+            the_log.roll(now_ms)
+            start = the_log.log_end_offset
+            for chunk in _chunks(records, REWRITE_BATCH_BYTES):
+                error = self.append(partition, chunk, now_ms)
+                if error != ErrorCode.NONE:
+                    return error
+            the_log.maybe_increment_log_start_offset(start)
+        except Exception as exc:  # noqa: BLE001 - storage errors carry their Kafka code
+            code = ErrorCode(getattr(exc, "code", ErrorCode.KAFKA_STORAGE_ERROR))
+            log.error("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, exc)
+            return code
+        return ErrorCode.NONE
 
     def replay(self, partition: int) -> Iterator[tuple[RecordKey, RecordValue]]:
         """Every coordinator record of one partition in log order; unreadable records are logged and skipped."""

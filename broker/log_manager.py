@@ -95,6 +95,15 @@ class LogManager:
             log_dir.write_log_start_offsets({tp: lg.log_start_offset for tp, lg in mine.items()})
             log_dir.write_high_watermarks({tp: high_watermarks.get(tp, 0) for tp in mine})
 
+    def rolled_unflushed(self) -> list[tuple[Log, int]]:
+        """Logs with rolled segments not yet fsynced, and the offset to flush up to (the active segment's base).
+
+        Kafka flushes a segment soon after it rolls; this is what moves the recovery point, so that recovery
+        after a crash scans only the active segment.
+        """
+        return [(lg, lg.active_segment.base_offset) for lg in self.logs.values()
+                if lg.recovery_point < lg.active_segment.base_offset]
+
     def flush_due(self, now: int) -> None:
         """Flush logs whose flush.ms has passed since their last flush (log.flush.interval.ms)."""
         for tp, the_log in self.logs.items():

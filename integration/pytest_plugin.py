@@ -6,13 +6,16 @@ Fixtures:
 - `minikafka_cluster`: a fresh `minikafka.Cluster` for one test.
 
 Options: `--minikafka-port` (the session broker's port), `--minikafka-data-dir` (keep every broker's data and
-log under this dir, one subdir per test), `--minikafka-in-process` (brokers on threads of the test process).
+log under this dir, one subdir per test, emptied when the test starts), `--minikafka-in-process` (brokers on
+threads of the test process).
 A test can ask for broker properties with `@pytest.mark.minikafka(config={"num.partitions": 3})`.
 When a test fails, its report names each broker's log file and shows the log's last lines.
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -56,8 +59,10 @@ def _marker_options(request: pytest.FixtureRequest) -> tuple[dict, bool]:
 def _base_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     given = request.config.getoption("--minikafka-data-dir")
     if given:
-        path = Path(given).absolute() / _safe_name(name)
-        path.mkdir(parents=True, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        path = Path(given).absolute() / _safe_name(f"{name}-{worker}" if worker else name)
+        shutil.rmtree(path, ignore_errors=True)  # a rerun starts from an empty broker, like a fresh tmp dir
+        path.mkdir(parents=True)
         return path
     return tmp_path_factory.mktemp(_safe_name(name)[:30], numbered=True)
 

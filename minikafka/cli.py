@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import signal
 import sys
 
@@ -71,6 +72,7 @@ def serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"minikafka: {exc}", file=sys.stderr)
         return 2
+    _raise_open_file_limit()
     for name in config.unknown_properties():
         logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
     try:
@@ -86,6 +88,13 @@ def serve(args: argparse.Namespace) -> int:
         print(f"minikafka: cannot start: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     return 0
+
+
+def _raise_open_file_limit() -> None:
+    """Each segment holds a file descriptor, as in Kafka, whose docs ask for a high nofile limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

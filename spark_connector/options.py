@@ -202,7 +202,7 @@ class SinkOptions:
         """A producer that reports only failed deliveries and partitions keys as the Java client does."""
         config = {"partitioner": "murmur2_random"}
         config.update(self.properties)
-        config["delivery.report.only.error"] = "true"
+        config["delivery.report.only.error"] = True
         return Producer(config)
 
 

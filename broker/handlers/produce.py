@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
 
 from ..kafka_apis import RequestContext
 from ..server import CloseConnection
@@ -13,6 +14,15 @@ log = logging.getLogger("minikafka.produce")
 
 # Kafka 4 still advertises Produce from v0 (KAFKA-18659: librdkafka needs it) but refuses v0-2 requests.
 PRODUCE_ADVERTISED_MIN = 0
+MAGIC_V2 = 2
+
+
+def _more_than_one_batch(records: bytes) -> bool:
+    """Kafka's ProduceRequest.validateRecords: v3+ carries exactly one v2 batch per partition."""
+    if len(records) < HEADER_SIZE:
+        return False  # too short to be a batch: the log's validation reports it as corrupt
+    header = parse_header(records)
+    return header.magic == MAGIC_V2 and 0 <= header.size < len(records)
 
 
 async def handle_produce(ctx: RequestContext, request) -> object | None:
@@ -35,7 +45,7 @@ async def handle_produce(ctx: RequestContext, request) -> object | None:
                 errors[(ti, p.index)] = err
             elif p.index not in topic.partitions:
                 errors[(ti, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.records is None or len(p.records) == 0:
+            elif p.records is None or len(p.records) == 0 or _more_than_one_batch(p.records):
                 errors[(ti, p.index)] = ErrorCode.INVALID_RECORD
             else:
                 entries[(topic.name, p.index)] = bytearray(p.records)

@@ -181,3 +181,10 @@ def test_negative_and_missing_partitions(stored):
         assert produce(conn, "kept", 7, record_batch([b"n"])).error_code == UNKNOWN_TOPIC_OR_PARTITION
         assert fetch(conn, "kept", -1, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
     assert_unharmed(stored)
+
+
+def test_two_batches_for_one_partition_are_invalid_record(stored):
+    with RawConnection(stored.bootstrap_servers) as conn:
+        two = record_batch([b"first"]) + record_batch([b"second"])
+        assert produce(conn, "kept", 0, two).error_code == INVALID_RECORD
+    assert_unharmed(stored)

@@ -99,3 +99,26 @@ def test_clean_shutdown_writes_kafka_checkpoints(broker_factory):
     assert (data / "ckpt-0" / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
     props = (data / "meta.properties").read_text()
     assert "node.id=1" in props and "cluster.id=" in props
+
+
+def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_factory):
+    import time
+
+    broker = broker_factory(log_flush_offset_checkpoint_interval_ms=200)
+    create(broker.bootstrap_servers, "rolled", **{"segment.bytes": "32768"})
+    assert len(produce_acked(broker.bootstrap_servers, "rolled", 12000)) == 12000
+    checkpoint = Path(broker.data_dir, "recovery-point-offset-checkpoint")
+    points: dict[str, int] = {}
+    for _ in range(100):
+        if checkpoint.exists():
+            rows = [line.split() for line in checkpoint.read_text().splitlines()[2:]]
+            points = {f"{t}-{p}": int(o) for t, p, o in rows if t == "rolled"}
+            if len(points) == PARTITIONS and all(v > 0 for v in points.values()):
+                break
+        time.sleep(0.1)
+    for partition in range(PARTITIONS):
+        segments = sorted(Path(broker.data_dir, f"rolled-{partition}").glob("*.log"))
+        assert len(segments) > 1
+        active_base = int(segments[-1].name.split(".")[0])
+        assert points[f"rolled-{partition}"] == active_base
+    broker.kill()

@@ -192,6 +192,7 @@ def test_fault_error_from_cli_is_seen_by_a_producer(minikafka_broker):
     assert cli(broker, "consume", "-t", "t", "-e").stdout == b"y\n"
 
 
+@pytest.mark.minikafka(in_process=False)  # shutdown ends the broker's process: it must have its own
 def test_close_connections_and_shutdown_from_cli(minikafka_broker):
     broker = minikafka_broker
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)

@@ -8,7 +8,7 @@ import trio
 
 from minikafka.broker.group import GroupState
 from minikafka.broker.group_coordinator import (
-    CoordinatorConfig, DelayTimer, GroupCoordinator, JoinRequest, OffsetCommitEntry, java_string_hashcode,
+    COMPACTION_MIN_DEAD_RECORDS, CoordinatorConfig, DelayTimer, GroupCoordinator, JoinRequest, OffsetCommitEntry, java_string_hashcode,
     partition_for,
 )
 from minikafka.broker.group_metadata_log import GroupMetadataKey, OffsetCommitKey, decode_key, decode_value
@@ -35,6 +35,10 @@ class MemoryLog:
         for key, value in self.records.get(partition, []):
             decoded = decode_key(key)
             yield decoded, decode_value(decoded, value)
+
+    def rewrite(self, partition, records, now_ms):
+        self.records[partition] = list(records)
+        return E.NONE
 
     def decoded(self):
         return [(decode_key(k), v is None) for recs in self.records.values() for k, v in recs]
@@ -330,3 +334,30 @@ async def test_timer_replaces_cancels_and_defers_zero_delay_reschedules(autojump
         timer.schedule("z", 0, again)
     timer.schedule("z", 0, again)
     assert timer.fire_due() == 1 and timer.is_scheduled("z")  # a zero-delay reschedule runs on the next pass
+
+
+async def test_superseded_records_are_rewritten_away(running):
+    log = MemoryLog()
+    coordinator = await running(make(log))
+    (a, b), generation = await stable_group(coordinator)
+    for i in range(COMPACTION_MIN_DEAD_RECORDS // 4 + 1):
+        coordinator.commit_offsets("g", a, None, generation, -1,
+                                   [OffsetCommitEntry("t", p, i, -1, f"m{i}") for p in range(4)], 8)
+    partition = coordinator.partition_for("g")
+    assert coordinator.maybe_compact() == 1
+    assert len(log.records[partition]) == 5  # the group's metadata and its four offsets
+    assert coordinator.maybe_compact() == 0
+    restarted = make(log)
+    assert restarted.groups["g"].generation_id == generation and set(restarted.groups["g"].members) == {a, b}
+    assert [(p, v.offset, v.metadata) for p, v in dict(restarted.fetch_offsets("g", None))["t"]] == [
+        (p, COMPACTION_MIN_DEAD_RECORDS // 4, f"m{COMPACTION_MIN_DEAD_RECORDS // 4}") for p in range(4)]
+
+
+async def test_deleting_a_topic_removes_its_committed_offsets(running):
+    log = MemoryLog()
+    coordinator = await running(make(log))
+    coordinator.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("gone", 0, 5, -1, ""),
+                                                       OffsetCommitEntry("kept", 0, 6, -1, "")], 8)
+    assert coordinator.on_topic_deleted("gone") == 1
+    assert dict(coordinator.fetch_offsets("s", None)).keys() == {"kept"}
+    assert dict(make(log).fetch_offsets("s", None)).keys() == {"kept"}

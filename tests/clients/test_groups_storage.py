@@ -1,0 +1,101 @@
+"""Committed offsets live in `__consumer_offsets` as Kafka's own records, readable by any consumer of that topic,
+and the topic is kept short (superseded records rewritten away) across restarts."""
+from __future__ import annotations
+
+import struct
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.protocol.admin.topics import CreateTopicsRequest
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+from minikafka.broker.group_coordinator import COMPACTION_MIN_DEAD_RECORDS, partition_for
+from tests.raw_client import RawConnection
+
+OFFSETS_TOPIC = "__consumer_offsets"
+PARTITIONS = 50
+
+
+def create(conn, name, partitions):
+    R = CreateTopicsRequest[7]
+    resp = conn.request(R(topics=[R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
+                                                   assignments=[], configs=[])], timeout_ms=10000))
+    assert resp.topics[0].error_code == 0
+
+
+def commit(conn, group, topic, offsets: dict[int, int], metadata=""):
+    R = OffsetCommitRequest[8]
+    P = R.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    resp = conn.request(R(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                          topics=[R.OffsetCommitRequestTopic(name=topic, partitions=[
+                              P(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                committed_metadata=metadata) for p, o in offsets.items()])]))
+    assert {p.error_code for p in resp.topics[0].partitions} == {0}
+
+
+def fetch(conn, group):
+    R = OffsetFetchRequest[7]
+    resp = conn.request(R(group_id=group, topics=None, require_stable=False))
+    return {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in resp.topics for p in t.partitions}
+
+
+def log_start(conn, partition):
+    R = ListOffsetsRequest[7]
+    resp = conn.request(R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
+        name=OFFSETS_TOPIC, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=partition, current_leader_epoch=-1, timestamp=-2)])]))
+    return resp.topics[0].partitions[0].offset
+
+
+def test_commits_are_kafka_offset_commit_records_in_consumer_offsets(broker_factory):
+    broker = broker_factory()
+    with RawConnection(broker.bootstrap_servers) as conn:
+        create(conn, "orders", 1)
+        commit(conn, "billing", "orders", {0: 42}, metadata="md")
+    partition = partition_for("billing", PARTITIONS)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                             enable_auto_commit=False, group_id=None)
+    try:
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        consumer.assign([tp])
+        records = []
+        for _ in range(50):
+            records += consumer.poll(timeout_ms=200).get(tp, [])
+            if records:
+                break
+    finally:
+        consumer.close()
+    assert len(records) == 1
+    key, value = records[0].key, records[0].value
+    # OffsetCommitKey v1: group, topic, partition; OffsetCommitValue v3: offset, leader epoch, metadata, commit time.
+    assert key == struct.pack(">hh", 1, 7) + b"billing" + struct.pack(">h", 6) + b"orders" + struct.pack(">i", 0)
+    version, offset, epoch, md_len = struct.unpack_from(">hqih", value)
+    assert (version, offset, epoch, value[16:16 + md_len]) == (3, 42, -1, b"md")
+    (commit_time,) = struct.unpack_from(">q", value, 16 + md_len)
+    assert abs(commit_time - records[0].timestamp) < 1000
+
+
+def test_superseded_commits_are_dropped_from_the_log_on_restart(broker_factory):
+    broker = broker_factory()
+    group, topic, topic_partitions = "busy", "events", 100
+    rounds = COMPACTION_MIN_DEAD_RECORDS // topic_partitions + 2
+    with RawConnection(broker.bootstrap_servers) as conn:
+        create(conn, topic, topic_partitions)
+        for i in range(rounds):
+            commit(conn, group, topic, {p: i * 1000 + p for p in range(topic_partitions)})
+        expected = fetch(conn, group)
+        assert log_start(conn, partition_for(group, PARTITIONS)) == 0
+    assert expected == {(topic, p): ((rounds - 1) * 1000 + p, "") for p in range(topic_partitions)}
+
+    broker.stop()
+    broker.start()  # loading sees a log that is almost all superseded commits and rewrites it
+    assert f"loaded 1 groups from {rounds * topic_partitions} coordinator records" in broker.log_text()
+    with RawConnection(broker.bootstrap_servers) as conn:
+        assert fetch(conn, group) == expected
+        assert log_start(conn, partition_for(group, PARTITIONS)) == rounds * topic_partitions
+
+    broker.kill()
+    broker.start()
+    assert f"loaded 1 groups from {topic_partitions} coordinator records" in broker.log_text()
+    with RawConnection(broker.bootstrap_servers) as conn:
+        assert fetch(conn, group) == expected
