@@ -7,17 +7,19 @@ Faults are rules added and cleared through the control API; none of them touches
   topic or topic-partition (those entries are removed from the request before the handler sees it, and put
   back into its response carrying the error, as a Kafka broker answers a partition it cannot serve);
 - a latency rule holds responses back for a while (released early when cleared or at shutdown);
-- a disk quota answers appends that would take the log dirs past it with KAFKA_STORAGE_ERROR, before anything
-  is written, the way a full disk fails a Kafka log dir.
+- a disk quota makes appends that would take the log dirs past it fail, before anything is written, with the
+  ENOSPC a full disk gives (so produce answers KAFKA_STORAGE_ERROR). It is checked where every append passes,
+  ReplicaManager.append_records (`check_disk_quota`), so group coordinator writes hit it too, as in Kafka.
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode
@@ -39,6 +41,29 @@ LATENCY_KEY = ("minikafka", "latency")
 
 class FaultError(ValueError):
     """A fault that cannot be added as asked; the message says why."""
+
+
+# Disk quotas by resolved log dir. Module state, so the append path needs no handle on the injector; keyed by
+# directory, so brokers sharing a process (in-process test brokers) never see each other's quota.
+_DISK_QUOTAS: dict[Path, int] = {}
+
+
+def check_disk_quota(log_dirs: Iterable[Any], size: int) -> None:
+    """Raise ENOSPC, as a full disk would, if `size` more bytes would take these log dirs past their quota.
+
+    `log_dirs` are the broker's LogDirs (or paths). Costs nothing while no quota is set.
+    """
+    if not _DISK_QUOTAS:
+        return
+    paths = [Path(getattr(d, "path", d)).resolve() for d in log_dirs]
+    quotas = [_DISK_QUOTAS[p] for p in paths if p in _DISK_QUOTAS]
+    if not quotas:
+        return
+    quota = min(quotas)
+    used = sum(_tree_bytes(p) for p in paths)
+    if used + size > quota:
+        raise OSError(errno.ENOSPC, f"No space left on device (minikafka disk quota: {used} of {quota} bytes "
+                                    f"used, {size} more asked)")
 
 
 # ---- where topics and partitions sit in requests and responses -------------------------------------------------
@@ -187,6 +212,9 @@ class FaultInjector:
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
         self.disk_quota_bytes: int | None = None
+        self._log_dirs = [Path(d).resolve() for d in broker.config.log_dirs]
+        for path in self._log_dirs:  # a (re)started broker starts without faults, whatever came before
+            _DISK_QUOTAS.pop(path, None)
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -229,6 +257,8 @@ class FaultInjector:
         if quota < 0:
             raise FaultError(f"disk quota must not be negative, got {quota}")
         self.disk_quota_bytes = quota
+        for path in self._log_dirs:
+            _DISK_QUOTAS[path] = quota
         log.warning("fault added: disk quota of %d bytes on %s (in use: %d)", quota,
                     ", ".join(map(str, self._broker.config.log_dirs)), self.disk_usage())
         return quota
@@ -249,6 +279,8 @@ class FaultInjector:
             self._broker.purgatory.check_and_complete(LATENCY_KEY)
         if kind in (None, "disk") and rule_id is None and self.disk_quota_bytes is not None:
             self.disk_quota_bytes = None
+            for path in self._log_dirs:
+                _DISK_QUOTAS.pop(path, None)
             cleared += 1
         if cleared:
             log.warning("faults cleared: %d (%s)", cleared, kind or "all")
@@ -262,16 +294,13 @@ class FaultInjector:
 
     def disk_usage(self) -> int:
         """Bytes stored under the log dirs (sparse, preallocated index files count what they occupy)."""
-        total = 0
-        for root in self._broker.config.log_dirs:
-            total += _tree_bytes(Path(root))
-        return total
+        return sum(_tree_bytes(path) for path in self._log_dirs)
 
     # ---- the request hook ---------------------------------------------------------------------------------------
 
     async def handle(self, ctx: RequestContext, request: Any, handler: Handler) -> Any:
         """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
-        if not (self.error_rules or self.latency_rules or self.disk_quota_bytes is not None):
+        if not (self.error_rules or self.latency_rules):
             return await handler(ctx, request)
         response = await self._respond(ctx, request, handler)
         delay_ms = self._take_latency(ctx.header.api_key)
@@ -306,13 +335,6 @@ class FaultInjector:
                 if overwrite_topic_errors(response, rule.topic, code):
                     self._spend(rule)
                 return response
-        if api_key == PRODUCE_KEY and self.disk_quota_bytes is not None and shape is not None:
-            pruned = self._prune_over_quota(ctx, request, shape)
-            if pruned:
-                log.error("disk quota of %d bytes reached: failing %d partition append(s) with KAFKA_STORAGE_ERROR",
-                          self.disk_quota_bytes, len(pruned))
-                return await self._finish(ctx, request, handler, shape,
-                                          [(path, ErrorCode.KAFKA_STORAGE_ERROR) for path in pruned])
         return await handler(ctx, request)
 
     async def _finish(self, ctx: RequestContext, request: Any, handler: Handler, shape: tuple[Level, ...],
@@ -326,20 +348,6 @@ class FaultInjector:
         for path, code in errors:
             splice(ctx, response, shape, path, code)
         return response
-
-    def _prune_over_quota(self, ctx: RequestContext, request: Any, shape: tuple[Level, ...]) -> list[list]:
-        used = self.disk_usage()
-        quota = self.disk_quota_bytes
-
-        def over(_keys: list, entry: Any) -> bool:
-            nonlocal used
-            size = len(entry.records or b"")
-            if used + size > quota:
-                return True
-            used += size
-            return False
-
-        return prune(ctx, request, shape, len(shape) - 1, over)
 
     def _spend(self, rule: ErrorRule) -> None:
         if rule.remaining is not None:

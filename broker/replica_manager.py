@@ -14,6 +14,7 @@ from typing import NamedTuple
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log import AppendInfo
 
+from .faults import check_disk_quota
 from .log_manager import LogManager
 from .partition import Partition
 from .purgatory import Purgatory
@@ -81,6 +82,13 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} is not hosted here")
         return partition
 
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it, fenced by the caller's view of the leader epoch (KIP-320)."""
+        partition = self.partition_or_error(topic, index)
+        partition.require_leader()
+        partition.check_leader_epoch(current_leader_epoch)
+        return partition
+
     def make_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int, replicas: list[int],
                     isr: list[int], config_overrides: dict[str, str]) -> Partition:
         """Host a partition as its leader, creating its log if new."""
@@ -111,12 +119,12 @@ class ReplicaManager:
         timestamp = now_ms()
         for tp, records in entries.items():
             try:
-                partition = self.partition_or_error(*tp)
-                partition.require_leader()
+                partition = self.leader_partition(*tp)
                 min_isr = partition.log.config.min_insync_replicas
                 if required_acks == -1 and len(partition.isr) < min_isr:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"ISR {partition.isr} is smaller than min.insync.replicas={min_isr}")
+                check_disk_quota(self.log_manager.log_dirs, len(records))  # fault injection: a full disk
                 info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp)
                 partition.maybe_increment_high_watermark()
                 results[tp] = AppendResult(None, info)
@@ -135,9 +143,7 @@ class ReplicaManager:
         """Read one partition for a fetch: from the leader, bounded by the HW for consumers."""
         result = FetchPartitionResult()
         try:
-            partition = self.partition_or_error(*request.topic_partition)
-            partition.require_leader()
-            partition.check_leader_epoch(request.current_leader_epoch)
+            partition = self.leader_partition(*request.topic_partition, request.current_leader_epoch)
             result.leader_id, result.leader_epoch = partition.leader_id, partition.leader_epoch
             the_log = partition.log
             result.high_watermark = partition.high_watermark

@@ -17,7 +17,8 @@ from minikafka.cli_common import add_bootstrap, run_guarded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fault", help="inject, list and clear faults on a running minikafka broker")
+    p = sub.add_parser("fault", help="inject, list and clear faults on a running minikafka broker",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = p.add_subparsers(dest="action", required=True)
 
     error = actions.add_parser("error", help="answer requests of one API with an error code")

@@ -27,7 +27,8 @@ def _unescape(text: str) -> bytes:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("produce", help="produce records read from stdin (like kcat -P)")
+    p = sub.add_parser("produce", help="produce records read from stdin (like kcat -P)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap(p)
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--partition", "-p", type=int, help="partition (default: by key, or spread)")
@@ -44,7 +45,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress", action="store_true", help="report progress on stderr even when not a terminal")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress or summary on stderr")
 
-    c = sub.add_parser("consume", help="print records to stdout (like kcat -C)")
+    c = sub.add_parser("consume", help="print records to stdout (like kcat -C)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap(c)
     c.add_argument("--topic", "-t", required=True)
     c.add_argument("--partition", "-p", type=int, action="append", help="only this partition (repeatable)")
@@ -54,7 +56,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--exit", "-e", action="store_true", help="exit once the end of every partition is reached")
     c.add_argument("--key-delimiter", "-K", help="print KEY<delim>VALUE")
     c.add_argument("--delimiter", "-D", default="\\n", help="printed after each record (default newline)")
-    c.add_argument("--format", "-f", help="output format (see `minikafka consume --help` header)")
+    c.add_argument("--format", "-f", help="output format, e.g. '%%k=%%s\\n' (tokens above)")
     c.add_argument("--json", "-J", action="store_true", help="one JSON object per record, as kcat -J")
     c.add_argument("--group", "-G", help="consume as a member of this group (offsets are committed)")
     c.add_argument("--progress", action="store_true", help="report progress on stderr even when not a terminal")

@@ -12,6 +12,9 @@ from .common import NOT_REQUESTED, TOPIC_OPERATIONS, ZERO_UUID, operations_int32
 
 log = logging.getLogger("minikafka.metadata")
 
+# Kafka's max.request.partition.size.limit default: the most partitions one DescribeTopicPartitions answer holds.
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
 
 def _partition_entries(cls, topic: TopicRegistration, start: int = 0, limit: int | None = None) -> list:
     out = []
@@ -75,11 +78,14 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
     """KIP-966's paginated topic description (used by the Java AdminClient's describeTopics)."""
     R = ctx.response_class
     controller = ctx.broker.controller
-    names = [t.name for t in request.topics] if request.topics else sorted(controller.topics)
+    # Kafka pages through the topics in name order, whatever order the request lists them in.
+    names = sorted({t.name for t in request.topics} if request.topics else controller.topics)
     cursor = request.cursor
     if cursor is not None:
-        names = [n for n in sorted(names) if n >= cursor.topic_name]
-    budget = request.response_partition_limit
+        names = [n for n in names if n >= cursor.topic_name]
+    # As Kafka: at least one partition per response (a limit of 0 would page forever), at most
+    # max.request.partition.size.limit.
+    budget = max(min(request.response_partition_limit, MAX_REQUEST_PARTITION_SIZE_LIMIT), 1)
     topics, next_cursor = [], None
     for name in names:
         topic = controller.topics.get(name)
@@ -97,8 +103,8 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
             reg = topic.partitions[index]
             parts.append(R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
                 error_code=ErrorCode.NONE, partition_index=index, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
-                replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr), eligible_leader_replicas=None,
-                last_known_elr=None, offline_replicas=[]))
+                replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr), eligible_leader_replicas=[],
+                last_known_elr=[], offline_replicas=[]))
         budget -= len(parts)
         topics.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=topic.uuid, is_internal=topic.is_internal,

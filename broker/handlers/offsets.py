@@ -58,9 +58,7 @@ async def handle_list_offsets(ctx: RequestContext, request) -> object:
         parts = []
         for p in t.partitions:
             try:
-                partition = replica_manager.partition_or_error(t.name, p.partition_index)
-                partition.require_leader()
-                partition.check_leader_epoch(p.current_leader_epoch)
+                partition = replica_manager.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
                 ts, offset, epoch = _list_offset(partition, p.timestamp, isolation, request.replica_id)
                 parts.append(PR(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=ts,
                                 offset=offset, leader_epoch=epoch))
@@ -80,9 +78,7 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object
         parts = []
         for p in t.partitions:
             try:
-                partition = replica_manager.partition_or_error(t.topic, p.partition)
-                partition.require_leader()
-                partition.check_leader_epoch(p.current_leader_epoch)
+                partition = replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
                 epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
                 parts.append(EO(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch,
                                 end_offset=end_offset))

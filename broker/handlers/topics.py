@@ -99,8 +99,7 @@ async def handle_delete_records(ctx: RequestContext, request) -> object:
         parts = []
         for p in t.partitions:
             try:
-                partition = replica_manager.partition_or_error(t.name, p.partition_index)
-                partition.require_leader()
+                partition = replica_manager.leader_partition(t.name, p.partition_index)
                 offset = partition.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > partition.high_watermark:
                     raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,

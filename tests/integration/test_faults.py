@@ -343,6 +343,23 @@ def test_disk_quota_admits_appends_that_fit(minikafka_broker):
     assert values_of(broker, "t") == [b"small"]
 
 
+def test_full_disk_also_refuses_offset_commits_until_undone(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g", enable_auto_commit=False,
+                             retry_backoff_ms=50)
+    offsets = {TopicPartition("t", 0): OffsetAndMetadata(1, "", -1)}
+    try:
+        with broker.faults.fill_disk():
+            with pytest.raises(KafkaTimeoutError):  # the coordinator answers NOT_COORDINATOR; retries run out
+                consumer.commit(offsets, timeout_ms=2000)
+            assert broker.state.committed_offsets("g") == {}
+        consumer.commit(offsets)
+    finally:
+        consumer.close()
+    assert broker.state.committed_offsets("g") == {("t", 0): 1}
+
+
 def test_restart_forgets_faults_and_keeps_data(minikafka_broker):
     broker = minikafka_broker
     producer = kp_producer(broker)
