@@ -19,14 +19,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
 
 READY = re.compile(r"minikafka listening on (\S+)")
 
 
 @contextmanager
-def broker(bootstrap: Optional[str]) -> Iterator[str]:
+def broker(bootstrap: str | None) -> Iterator[str]:
     """The given cluster, or a fresh `minikafka serve` on a free port, stopped afterwards."""
     if bootstrap:
         yield bootstrap
@@ -106,13 +106,13 @@ def main() -> None:
         seconds = fill(bootstrap, topic, args.partitions, count, args.record_bytes)
         print(f"produced {count} records ({megabytes:.0f} MB) in {seconds:.1f} s: {megabytes / seconds:.1f} MB/s")
 
-        from pyspark.sql import SparkSession
-
         from minikafka.spark_connector import register
+        from pyspark.sql import SparkSession
 
         spark = (
             SparkSession.builder.master(args.master)
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", "2g")
             .getOrCreate()
         )

@@ -413,11 +413,11 @@ def entry_key(ctx: RequestContext, kind: str, entry: Any) -> Any:
     if kind == "resource":
         return (entry.resource_type, entry.resource_name)
     for name in _IDENTITY[kind]:
-        if name in entry._struct.fields:
+        if _field_in_version(type(entry), name, ctx.version):
             value = getattr(entry, name)
             if value is not None:
                 return value
-    if kind == "topic" and "topic_id" in entry._struct.fields:
+    if kind == "topic" and _field_in_version(type(entry), "topic_id", ctx.version):
         topic = ctx.broker.controller.topics_by_id.get(entry.topic_id)
         return topic.name if topic is not None else entry.topic_id
     return None

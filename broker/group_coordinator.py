@@ -276,7 +276,12 @@ class GroupCoordinator:
             if value is None:
                 return
             self._stored_metadata[key.group] = value
-            group = self._group_from_record(key.group, value)
+            try:
+                group = self._group_from_record(key.group, value)
+            except ValueError as exc:
+                log.error("group %s: unusable stored membership (%s); loading it without members", key.group, exc)
+                group = Group(key.group, self.clock_ms(), GroupState.EMPTY, value.generation,
+                              value.protocol_type or None)
             if previous is not None:
                 group.offsets = previous.offsets
             self.groups[key.group] = group

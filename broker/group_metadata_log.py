@@ -5,6 +5,9 @@ followed by the message of that version, so Kafka's tools can read this topic an
 Key version 0/1 is an OffsetCommitKey, 2 a GroupMetadataKey; a null value is a tombstone. Values are written in
 the versions a current Kafka broker writes (OffsetCommitValue 3, or 1 when the commit carries an expire timestamp;
 GroupMetadataValue 3) and read in every version 0-4 (4 is the first flexible one).
+
+There is no log cleaner, so the coordinator asks for a partition to be rewritten once it is mostly superseded
+records: its live records go to a fresh segment and the log start offset moves past the old ones.
 """
 from __future__ import annotations
 

@@ -7,8 +7,6 @@ import resource
 import signal
 import sys
 
-import trio
-
 from minikafka import cli_fault, cli_groups, cli_records, cli_topics
 from minikafka.config import BrokerConfig, ConfigError
 
@@ -50,18 +48,30 @@ def _serve_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def _serve(config: BrokerConfig) -> None:
+    """Run the broker until it stops: on SIGINT/SIGTERM, or by itself (a control-API shutdown)."""
+    import trio
+
     from minikafka.broker.broker_server import BrokerServer
 
     broker = BrokerServer(config)
-    async with trio.open_nursery() as nursery:
+
+    async def stop_on_signal(task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            await nursery.start(broker.run)
-            for host, port in broker.bound_addresses:
-                print(f"minikafka listening on {host}:{port}", flush=True)
+            task_status.started()
             async for signum in signals:
                 logging.getLogger("minikafka").info("received %s, shutting down", signal.Signals(signum).name)
                 broker.stop()
-                break
+                return
+
+    async def run_broker(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await broker.run(task_status=task_status)
+        nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stop_on_signal)
+        await nursery.start(run_broker)
+        for host, port in broker.bound_addresses:
+            print(f"minikafka listening on {host}:{port}", flush=True)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -75,6 +85,8 @@ def serve(args: argparse.Namespace) -> int:
     _raise_open_file_limit()
     for name in config.unknown_properties():
         logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
+    import trio
+
     try:
         trio.run(_serve, config)
     except BaseExceptionGroup as group:

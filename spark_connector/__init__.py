@@ -22,6 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["DataLossError", "JvmKafkaSettings", "MinikafkaDataSource", "jvm_kafka_options", "register"]
 
 
-def register(spark: "SparkSession") -> None:
+def register(spark: SparkSession) -> None:
     """Make format("minikafka") available in `spark` (registration is per session)."""
     spark.dataSource.register(MinikafkaDataSource)

@@ -7,8 +7,9 @@ kafka-0-10, kafka-clients, commons-pool2) must be given to the session as `spark
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple
 
 JARS_ENV = "SPARK_KAFKA_JARS"
 JARS_MISSING = "SPARK_KAFKA_JARS not set: Spark's JVM Kafka source jars are not available"
@@ -22,7 +23,7 @@ class JvmKafkaSettings(NamedTuple):
 
 
 def jvm_kafka_options(
-    bootstrap_servers: str, jars: Optional[Union[str, Sequence[str]]] = None
+    bootstrap_servers: str, jars: str | Sequence[str] | None = None
 ) -> JvmKafkaSettings:
     """Options and spark.jars for format("kafka"); jars default to $SPARK_KAFKA_JARS (comma-separated).
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as ClientPartition
@@ -35,7 +35,7 @@ class OffsetReader:
     def __init__(self, config: ReadConfig, subscription: Subscription) -> None:
         self._config = config
         self._subscription = subscription
-        self._consumer: Optional[Consumer] = None
+        self._consumer: Consumer | None = None
 
     def _client(self) -> Consumer:
         if self._consumer is None:
@@ -73,7 +73,7 @@ class OffsetReader:
     def latest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
         return self._list_offsets({tp: LATEST for tp in partitions})
 
-    def by_timestamp(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+    def by_timestamp(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """The first offset at or after each timestamp; None where no record is that recent."""
         found = self._list_offsets(timestamps)
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}

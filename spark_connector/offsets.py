@@ -8,8 +8,9 @@ options read the same as with Spark's own source.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple, Union
+from typing import NamedTuple
 
 EARLIEST = -2
 LATEST = -1
@@ -55,7 +56,7 @@ class PartitionTimestamps:
     timestamps: tuple[tuple[TopicPartition, int], ...]
 
 
-OffsetSpec = Union[Earliest, Latest, SpecificOffsets, GlobalTimestamp, PartitionTimestamps]
+OffsetSpec = Earliest | Latest | SpecificOffsets | GlobalTimestamp | PartitionTimestamps
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

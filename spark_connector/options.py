@@ -8,8 +8,8 @@ they are, after the properties the connector owns have been refused as Spark ref
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 from confluent_kafka import Consumer, Producer
 
@@ -71,7 +71,7 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return text.strip().lower() == "true"
 
 
-def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
+def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     text = options.get(name.lower())
     if text is None:
         return None
@@ -119,8 +119,8 @@ class SourceOptions:
     starting: OffsetSpec
     ending: OffsetSpec
     fail_on_no_timestamp_match: bool
-    max_offsets_per_trigger: Optional[int]
-    min_partitions: Optional[int]
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
 
 
 def _starting_spec(options: Mapping[str, str], default: OffsetSpec) -> OffsetSpec:
@@ -195,7 +195,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
 class SinkOptions:
     """What a writer task needs: producer properties and the default topic."""
 
-    topic: Optional[str]
+    topic: str | None
     properties: tuple[tuple[str, str], ...]
 
     def producer(self) -> Producer:

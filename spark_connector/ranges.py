@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from itertools import pairwise
 
 from pyspark.sql.datasource import InputPartition
 
@@ -24,7 +25,7 @@ class OffsetRange(InputPartition):
         return self.end - self.start
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: Optional[int]) -> list[OffsetRange]:
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
     """Split ranges into about `min_partitions` pieces, each range in proportion to its size.
 
     As in Spark, ranges are left alone when there are already at least `min_partitions` of them.
@@ -37,7 +38,7 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: Optional[int]) -> li
     for r in ranges:
         parts = min(r.size, max(1, round(r.size * min_partitions / total)))
         bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-        pieces.extend(OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in zip(bounds, bounds[1:]))
+        pieces.extend(OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in pairwise(bounds))
     return pieces
 
 

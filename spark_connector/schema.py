@@ -7,8 +7,8 @@ the Arrow schema is derived here with PySpark's own conversion.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import pyarrow as pa
 from confluent_kafka import Message

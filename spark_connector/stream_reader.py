@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -35,8 +35,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
         self._offsets = OffsetReader(options.read, options.subscription)
-        self._available_now: Optional[PartitionOffsets] = None
-        self._latest_seen: Optional[dict] = None
+        self._available_now: PartitionOffsets | None = None
+        self._latest_seen: dict | None = None
 
     def __getstate__(self) -> dict:
         return {"_options": self._options}
@@ -87,7 +87,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             effective.update((tp, max(start[tp], earliest[tp])) for tp in known)
         return effective
 
-    def reportLatestOffset(self) -> Optional[dict]:
+    def reportLatestOffset(self) -> dict | None:
         return self._latest_seen
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:

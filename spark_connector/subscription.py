@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Union
 
 from .offsets import TopicPartition
-
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class Assign:
         return sorted(tp for tp in self.partitions if tp.partition in cluster.get(tp.topic, ()))
 
 
-Subscription = Union[Subscribe, SubscribePattern, Assign]
+Subscription = Subscribe | SubscribePattern | Assign
 
 STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
 

@@ -7,8 +7,8 @@ Spark's sink: every task flushes its producer and fails if any record was not ac
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Optional
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
@@ -56,7 +56,7 @@ def validate_sink_schema(schema: StructType, options: SinkOptions) -> None:
         )
 
 
-def _column(batch: pa.RecordBatch, name: str, as_bytes: bool = False) -> Optional[list]:
+def _column(batch: pa.RecordBatch, name: str, as_bytes: bool = False) -> list | None:
     index = batch.schema.get_field_index(name)
     if index < 0:
         return None
@@ -66,7 +66,7 @@ def _column(batch: pa.RecordBatch, name: str, as_bytes: bool = False) -> Optiona
     return column.to_pylist()
 
 
-def _headers(entries: Optional[list[dict]]) -> Optional[list[tuple[str, Optional[bytes]]]]:
+def _headers(entries: list[dict] | None) -> list[tuple[str, bytes | None]] | None:
     return [(entry["key"], entry["value"]) for entry in entries] if entries else None
 
 
@@ -75,7 +75,7 @@ def produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenR
     producer = options.producer()
     errors: list[KafkaError] = []
 
-    def delivered(error: Optional[KafkaError], _message: object) -> None:
+    def delivered(error: KafkaError | None, _message: object) -> None:
         if error is not None:
             errors.append(error)
 
@@ -87,7 +87,7 @@ def produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenR
         partitions = _column(batch, "partition") or [None] * n
         headers = _column(batch, "headers") or [None] * n
         topics = [options.topic] * n if options.topic else _column(batch, "topic")
-        for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers):
+        for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers, strict=True):
             if topic is None:
                 raise ValueError("null topic present in the data. Use the topic option for setting a default topic.")
             kwargs = {"key": key, "headers": _headers(header), "on_delivery": delivered}
@@ -130,8 +130,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
         return produce(self._options, iterator)
 
-    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are already acknowledged by Kafka when a task ends."""
 
-    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Acknowledged records stay in the topic: the sink is at least once, like Spark's."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 from typing import TYPE_CHECKING, Any
 
 from minikafka.protocol.codec import RequestHeader
@@ -123,12 +121,7 @@ async def _connections_close(broker: BrokerServer, _request: dict[str, Any], con
 
 async def _shutdown(broker: BrokerServer, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
     log.info("shutdown requested through the control API by %s", conn.peer)
-    if threading.current_thread() is threading.main_thread():
-        # The broker owns this process (`minikafka serve`): stop it the way an operator's SIGTERM does, so the
-        # process exits too. The answer still goes out: shutdown drains requests in flight.
-        os.kill(os.getpid(), signal.SIGTERM)
-    else:
-        broker.stop()  # embedded on a thread (an in-process test broker): stop the broker, not the process
+    broker.stop()  # a clean stop as on SIGTERM; the answer still goes out, since shutdown drains requests
     return {}
 
 

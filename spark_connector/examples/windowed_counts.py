@@ -17,13 +17,12 @@ Spark's SupportsStreamingUpdateAsAppend on the JVM side.
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
+from minikafka.spark_connector import register
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-
-from minikafka.spark_connector import register
 
 
 def windowed_counts(records: DataFrame, window: str) -> DataFrame:
@@ -55,7 +54,7 @@ def start_pipeline(
     checkpoint: str,
     window: str = "1 minute",
     starting_offsets: str = "earliest",
-    processing_time: Optional[str] = None,
+    processing_time: str | None = None,
 ) -> StreamingQuery:
     """Start the query; without `processing_time` it reads what the topic holds now and stops."""
     register(spark)
@@ -81,7 +80,7 @@ def start_pipeline(
     return writer.start()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--input-topic", required=True)

@@ -11,6 +11,7 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
+from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode as E
 from tests.raw_client import RawConnection
 
@@ -192,3 +193,27 @@ def test_admin_operations_on_an_empty_group(broker_factory):
     with RawConnection(broker.bootstrap_servers) as conn:
         assert fetch(conn, "simple") == {}
         assert conn.request(ListGroupsRequest[4](states_filter=[])).groups == []
+
+
+def test_clean_stop_answers_a_parked_join_with_not_coordinator(broker_factory):
+    broker = broker_factory(group_initial_rebalance_delay_ms=60000)
+    conn = RawConnection(broker.bootstrap_servers, timeout=30)
+    try:
+        J = JoinGroupRequest[5]
+        conn.send(J(group_id="parked", session_timeout_ms=10000, rebalance_timeout_ms=60000, member_id="",
+                    group_instance_id="i", protocol_type="consumer",
+                    protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        listed = []
+        with RawConnection(broker.bootstrap_servers) as other:
+            for _ in range(100):  # the join is parked in the initial rebalance delay
+                listed = other.request(ListGroupsRequest[4](states_filter=["PreparingRebalance"])).groups
+                if listed:
+                    break
+        assert [g.group_id for g in listed] == ["parked"]
+        assert broker.stop() == 0
+        frame = conn.read_frame()
+        assert frame is not None, "the parked JoinGroup was never answered"
+        response = SCHEMAS[JoinGroupRequest.API_KEY].response.decode(frame[4:], version=5)  # v5: no tagged header
+        assert response.error_code == E.NOT_COORDINATOR
+    finally:
+        conn.close()

@@ -33,7 +33,7 @@ def test_three_consumers_share_six_partitions(library, broker_factory, unique_to
     broker = broker_factory(**GROUP_BROKER)
     create_topic(broker.bootstrap_servers, unique_topic, PARTITIONS)
     members = [start(workers, tmp_path, library, broker, unique_topic, "share", f"w{i}") for i in range(3)]
-    description = wait_members(broker.bootstrap_servers, "share", 3)
+    description = wait_members(broker, "share", 3, members)
     assert description["protocol_type"] == "consumer"
     expected = produce(broker.bootstrap_servers, unique_topic, "v", 600, PARTITIONS)
     wait_consumed(members, expected)
@@ -54,14 +54,14 @@ def test_join_close_and_kill_each_rebalance_with_exactly_once_consumption(
     create_topic(bootstrap, unique_topic, PARTITIONS)
     group = "changing"
     members = [start(workers, tmp_path, library, broker, unique_topic, group, f"w{i}") for i in range(3)]
-    wait_members(bootstrap, group, 3)
+    wait_members(broker, group, 3, members)
     expected = produce(bootstrap, unique_topic, "a", 300, PARTITIONS)
     wait_consumed(members, expected)
 
     # A fourth member joins: the group rebalances and it takes over some partitions.
     fourth = start(workers, tmp_path, library, broker, unique_topic, group, "w3")
     members.append(fourth)
-    wait_members(bootstrap, group, 4)
+    wait_members(broker, group, 4, members)
     batch = produce(bootstrap, unique_topic, "b", 300, PARTITIONS)
     expected |= batch
     wait_consumed(members, expected)
@@ -70,7 +70,7 @@ def test_join_close_and_kill_each_rebalance_with_exactly_once_consumption(
     # One leaves cleanly: the others take its partitions at once.
     leaving = members[0]
     assert leaving.stop() == 0
-    wait_members(bootstrap, group, 3)
+    wait_members(broker, group, 3, members)
     batch = produce(bootstrap, unique_topic, "c", 300, PARTITIONS)
     expected |= batch
     wait_consumed(members, expected)
@@ -79,7 +79,7 @@ def test_join_close_and_kill_each_rebalance_with_exactly_once_consumption(
     # One is killed while idle: only its session timeout tells the coordinator.
     victim = members[1]
     victim.kill()
-    wait_members(bootstrap, group, 2, timeout=45)
+    wait_members(broker, group, 2, members, timeout=45)
     batch = produce(bootstrap, unique_topic, "d", 300, PARTITIONS)
     expected |= batch
     survivors = members[2:]
@@ -151,7 +151,8 @@ def test_static_member_restarting_within_its_session_keeps_its_place(
     group = "static"
     first = start(workers, tmp_path, library, broker, unique_topic, group, "i1-a", instance_id="i-1")
     other = start(workers, tmp_path, library, broker, unique_topic, group, "i2", instance_id="i-2")
-    before = {m["group_instance_id"]: m["member_id"] for m in wait_members(bootstrap, group, 2)["members"]}
+    before = {m["group_instance_id"]: m["member_id"]
+              for m in wait_members(broker, group, 2, workers)["members"]}
     expected = produce(bootstrap, unique_topic, "s", 120, PARTITIONS)
     wait_consumed([first, other], expected)
     partitions_of_other = other.partitions()
@@ -161,7 +162,8 @@ def test_static_member_restarting_within_its_session_keeps_its_place(
     batch = produce(bootstrap, unique_topic, "t", 120, PARTITIONS)
     expected |= batch
     wait_consumed([first, other, again], expected)
-    after = {m["group_instance_id"]: m["member_id"] for m in wait_members(bootstrap, group, 2)["members"]}
+    after = {m["group_instance_id"]: m["member_id"]
+             for m in wait_members(broker, group, 2, workers)["members"]}
     assert set(after) == {"i-1", "i-2"}
     assert after["i-1"] != before["i-1"], "the restarted instance must get a new member id"
     assert after["i-2"] == before["i-2"]

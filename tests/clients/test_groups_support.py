@@ -130,16 +130,19 @@ def assert_exactly_once(workers: list[GroupWorker], expected: set[str]) -> None:
     assert set(values) == expected
 
 
-def wait_members(bootstrap: str, group: str, count: int, timeout: float = 40) -> dict:
+def wait_members(broker, group: str, count: int, workers: list[GroupWorker], timeout: float = 40) -> dict:
     """Wait until the group is Stable with `count` members; returns the DescribeGroups description."""
     deadline = time.monotonic() + timeout
     found = {}
     while time.monotonic() < deadline:
-        found = describe_group(bootstrap, group)
+        found = describe_group(broker.bootstrap_servers, group)
         if found.get("group_state") == "Stable" and len(found.get("members", [])) == count:
             return found
         time.sleep(0.2)
-    raise AssertionError(f"group {group} did not become Stable with {count} members: {found}")
+    coordinator_log = "\n".join(line for line in broker.log_text().splitlines() if "group" in line)
+    raise AssertionError(f"group {group} did not become Stable with {count} members: {found}\n"
+                         f"coordinator log:\n{coordinator_log[-6000:]}\nworker logs:\n"
+                         + "\n".join(f"-- {w.log}:\n{w.log_text()[-4000:]}" for w in workers))
 
 
 def stop_all(workers: list[GroupWorker]) -> None:
@@ -200,7 +203,8 @@ def run_confluent(bootstrap: str, topic: str, group: str, out, instance_id: str 
 
     config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
               "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
-              "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "client.id": f"ck-{os.getpid()}"}
+              "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "client.id": f"ck-{os.getpid()}",
+              "debug": "cgrp"}  # librdkafka's group state changes go to the worker's log, for diagnosis
     if instance_id:
         config["group.instance.id"] = instance_id
     consumer = Consumer(config)

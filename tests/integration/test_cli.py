@@ -209,7 +209,9 @@ def test_close_connections_and_shutdown_from_cli(minikafka_broker):
     while broker.running and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not broker.running  # the `minikafka serve` process exited, as on SIGTERM
-    assert "received SIGTERM" in broker.log_path.read_text() and pid is not None
+    log_text = broker.log_path.read_text()
+    assert "shutdown requested through the control API" in log_text and "broker 1 stopped" in log_text
+    assert pid is not None
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", broker.port), timeout=1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -47,7 +47,7 @@ def produce(
         producer.close()
 
 
-def consume_all(bootstrap: str, topic: str, expected: Optional[int] = None, timeout: float = 30) -> list:
+def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout: float = 30) -> list:
     """Every record of `topic` (all partitions, from the beginning), sorted by partition and offset."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     try:

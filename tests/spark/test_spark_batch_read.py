@@ -54,7 +54,7 @@ def test_batch_read_equals_what_was_produced(spark, broker, unique_topic):
     assert df.rdd.getNumPartitions() == 3
     rows = {(r.partition, r.offset): r for r in df.collect()}
     assert len(rows) == len(records)
-    for record, ack in zip(records, acks):
+    for record, ack in zip(records, acks, strict=True):
         row = rows[(ack.partition, ack.offset)]
         assert row.topic == unique_topic and row.partition == record["partition"]
         assert row.key == record["key"] and row.value == record["value"]
@@ -81,7 +81,8 @@ def test_offset_bounds_timestamps_and_min_partitions(spark, broker, unique_topic
     assert offsets(bounded) == [(0, 5), (0, 6), (0, 7)] + [(1, o) for o in range(20)]
 
     # Record i has timestamp BASE_TS + i s and sits in partition i % 2 at offset i // 2.
-    from_time = _read(spark, broker, subscribePattern=unique_topic + "|nothing", startingTimestamp=str(BASE_TS + 30_000))
+    pattern = unique_topic + "|nothing"
+    from_time = _read(spark, broker, subscribePattern=pattern, startingTimestamp=str(BASE_TS + 30_000))
     assert offsets(from_time) == [(0, o) for o in range(15, 20)] + [(1, o) for o in range(15, 20)]
     late = _read(
         spark,

@@ -11,9 +11,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import consume_all, create_topic, produce  # noqa: E402
-
 from minikafka.spark_connector.jvm import JARS_ENV, JARS_MISSING  # noqa: E402
+from spark_helpers import consume_all, create_topic, produce  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -59,6 +58,7 @@ def test_jvm_kafka_source_and_sink(broker, unique_topic, tmp_path, kafka_jars):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-5000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
-    assert rows == sorted([a.partition, a.offset, r["value"].decode(), ["h"]] for a, r in zip(acks, records))
+    expected = [[a.partition, a.offset, r["value"].decode(), ["h"]] for a, r in zip(acks, records, strict=True)]
+    assert rows == sorted(expected)
     written = consume_all(broker.bootstrap_servers, unique_topic + "-out", expected=5)
     assert sorted(r.value for r in written) == [b"jvm-%d" % i for i in range(5)]

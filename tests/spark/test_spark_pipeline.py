@@ -108,7 +108,6 @@ def standalone_cluster(tmp_path):
     env = {
         **_env(),
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        "SPARK_LOG_DIR": str(tmp_path / "spark-logs"),
     }
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"

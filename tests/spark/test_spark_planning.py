@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 pytest.importorskip("pyspark")
@@ -119,7 +121,7 @@ def test_split_ranges_by_min_partitions():
     for p in (0, 1):
         mine = [r for r in pieces if r.partition == p]
         assert mine[0].start == ranges[p].start and mine[-1].end == ranges[p].end
-        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        assert all(a.end == b.start for a, b in pairwise(mine))
     assert split_ranges(ranges, 2) == ranges[:2]
 
 

@@ -10,6 +10,8 @@ from spark_helpers import create_topic, delete_records, produce, wait_until  # n
 
 pytestmark = pytest.mark.spark
 
+ONCE = {"availableNow": True}
+
 
 def _stream(spark, broker, topic, **options):
     reader = (
@@ -96,17 +98,17 @@ def test_stream_data_loss_fails_or_skips(spark, broker, unique_topic, tmp_path, 
     create_topic(broker.bootstrap_servers, unique_topic)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     produce(broker.bootstrap_servers, unique_topic, [{"value": b"%d" % i} for i in range(10)])
-    first = _to_files(_stream(spark, broker, unique_topic, startingOffsets="earliest"), out, checkpoint, availableNow=True)
+    first = _to_files(_stream(spark, broker, unique_topic, startingOffsets="earliest"), out, checkpoint, **ONCE)
     assert first.awaitTermination(120)
     assert len(_sink_rows(spark, out)) == 10
 
     produce(broker.bootstrap_servers, unique_topic, [{"value": b"%d" % i} for i in range(10, 20)])
     delete_records(broker.bootstrap_servers, unique_topic, 0, 15)
-    failing = _to_files(_stream(spark, broker, unique_topic), out, checkpoint, availableNow=True)
+    failing = _to_files(_stream(spark, broker, unique_topic), out, checkpoint, **ONCE)
     with pytest.raises(Exception, match="failOnDataLoss"):
         failing.awaitTermination(120)
 
-    skipping = _to_files(_stream(spark, broker, unique_topic, failOnDataLoss="false"), out, checkpoint, availableNow=True)
+    skipping = _to_files(_stream(spark, broker, unique_topic, failOnDataLoss="false"), out, checkpoint, **ONCE)
     assert skipping.awaitTermination(120)
     assert sorted(r.offset for r in _sink_rows(spark, out)) == list(range(10)) + list(range(15, 20))
 
@@ -117,7 +119,7 @@ def test_stream_reports_a_recreated_topic_as_data_loss(spark, broker, unique_top
     create_topic(broker.bootstrap_servers, unique_topic)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     produce(broker.bootstrap_servers, unique_topic, [{"value": b"old"}] * 10)
-    first = _to_files(_stream(spark, broker, unique_topic, startingOffsets="earliest"), out, checkpoint, availableNow=True)
+    first = _to_files(_stream(spark, broker, unique_topic, startingOffsets="earliest"), out, checkpoint, **ONCE)
     assert first.awaitTermination(120)
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
@@ -128,6 +130,30 @@ def test_stream_reports_a_recreated_topic_as_data_loss(spark, broker, unique_top
         admin.close()
     create_topic(broker.bootstrap_servers, unique_topic)
     produce(broker.bootstrap_servers, unique_topic, [{"value": b"new"}] * 3)
-    failing = _to_files(_stream(spark, broker, unique_topic), out, checkpoint, availableNow=True)
+    failing = _to_files(_stream(spark, broker, unique_topic), out, checkpoint, **ONCE)
     with pytest.raises(Exception, match="offset was changed from 10 to 3"):
         failing.awaitTermination(120)
+
+
+def test_pattern_subscription_picks_up_new_topics_from_their_start(spark, broker, unique_topic, tmp_path, stop_queries):
+    first_topic, second_topic = unique_topic + "-1", unique_topic + "-2"
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    create_topic(broker.bootstrap_servers, first_topic)
+    produce(broker.bootstrap_servers, first_topic, [{"value": b"a%d" % i} for i in range(5)])
+
+    def run():
+        df = (
+            spark.readStream.format("minikafka")
+            .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+            .option("subscribePattern", unique_topic + "-[0-9]+")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        )
+        assert _to_files(df, out, checkpoint, **ONCE).awaitTermination(120)
+        return sorted(r.value for r in _sink_rows(spark, out))
+
+    assert run() == [f"a{i}" for i in range(5)]
+    create_topic(broker.bootstrap_servers, second_topic, partitions=2)
+    produce(broker.bootstrap_servers, second_topic, [{"value": b"b%d" % i, "partition": i % 2} for i in range(6)])
+    assert run() == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(6)]

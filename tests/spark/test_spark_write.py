@@ -40,7 +40,8 @@ def test_batch_write_then_read(spark, broker, unique_topic):
         .load()
         .collect()
     )
-    assert sorted((r.key or b"", r.value, r.partition, [(h.key, h.value) for h in r.headers or ()]) for r in back) == expected
+    got = sorted((r.key or b"", r.value, r.partition, [(h.key, h.value) for h in r.headers or ()]) for r in back)
+    assert got == expected
 
 
 def test_topic_column_routes_rows_and_schema_is_checked(spark, broker, unique_topic):

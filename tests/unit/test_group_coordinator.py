@@ -6,12 +6,15 @@ from collections import defaultdict
 import pytest
 import trio
 
-from minikafka.broker.group import GroupState
+from minikafka.broker.group import GroupState, OffsetAndMetadata
 from minikafka.broker.group_coordinator import (
-    COMPACTION_MIN_DEAD_RECORDS, CoordinatorConfig, DelayTimer, GroupCoordinator, JoinRequest, OffsetCommitEntry, java_string_hashcode,
-    partition_for,
+    COMPACTION_MIN_DEAD_RECORDS, CoordinatorConfig, DelayTimer, GroupCoordinator, JoinRequest, OffsetCommitEntry,
+    java_string_hashcode, partition_for,
 )
-from minikafka.broker.group_metadata_log import GroupMetadataKey, OffsetCommitKey, decode_key, decode_value
+from minikafka.broker.group_metadata_log import (
+    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, decode_key, decode_value,
+    group_metadata_record, offset_commit_record,
+)
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode
@@ -361,3 +364,17 @@ async def test_deleting_a_topic_removes_its_committed_offsets(running):
     assert coordinator.on_topic_deleted("gone") == 1
     assert dict(coordinator.fetch_offsets("s", None)).keys() == {"kept"}
     assert dict(make(log).fetch_offsets("s", None)).keys() == {"kept"}
+
+
+def test_a_stored_group_with_inconsistent_members_still_loads():
+    log = MemoryLog()
+    twice = MemberMetadata("m-1", "same", "c", "/h", 1000, 1000, b"", b"")
+    again = MemberMetadata("m-2", "same", "c", "/h", 1000, 1000, b"", b"")
+    log.records[0].append(group_metadata_record("broken", GroupMetadataValue("consumer", 4, "range", "m-1", 1,
+                                                                             [twice, again])))
+    log.records[0].append(offset_commit_record("broken", "t", 0, OffsetAndMetadata(3, -1, "", 1)))
+    coordinator = GroupCoordinator(CoordinatorConfig(num_partitions=5), log, Clock())
+    coordinator.load()
+    group = coordinator.groups["broken"]
+    assert group.state is GroupState.EMPTY and group.generation_id == 4 and group.members == {}
+    assert group.offsets[("t", 0)].offset == 3
