@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 PARTITIONS = 3
+SMALL_BATCHES = {"batch.size": 16384}  # so no batch outgrows a test's small segment.bytes
 
 
 def create(bootstrap: str, topic: str, **configs: str) -> None:
@@ -16,7 +17,7 @@ def create(bootstrap: str, topic: str, **configs: str) -> None:
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=configs)])[topic].result(20)
 
 
-def produce_acked(bootstrap: str, topic: str, count: int, start: int = 0) -> dict[tuple[int, int], bytes]:
+def produce_acked(bootstrap: str, topic: str, count: int, start: int = 0, **conf) -> dict[tuple[int, int], bytes]:
     """Produce with acks=1; returns {(partition, offset): value} of every acknowledged record."""
     acked: dict[tuple[int, int], bytes] = {}
 
@@ -24,7 +25,7 @@ def produce_acked(bootstrap: str, topic: str, count: int, start: int = 0) -> dic
         if err is None:
             acked[(msg.partition(), msg.offset())] = msg.value()
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, **conf})
     for i in range(start, start + count):
         producer.produce(topic, value=b"value-%06d" % i, key=b"k%d" % i, partition=i % PARTITIONS,
                          on_delivery=on_delivery)
@@ -106,7 +107,7 @@ def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_fact
 
     broker = broker_factory(log_flush_offset_checkpoint_interval_ms=200)
     create(broker.bootstrap_servers, "rolled", **{"segment.bytes": "32768"})
-    assert len(produce_acked(broker.bootstrap_servers, "rolled", 12000)) == 12000
+    assert len(produce_acked(broker.bootstrap_servers, "rolled", 12000, **SMALL_BATCHES)) == 12000
     checkpoint = Path(broker.data_dir, "recovery-point-offset-checkpoint")
     points: dict[str, int] = {}
     for _ in range(100):
