@@ -378,3 +378,28 @@ def test_a_stored_group_with_inconsistent_members_still_loads():
     group = coordinator.groups["broken"]
     assert group.state is GroupState.EMPTY and group.generation_id == 4 and group.members == {}
     assert group.offsets[("t", 0)].offset == 3
+
+
+async def test_rebalance_waits_for_known_members_up_to_the_rebalance_timeout(running, autojump_clock):
+    coordinator = await running(make())
+    (a, b), generation = await stable_group(coordinator, rebalance=20000)
+    c = await join_new(coordinator, rebalance=20000)
+    ja = coordinator.join_group(request(member_id=a, rebalance=20000))
+    for _ in range(19):  # b keeps its session alive but never rejoins
+        await trio.sleep(1)
+        assert coordinator.heartbeat("g", generation, b, None) == E.REBALANCE_IN_PROGRESS
+        assert not ja.done
+    await trio.sleep(1.5)
+    ra, rc = ja.result, c.result
+    assert ra.error == rc.error == E.NONE and ra.generation_id == generation + 1
+    assert sorted(m[0] for m in ra.members + rc.members) == sorted([a, rc.member_id])
+    assert coordinator.heartbeat("g", generation, b, None) == E.UNKNOWN_MEMBER_ID
+
+
+async def test_group_max_size(running):
+    coordinator = await running(make(max_size=1))
+    first = await join_new(coordinator)
+    assert (await first.wait()).error == E.NONE
+    second = coordinator.join_group(request(version=3)).result
+    assert second.error == E.GROUP_MAX_SIZE_REACHED
+    assert len(coordinator.groups["g"].members) == 1
