@@ -46,8 +46,10 @@ def _client_host(ctx: RequestContext) -> str:
 
 def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == TRANSACTION_KEY:
-        # Transactions are not served: no transaction coordinator exists anywhere in this cluster.
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        # Transactions are not served. The error is fatal in every client, so a transactional producer fails
+        # at once instead of retrying until its max.block.ms.
+        log.warning("FindCoordinator for transactional id %r refused: transactions are not supported", key)
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     broker = ctx.broker

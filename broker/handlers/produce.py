@@ -82,9 +82,11 @@ async def handle_produce(ctx: RequestContext, request) -> object | None:
 
 async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     if request.transactional_id is not None:
-        log.info("InitProducerId for transactional id %r refused: transactions are not supported",
-                 request.transactional_id)
-        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        # A fatal error in every client, so a transactional producer fails at once instead of retrying
+        # until its max.block.ms; the log says why.
+        log.warning("InitProducerId for transactional id %r refused: transactions are not supported",
+                    request.transactional_id)
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                             producer_id=-1, producer_epoch=-1)
     # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
     producer_id = ctx.broker.controller.allocate_producer_id()
