@@ -175,6 +175,7 @@ class BrokerServer:
         topic = self.controller.delete_topic(name)
         for index in topic.partitions:
             self.replica_manager.delete_partition(name, index)
+        self.group_coordinator.on_topic_deleted(name)
         log.info("deleted topic %s", name)
         return topic
 

@@ -1127,22 +1127,27 @@ class GroupCoordinator:
 
 
 def load_group_coordinator(broker) -> GroupCoordinator:
-    """Create `__consumer_offsets` if missing (offsets.topic.num.partitions, compacted), replay it, and return
-    the coordinator, ready to serve. `broker` is the BrokerServer, after its partitions are hosted."""
+    """Replay `__consumer_offsets` if it exists and return the coordinator, ready to serve. `broker` is the
+    BrokerServer, after its partitions are hosted. A fresh broker has no such topic until a group API first
+    needs it (`ensure_offsets_topic`), as in Kafka, so it starts without creating 50 partitions."""
     config = CoordinatorConfig.from_broker_config(broker.config)
     topic = broker.controller.topics.get(GROUP_METADATA_TOPIC)
-    if topic is None:
-        replication = min(broker.config.get("offsets.topic.replication.factor"),
-                          len(broker.controller.live_brokers))
-        topic = broker.create_topic(GROUP_METADATA_TOPIC, config.num_partitions, replication, {},
-                                    {"cleanup.policy": "compact"})
-    elif len(topic.partitions) != config.num_partitions:
+    if topic is not None and len(topic.partitions) != config.num_partitions:
         log.warning("%s has %d partitions but offsets.topic.num.partitions is %d; using the topic's count",
                     GROUP_METADATA_TOPIC, len(topic.partitions), config.num_partitions)
         config.num_partitions = len(topic.partitions)
     coordinator = GroupCoordinator(config, GroupMetadataLog(broker.replica_manager))
     coordinator.load()
     return coordinator
+
+
+def ensure_offsets_topic(broker, coordinator: GroupCoordinator) -> None:
+    """Create `__consumer_offsets` (offsets.topic.num.partitions, compacted) the first time a group needs it."""
+    if GROUP_METADATA_TOPIC in broker.controller.topics:
+        return
+    replication = min(broker.config.get("offsets.topic.replication.factor"), len(broker.controller.live_brokers))
+    broker.create_topic(GROUP_METADATA_TOPIC, coordinator.config.num_partitions, replication, {},
+                        {"cleanup.policy": "compact"})
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

@@ -64,6 +64,12 @@ class RawConnection:
             pos += 1  # empty tagged fields
         return schema.response.decode(frame[pos:], version=version)
 
+    def find_coordinator(self, group_id: str) -> None:
+        """What every group client does first (and what creates `__consumer_offsets` on a fresh broker)."""
+        from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+        assert self.request(FindCoordinatorRequest[3](key=group_id, key_type=0)).error_code == 0
+
     def is_closed_by_broker(self) -> bool:
         try:
             return self.sock.recv(1) == b""

@@ -10,7 +10,7 @@ import logging
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
-from ..group_coordinator import GroupCoordinator, JoinRequest, OffsetCommitEntry
+from ..group_coordinator import GroupCoordinator, JoinRequest, OffsetCommitEntry, ensure_offsets_topic
 from ..group_metadata_log import GROUP_METADATA_TOPIC
 from ..kafka_apis import RequestContext
 from .common import ZERO_UUID, resolve_topic
@@ -56,6 +56,7 @@ def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[Err
     coordinator = _coordinator(ctx)
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    ensure_offsets_topic(broker, coordinator)  # clients look up their coordinator before any other group API
     partition = broker.replica_manager.get_partition(GROUP_METADATA_TOPIC, coordinator.partition_for(key))
     if partition is None or not partition.is_leader or not broker.endpoints:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1

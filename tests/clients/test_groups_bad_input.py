@@ -78,8 +78,10 @@ def test_find_coordinator_for_groups_and_transactions(broker):
         batched = conn.request(R(key_type=0, coordinator_keys=["a", "b"]))
         assert [(c.key, c.error_code, c.port) for c in batched.coordinators] == [("a", 0, int(port)),
                                                                                  ("b", 0, int(port))]
+        # Transactions are not served: the transaction coordinator lookup fails with an error clients treat
+        # as fatal, so a transactional producer stops at once.
         txn = conn.request(R(key_type=1, coordinator_keys=["txn"]))
-        assert txn.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+        assert txn.coordinators[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         share = conn.request(FindCoordinatorRequest[3](key="x", key_type=2))
         assert share.error_code == E.INVALID_REQUEST
 
@@ -87,6 +89,7 @@ def test_find_coordinator_for_groups_and_transactions(broker):
 def test_bad_group_requests_get_kafka_errors_and_leave_offsets_intact(broker_factory):
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     with RawConnection(broker.bootstrap_servers) as conn:
+        conn.find_coordinator("g")
         R = CreateTopicsRequest[7]
         created = conn.request(R(topics=[R.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1,
                                                           assignments=[], configs=[])], timeout_ms=10000))
@@ -167,6 +170,7 @@ def test_bad_group_requests_get_kafka_errors_and_leave_offsets_intact(broker_fac
 def test_admin_operations_on_an_empty_group(broker_factory):
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     with RawConnection(broker.bootstrap_servers) as conn:
+        conn.find_coordinator("g")
         R = CreateTopicsRequest[7]
         conn.request(R(topics=[R.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1,
                                                 assignments=[], configs=[])], timeout_ms=10000))

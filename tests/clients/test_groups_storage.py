@@ -50,6 +50,7 @@ def log_start(conn, partition):
 def test_commits_are_kafka_offset_commit_records_in_consumer_offsets(broker_factory):
     broker = broker_factory()
     with RawConnection(broker.bootstrap_servers) as conn:
+        conn.find_coordinator("g")
         create(conn, "orders", 1)
         commit(conn, "billing", "orders", {0: 42}, metadata="md")
     partition = partition_for("billing", PARTITIONS)
@@ -80,6 +81,7 @@ def test_superseded_commits_are_dropped_from_the_log_on_restart(broker_factory):
     group, topic, topic_partitions = "busy", "events", 100
     rounds = COMPACTION_MIN_DEAD_RECORDS // topic_partitions + 2
     with RawConnection(broker.bootstrap_servers) as conn:
+        conn.find_coordinator("g")
         create(conn, topic, topic_partitions)
         for i in range(rounds):
             commit(conn, group, topic, {p: i * 1000 + p for p in range(topic_partitions)})

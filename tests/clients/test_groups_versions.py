@@ -61,6 +61,7 @@ def test_pre_kip394_join_sync_heartbeat_leave_and_v2_commit(broker_factory):
 def test_offset_fetch_and_commit_by_topic_id_and_batched_groups(broker_factory):
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     with RawConnection(broker.bootstrap_servers) as conn:
+        conn.find_coordinator("g")
         R = CreateTopicsRequest[7]
         created = conn.request(R(topics=[R.CreatableTopic(name="t", num_partitions=2, replication_factor=1,
                                                           assignments=[], configs=[])], timeout_ms=10000))

@@ -138,7 +138,12 @@ def test_metadata_error_for_a_topic_is_visible_then_spent(minikafka_broker):
     broker.faults.fail_requests("Metadata", "UNKNOWN_TOPIC_OR_PARTITION", count=None, topic="t")
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None)
     try:
-        assert not consumer.partitions_for_topic("t")
+        # kafka-python raises when every topic in the answer is in error, and returns None otherwise.
+        try:
+            visible = consumer.partitions_for_topic("t")
+        except UnknownTopicOrPartitionError:
+            visible = None
+        assert not visible
         broker.faults.clear("error")
         consumer._client.cluster.request_update()
         assert consumer.partitions_for_topic("t") == {0}
@@ -409,10 +414,13 @@ def test_group_api_errors_reach_the_consumer_and_admin(minikafka_broker):
     broker = minikafka_broker
     broker.state.create_topic("x", partitions=2)
     broker.faults.fail_requests("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS", count=2)
-    consumer = KafkaConsumer("x", bootstrap_servers=broker.bootstrap_servers, group_id="g",
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g",
                              auto_offset_reset="earliest", enable_auto_commit=False, retry_backoff_ms=20)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     try:
+        # kafka-python 3.0.12 can lose a join it assigned before it knew the topic; metadata first avoids that.
+        assert consumer.partitions_for_topic("x") == {0, 1}
+        consumer.subscribe(["x"])
         deadline = time.monotonic() + 30
         while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
             consumer.poll(timeout_ms=100)

@@ -8,8 +8,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from minikafka.integration.state import GroupState, PartitionState, Record
+from tests.raw_client import RawConnection
 
 
 def confluent_produce(bootstrap: str, topic: str, messages: list[dict]) -> None:
@@ -27,6 +29,10 @@ def test_topics_and_partition_state(minikafka_broker):
     confluent_produce(broker.bootstrap_servers, "orders",
                       [{"value": b"a", "partition": 0}, {"value": b"b", "partition": 0},
                        {"value": b"c", "partition": 1}])
+    assert broker.state.topics(include_internal=True) == ["orders"]
+    # As in Kafka, __consumer_offsets is created when a client first looks up a group coordinator.
+    with RawConnection(broker.bootstrap_servers) as conn:
+        assert conn.request(FindCoordinatorRequest[3](key="g", key_type=0)).error_code == 0
     assert broker.state.topics() == ["orders"]
     assert broker.state.topics(include_internal=True) == ["__consumer_offsets", "orders"]
     p0, p1 = broker.state.partitions("orders")
