@@ -1,7 +1,6 @@
 """Shared test fixtures: real broker processes on free loopback ports, stopped by the test that started them."""
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess

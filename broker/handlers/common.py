@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any, Callable
 
 from minikafka.protocol.errors import ErrorCode
 
 from ..controller import TopicRegistration
 from ..kafka_apis import RequestContext
+from ..replica_manager import error_of
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -32,3 +34,19 @@ def resolve_topic(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | N
         return topic, ErrorCode.NONE if topic else ErrorCode.UNKNOWN_TOPIC_ID
     topic = controller.topics.get(name) if name is not None else None
     return topic, ErrorCode.NONE if topic else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def per_partition(topics: list, answer: Callable[[Any, Any], Any],
+                  failed: Callable[[Any, ErrorCode], Any]) -> list[tuple[Any, list]]:
+    """Kafka's per-partition answering: each requested partition gets `answer(topic, partition)`, or, when that
+    raises, `failed(partition, code)` with the error's Kafka code; nothing fails the whole request."""
+    out = []
+    for t in topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                parts.append(answer(t, p))
+            except Exception as exc:  # noqa: BLE001 - reported per partition
+                parts.append(failed(p, error_of(exc).code))
+        out.append((t, parts))
+    return out

@@ -5,7 +5,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..kafka_apis import RequestContext
 from ..partition import Partition
-from ..replica_manager import error_of
+from .common import per_partition
 
 LATEST = -1
 EARLIEST = -2
@@ -53,40 +53,37 @@ async def handle_list_offsets(ctx: RequestContext, request) -> object:
     PR = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     replica_manager = ctx.broker.replica_manager
     isolation = request.isolation_level if ctx.version >= 2 else 0
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                partition = replica_manager.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
-                ts, offset, epoch = _list_offset(partition, p.timestamp, isolation, request.replica_id)
-                parts.append(PR(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=ts,
-                                offset=offset, leader_epoch=epoch))
-            except Exception as exc:  # noqa: BLE001 - reported per partition
-                parts.append(PR(partition_index=p.partition_index, error_code=error_of(exc).code, timestamp=-1,
-                                offset=-1, leader_epoch=-1))
-        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
-    return ctx.response(throttle_time_ms=0, topics=topics)
+
+    def answer(t, p):
+        partition = replica_manager.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
+        ts, offset, epoch = _list_offset(partition, p.timestamp, isolation, request.replica_id)
+        return PR(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
+                  leader_epoch=epoch)
+
+    def failed(p, code):
+        return PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+    return ctx.response(throttle_time_ms=0, topics=[
+        R.ListOffsetsTopicResponse(name=t.name, partitions=parts)
+        for t, parts in per_partition(request.topics, answer, failed)])
 
 
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object:
     R = ctx.response_class
     EO = R.OffsetForLeaderTopicResult.EpochEndOffset
     replica_manager = ctx.broker.replica_manager
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                partition = replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
-                epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
-                parts.append(EO(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch,
-                                end_offset=end_offset))
-            except Exception as exc:  # noqa: BLE001
-                parts.append(EO(error_code=error_of(exc).code, partition=p.partition, leader_epoch=-1,
-                                end_offset=-1))
-        topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
-    return ctx.response(throttle_time_ms=0, topics=topics)
+
+    def answer(t, p):
+        partition = replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+        epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
+        return EO(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
+
+    def failed(p, code):
+        return EO(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
+
+    return ctx.response(throttle_time_ms=0, topics=[
+        R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts)
+        for t, parts in per_partition(request.topics, answer, failed)])
 
 
 HANDLERS = {2: handle_list_offsets, 23: handle_offset_for_leader_epoch}

@@ -6,8 +6,7 @@ import logging
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..kafka_apis import RequestContext
-from ..replica_manager import error_of
-from .common import ZERO_UUID, resolve_topic
+from .common import ZERO_UUID, per_partition, resolve_topic
 from .configs import topic_config_entries
 
 log = logging.getLogger("minikafka.topics")
@@ -94,22 +93,22 @@ async def handle_delete_records(ctx: RequestContext, request) -> object:
     R = ctx.response_class
     PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
     replica_manager = ctx.broker.replica_manager
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                partition = replica_manager.leader_partition(t.name, p.partition_index)
-                offset = partition.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > partition.high_watermark:
-                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                     f"offset {p.offset} is beyond the high watermark {partition.high_watermark}")
-                low = partition.log.maybe_increment_log_start_offset(offset)
-                parts.append(PR(partition_index=p.partition_index, low_watermark=low, error_code=ErrorCode.NONE))
-            except Exception as exc:  # noqa: BLE001 - reported per partition
-                parts.append(PR(partition_index=p.partition_index, low_watermark=-1, error_code=error_of(exc).code))
-        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
-    return ctx.response(throttle_time_ms=0, topics=topics)
+
+    def answer(t, p):
+        partition = replica_manager.leader_partition(t.name, p.partition_index)
+        offset = partition.high_watermark if p.offset == -1 else p.offset
+        if offset < 0 or offset > partition.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {p.offset} is beyond the high watermark {partition.high_watermark}")
+        low = partition.log.maybe_increment_log_start_offset(offset)
+        return PR(partition_index=p.partition_index, low_watermark=low, error_code=ErrorCode.NONE)
+
+    def failed(p, code):
+        return PR(partition_index=p.partition_index, low_watermark=-1, error_code=code)
+
+    return ctx.response(throttle_time_ms=0, topics=[
+        R.DeleteRecordsTopicResult(name=t.name, partitions=parts)
+        for t, parts in per_partition(request.topics, answer, failed)])
 
 
 HANDLERS = {19: handle_create_topics, 20: handle_delete_topics, 37: handle_create_partitions,
