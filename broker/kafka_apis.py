@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.protocol.codec import (
-    API_VERSIONS_KEY, SCHEMAS, ApiSchema, InvalidRequestError, RequestHeader, decode_request, encode_response,
-    parse_header,
+    API_VERSIONS_KEY, SCHEMAS, ApiSchema, InvalidRequestError, RecordsSplicer, RequestHeader, decode_request,
+    encode_response, parse_header,
 )
 from minikafka.protocol.errors import ErrorCode
 
@@ -39,9 +39,16 @@ class RequestContext:
         self.schema = schema
         self.conn = conn
         self.response_class = schema.response[header.api_version]
+        self.splicer: RecordsSplicer | None = None
 
     def response(self, **fields: object) -> ApiMessage:
         return self.response_class(**fields)
+
+    def records(self, data: bytes) -> bytes:
+        """Record bytes for a response field, spliced in at encoding time rather than copied through it."""
+        if self.splicer is None:
+            self.splicer = RecordsSplicer()
+        return self.splicer.placeholder(data)
 
 
 class KafkaApis:
@@ -89,7 +96,7 @@ class KafkaApis:
                       conn.peer, header.client_id, 1000 * (time.monotonic() - started))
         if response is None:
             return None
-        return encode_response(schema, header.api_version, header.correlation_id, response)
+        return encode_response(schema, header.api_version, header.correlation_id, response, ctx.splicer)
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         schema = SCHEMAS[API_VERSIONS_KEY]

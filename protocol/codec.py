@@ -4,6 +4,7 @@ The request header is parsed here (not by kafka-python) because the API key and 
 the body's class and flexibility are, and because an unsupported version must still yield the correlation id.
 """
 import importlib
+import os
 import pkgutil
 import struct
 from typing import NamedTuple
@@ -112,9 +113,62 @@ def decode_request(schema: ApiSchema, header: RequestHeader, frame: bytes, body_
             f"cannot decode {schema.request.__name__} v{header.api_version}: {exc!r}") from exc
 
 
-def encode_response(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage) -> bytes:
+class RecordsSplicer:
+    """Keeps record bytes out of the schema encoder: the response is encoded with a small placeholder where each
+    `records` field goes, and the bytes are put in their place once, when the frame is built.
+
+    Fetch responses are mostly record bytes read from segment files; the encoder would copy them into a
+    growing buffer and out again. A placeholder is a random 12-byte token of this response plus a 4-byte index,
+    so it cannot be confused with anything else in the encoded body.
+    """
+
+    SIZE = 16
+
+    def __init__(self) -> None:
+        self._token = os.urandom(12)
+        self._records: list[bytes] = []
+
+    def placeholder(self, records: bytes) -> bytes:
+        """What to put in a `records` field instead of `records` (empty records need no stand-in)."""
+        if len(records) <= self.SIZE:
+            return records
+        self._records.append(records)
+        return self._token + (len(self._records) - 1).to_bytes(4, "big")
+
+    def splice(self, body: bytes, flexible: bool) -> list[bytes]:
+        """The body's pieces with every placeholder (and its length prefix) replaced by its records."""
+        pieces: list[bytes] = []
+        start = 0
+        prefix_size = 1 if flexible else 4  # compact: uvarint(16 + 1) is one byte; classic: int32
+        while True:
+            at = body.find(self._token, start)
+            if at < 0:
+                break
+            index = int.from_bytes(body[at + 12:at + 16], "big")
+            records = self._records[index]
+            pieces.append(body[start:at - prefix_size])
+            pieces.append(_uvarint(len(records) + 1) if flexible else _INT32.pack(len(records)))
+            pieces.append(records)
+            start = at + self.SIZE
+        pieces.append(body[start:])
+        return pieces
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_response(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage,
+                    splicer: RecordsSplicer | None = None) -> bytes:
     """Frame a response: size, header (v1 with empty tagged fields when flexible, except ApiVersions), body."""
     body = response.encode(version=version)
     tagged = schema.flexible(version) and schema.request.API_KEY != API_VERSIONS_KEY
     header = _INT32.pack(correlation_id) + (b"\x00" if tagged else b"")
-    return _INT32.pack(len(header) + len(body)) + header + body
+    pieces = splicer.splice(body, schema.flexible(version)) if splicer is not None else [body]
+    size = len(header) + sum(len(piece) for piece in pieces)
+    return b"".join([_INT32.pack(size), header, *pieces])

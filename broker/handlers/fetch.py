@@ -62,7 +62,7 @@ async def handle_fetch(ctx: RequestContext, request) -> object:
             fields = dict(partition_index=p.partition, error_code=code, high_watermark=res.high_watermark,
                           last_stable_offset=res.last_stable_offset, log_start_offset=res.log_start_offset,
                           aborted_transactions=[] if request.isolation_level == READ_COMMITTED else None,
-                          preferred_read_replica=-1, records=res.records)
+                          preferred_read_replica=-1, records=ctx.records(res.records))
             if ctx.version >= 12 and res.diverging_epoch is not None:
                 fields["diverging_epoch"] = PD.EpochEndOffset(epoch=res.diverging_epoch[0],
                                                               end_offset=res.diverging_epoch[1])

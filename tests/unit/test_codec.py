@@ -62,3 +62,28 @@ def test_random_request_bytes_decode_or_raise_invalid_request(data):
             decode_request(schema, header, mutated, pos)
     except InvalidRequestError:
         pass
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16, 18])
+def test_spliced_fetch_response_is_byte_identical_to_plain_encoding(version):
+    import uuid
+
+    from minikafka.protocol.codec import RecordsSplicer
+
+    schema = SCHEMAS[1]
+    R = schema.response[version]
+    PD = R.FetchableTopicResponse.PartitionData
+    records = [b"x" * 300, b"", b"short", bytes(range(256)) * 700]
+    topic_id = uuid.uuid4()
+
+    def response(stand_in):
+        parts = [PD(partition_index=i, error_code=0, high_watermark=10, last_stable_offset=10, log_start_offset=0,
+                    aborted_transactions=None, preferred_read_replica=-1, records=stand_in(data))
+                 for i, data in enumerate(records)]
+        topic = R.FetchableTopicResponse(topic="t" if version < 13 else None,
+                                         topic_id=topic_id if version >= 13 else None, partitions=parts)
+        return R(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic])
+
+    splicer = RecordsSplicer()
+    spliced = encode_response(schema, version, 9, response(splicer.placeholder), splicer)
+    assert spliced == encode_response(schema, version, 9, response(lambda data: data))
