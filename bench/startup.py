@@ -31,7 +31,7 @@ def consume(bootstrap):
     consumer.assign([TopicPartition("bench", 0, 0)])
     deadline = time.perf_counter() + 30
     while time.perf_counter() < deadline:
-        message = consumer.poll(0.01)
+        message = consumer.poll(1.0)  # returns as soon as the record arrives
         if message is not None and message.error() is None:
             consumer.close()
             return message.value()
