@@ -48,7 +48,7 @@ class RequestContext:
         """Record bytes for a response field, spliced in at encoding time rather than copied through it."""
         if self.splicer is None:
             self.splicer = RecordsSplicer()
-        return self.splicer.placeholder(data)
+        return self.splicer.stand_in(data)
 
 
 class KafkaApis:

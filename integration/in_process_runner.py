@@ -105,8 +105,8 @@ class InProcessRunner:
         self._join(timeout_s)
 
     def kill(self) -> None:
-        raise NotImplementedError("an in-process broker cannot be killed like a process; "
-                                  "use Broker(in_process=False) to test crashes")
+        raise RuntimeError("an in-process broker cannot be killed like a process; "
+                           "use Broker(in_process=False) to test crashes")
 
     def _join(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         if self._thread is not None:

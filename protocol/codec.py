@@ -114,11 +114,11 @@ def decode_request(schema: ApiSchema, header: RequestHeader, frame: bytes, body_
 
 
 class RecordsSplicer:
-    """Keeps record bytes out of the schema encoder: the response is encoded with a small placeholder where each
+    """Keeps record bytes out of the schema encoder: the response is encoded with a small stand-in where each
     `records` field goes, and the bytes are put in their place once, when the frame is built.
 
     Fetch responses are mostly record bytes read from segment files; the encoder would copy them into a
-    growing buffer and out again. A placeholder is a random 12-byte token of this response plus a 4-byte index,
+    growing buffer and out again. A stand-in is a random 12-byte token of this response plus a 4-byte index,
     so it cannot be confused with anything else in the encoded body.
     """
 
@@ -128,7 +128,7 @@ class RecordsSplicer:
         self._token = os.urandom(12)
         self._records: list[bytes] = []
 
-    def placeholder(self, records: bytes) -> bytes:
+    def stand_in(self, records: bytes) -> bytes:
         """What to put in a `records` field instead of `records` (empty records need no stand-in)."""
         if len(records) <= self.SIZE:
             return records
@@ -136,7 +136,7 @@ class RecordsSplicer:
         return self._token + (len(self._records) - 1).to_bytes(4, "big")
 
     def splice(self, body: bytes, flexible: bool) -> list[bytes]:
-        """The body's pieces with every placeholder (and its length prefix) replaced by its records."""
+        """The body's pieces with every stand-in (and its length prefix) replaced by its records."""
         pieces: list[bytes] = []
         start = 0
         prefix_size = 1 if flexible else 4  # compact: uvarint(16 + 1) is one byte; classic: int32

@@ -162,7 +162,7 @@ def test_in_process_broker_serves_restarts_and_refuses_kill():
         broker.restart()
         assert produce(broker.bootstrap_servers, "t", [b"b"]) == [1]
         assert consume_all(broker.bootstrap_servers, "t", expected=2) == [b"a", b"b"]
-        with pytest.raises(NotImplementedError, match="in_process=False"):
+        with pytest.raises(RuntimeError, match="in_process=False"):
             broker.kill()
         assert "started" in broker.log_path.read_text()
     assert not broker.running

@@ -85,5 +85,5 @@ def test_spliced_fetch_response_is_byte_identical_to_plain_encoding(version):
         return R(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic])
 
     splicer = RecordsSplicer()
-    spliced = encode_response(schema, version, 9, response(splicer.placeholder), splicer)
+    spliced = encode_response(schema, version, 9, response(splicer.stand_in), splicer)
     assert spliced == encode_response(schema, version, 9, response(lambda data: data))
