@@ -14,6 +14,7 @@ import trio
 
 from minikafka.config import BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import topic_defaults_from_broker_props
 
 from . import handlers
@@ -130,12 +131,17 @@ class BrokerServer:
         return [(e.host, e.port) for e in self.endpoints]
 
     async def _periodic(self, interval_ms: int, action) -> None:
+        """Run a housekeeping action forever; a failure (a full or broken disk) is logged and tried again next
+        time, never allowed to take the broker down with it."""
         interval = max(interval_ms, 10) / 1000
         while True:
             await trio.sleep(interval)
-            result = action()
-            if result is not None:
-                await result
+            try:
+                result = action()
+                if result is not None:
+                    await result
+            except (OSError, KafkaStorageError) as exc:
+                log.error("%s failed: %s", action.__name__.lstrip("_"), exc)
 
     def _retention(self) -> None:
         deleted = self.log_manager.roll_and_retain(now_ms(), self.replica_manager.high_watermarks())

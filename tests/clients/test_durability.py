@@ -123,3 +123,21 @@ def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_fact
         active_base = int(segments[-1].name.split(".")[0])
         assert points[f"rolled-{partition}"] == active_base
     broker.kill()
+
+
+def test_a_failing_checkpoint_write_is_logged_and_the_broker_keeps_serving(broker_factory):
+    import time
+
+    broker = broker_factory(log_flush_offset_checkpoint_interval_ms=100)
+    create(broker.bootstrap_servers, "steady")
+    blocker = Path(broker.data_dir, "recovery-point-offset-checkpoint.tmp")
+    blocker.mkdir()  # the atomic write's temp file cannot be created: every checkpoint fails with an OSError
+    for _ in range(100):
+        if "checkpoint failed" in broker.log_text():
+            break
+        time.sleep(0.05)
+    assert "checkpoint failed" in broker.log_text()
+    assert len(produce_acked(broker.bootstrap_servers, "steady", 30)) == 30
+    blocker.rmdir()
+    assert broker.stop() == 0
+    assert "steady 0 10" in Path(broker.data_dir, "recovery-point-offset-checkpoint").read_text()
