@@ -52,6 +52,7 @@ class BrokerServer:
         self.endpoints: list[BrokerEndpoint] = []
         self.started = trio.Event()
         self._stop = trio.Event()
+        self._crashed = False
         self.log_manager: LogManager | None = None
         self.controller: Controller | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -104,16 +105,27 @@ class BrokerServer:
                 self.started.set()
                 task_status.started(self)
                 await self._stop.wait()
-                self.group_coordinator.shutdown()
-                self.purgatory.wake_all()
-                await self.socket_server.drain(SHUTDOWN_DRAIN_S)
+                if not self._crashed:
+                    self.group_coordinator.shutdown()
+                    self.purgatory.wake_all()
+                    await self.socket_server.drain(SHUTDOWN_DRAIN_S)
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                self.log_manager.shutdown(self.replica_manager.high_watermarks())
-                log.info("broker %d stopped", self.node_id)
+                if self._crashed:
+                    self.log_manager.abandon()
+                    log.warning("broker %d crashed on request: no flush, no checkpoints", self.node_id)
+                else:
+                    self.log_manager.shutdown(self.replica_manager.high_watermarks())
+                    log.info("broker %d stopped", self.node_id)
 
     def stop(self) -> None:
+        self._stop.set()
+
+    def crash(self) -> None:
+        """Stop as a killed process would: requests in flight are dropped, nothing is flushed or checkpointed,
+        so the next start recovers from the files as they are. For crash tests of an in-process broker."""
+        self._crashed = True
         self._stop.set()
 
     def _advertise(self, bound: list[tuple[Endpoint, list[trio.SocketListener]]]) -> None:

@@ -123,6 +123,11 @@ class LogManager:
                 log.error("retention of %s-%s failed: %s", tp[0], tp[1], exc)
         return deleted
 
+    def abandon(self) -> None:
+        """A crash: release every log's files with no flush and no checkpoint."""
+        for the_log in self.logs.values():
+            the_log.abandon()
+
     def shutdown(self, high_watermarks: dict[TopicPartition, int]) -> None:
         """Flush everything and checkpoint so the next start needs no recovery."""
         for the_log in self.logs.values():

@@ -1,7 +1,7 @@
 """Runs one broker inside this process: a background thread with its own trio loop, for the fastest start.
 
-The broker is the same BrokerServer `minikafka serve` runs; only the process boundary is missing, so a crash
-(kill -9) cannot be simulated. Its log lines (the `minikafka` loggers, from the broker's thread) go to its log file.
+The broker is the same BrokerServer `minikafka serve` runs; only the process boundary is missing: `kill` makes it
+stop as a killed process would (nothing flushed or checkpointed). Its log lines (the `minikafka` loggers, from the broker's thread) go to its log file.
 """
 from __future__ import annotations
 
@@ -105,8 +105,16 @@ class InProcessRunner:
         self._join(timeout_s)
 
     def kill(self) -> None:
-        raise RuntimeError("an in-process broker cannot be killed like a process; "
-                           "use Broker(in_process=False) to test crashes")
+        """A crash without the process boundary: the broker drops everything in flight and writes nothing more
+        (no flush, no checkpoint); what it wrote stays in the page cache, as after kill -9."""
+        if self.running and self._server is not None and self._token is not None:
+            import trio
+
+            try:
+                trio.from_thread.run_sync(self._server.crash, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        self._join()
 
     def _join(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         if self._thread is not None:

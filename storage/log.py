@@ -696,6 +696,12 @@ class Log:
         for segment in self._segments:
             segment.close()
 
+    def abandon(self) -> None:
+        """Let go of the files without flushing anything, as a killed process would (crash tests): what was
+        written stays in the files as it is, for recovery to find."""
+        for segment in self._segments:
+            segment.abandon()
+
     def delete(self) -> None:
         """Remove the partition directory and everything in it (topic deletion)."""
         for segment in self._segments:

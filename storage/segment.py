@@ -317,6 +317,10 @@ class LogSegment:
             return
         if self._time_index is not None and self._max_timestamp is not None:
             self.on_become_inactive()
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Let go of the files and write nothing more, as a killed process would (crash tests)."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.release()

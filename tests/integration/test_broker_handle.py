@@ -155,16 +155,21 @@ def test_sigterm_from_outside_is_seen_by_the_handle():
         assert produce(broker.bootstrap_servers, "t", [b"x"]) == [0]
 
 
-def test_in_process_broker_serves_restarts_and_refuses_kill():
+def test_in_process_broker_serves_restarts_and_survives_a_kill():
     with minikafka.Broker(in_process=True) as broker:
         assert broker.pid is None and broker.running
         produce(broker.bootstrap_servers, "t", [b"a"])
         broker.restart()
         assert produce(broker.bootstrap_servers, "t", [b"b"]) == [1]
         assert consume_all(broker.bootstrap_servers, "t", expected=2) == [b"a", b"b"]
-        with pytest.raises(RuntimeError, match="in_process=False"):
-            broker.kill()
-        assert "started" in broker.log_path.read_text()
+        produce(broker.bootstrap_servers, "t", [b"c"])
+        broker.kill()  # no flush, no checkpoint: the one written by the clean restart (after "a") still stands
+        assert not broker.running
+        assert "t 0 1" in (broker.data_dir / "recovery-point-offset-checkpoint").read_text()
+        broker.start()
+        assert consume_all(broker.bootstrap_servers, "t", expected=3) == [b"a", b"b", b"c"]
+        assert produce(broker.bootstrap_servers, "t", [b"d"]) == [3]
+        assert "crashed on request" in broker.log_path.read_text()
     assert not broker.running
 
 
