@@ -50,7 +50,6 @@ class BrokerServer:
             raise ConfigError(str(exc)) from None
         self.purgatory = Purgatory()
         self.endpoints: list[BrokerEndpoint] = []
-        self.started = trio.Event()
         self._stop = trio.Event()
         self._crashed = False
         self.log_manager: LogManager | None = None
@@ -102,7 +101,6 @@ class BrokerServer:
                 nursery.start_soon(self._periodic, 1000, self._flush_due)
                 await nursery.start(self.group_coordinator.run)
                 log.info("broker %d started in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
-                self.started.set()
                 task_status.started(self)
                 await self._stop.wait()
                 if not self._crashed:

@@ -42,7 +42,3 @@ class Purgatory:
         """Complete every waiting request now (shutdown)."""
         for key in list(self._watchers):
             self.check_and_complete(key)
-
-    @property
-    def watched(self) -> int:
-        return len(self._watchers)

@@ -164,6 +164,3 @@ class ReplicaManager:
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
-
-    def log_start_offsets(self) -> dict[TopicPartition, int]:
-        return {tp: p.log.log_start_offset for tp, p in self.partitions.items()}

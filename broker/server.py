@@ -115,10 +115,3 @@ class SocketServer:
         with trio.move_on_after(timeout_s):
             while self.in_flight:
                 await trio.sleep(0.005)
-
-    async def close_all(self) -> int:
-        """Close every open client connection (fault injection and shutdown); returns how many."""
-        streams = list(self.connections.values())
-        for stream in streams:
-            await stream.aclose()
-        return len(streams)

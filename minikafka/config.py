@@ -152,11 +152,3 @@ class BrokerConfig:
     def log_dirs(self) -> list[Path]:
         value = self.props.get("log.dirs") or self.props.get("log.dir") or self.get("log.dirs")
         return [Path(p.strip()) for p in value.split(",") if p.strip()]
-
-    def with_listener_port(self, port: int) -> BrokerConfig:
-        """The same config with the first listener (and its advertised twin) on `port` (0 = any free port)."""
-        first = self.listeners[0]
-        props = dict(self.props)
-        props["listeners"] = f"{first.listener}://{first.host}:{port}"
-        props.pop("advertised.listeners", None)
-        return BrokerConfig(props)

@@ -18,7 +18,6 @@ ZERO_UUID = uuid.UUID(int=0)
 TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 NOT_REQUESTED = None
-NOT_REQUESTED_INT32 = -2147483648
 
 
 def operations_int32(operations: frozenset[int]) -> int:
