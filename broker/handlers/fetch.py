@@ -42,12 +42,13 @@ async def handle_fetch(ctx: RequestContext, request) -> object:
                               ErrorCode.NONE))
         plan.append((t, parts))
     wanted = [fr for _, parts in plan for _, fr, _ in parts if fr is not None]
+    unresolved = any(fr is None for _, parts in plan for _, fr, _ in parts)
     replica_manager = ctx.broker.replica_manager
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:
         results = _read_all(replica_manager, wanted, request.max_bytes, committed_only)
         total = sum(len(r.records) for r in results)
-        if (total >= request.min_bytes or any(r.error or r.diverging_epoch for r in results)
+        if (total >= request.min_bytes or unresolved or any(r.error or r.diverging_epoch for r in results)
                 or time.monotonic() >= deadline or ctx.broker.socket_server.draining):
             break
         await ctx.broker.purgatory.wait_any([fr.topic_partition for fr in wanted], deadline - time.monotonic())

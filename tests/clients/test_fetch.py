@@ -97,3 +97,12 @@ def test_fetch_by_topic_id(broker):
         assert b"identified" in resp.responses[0].partitions[0].records
         missing = fetch(conn, [("by-id", 0, 0, 1 << 20)], version=16, topic_id=uuid.uuid4())
         assert missing.responses[0].partitions[0].error_code == UNKNOWN_TOPIC_ID
+
+
+def test_unknown_topic_id_is_answered_at_once_not_after_max_wait(broker):
+    with RawConnection(broker.bootstrap_servers) as conn:
+        started = time.monotonic()
+        resp = fetch(conn, [("x", 0, 0, 1 << 20)], version=16, topic_id=uuid.uuid4(), min_bytes=1,
+                     max_wait_ms=5000)
+        assert resp.responses[0].partitions[0].error_code == UNKNOWN_TOPIC_ID
+        assert time.monotonic() - started < 2
