@@ -44,12 +44,22 @@ def _client_host(ctx: RequestContext) -> str:
 
 # ---- FindCoordinator ----------------------------------------------------------------------------------------
 
+def _this_broker(ctx: RequestContext) -> tuple[ErrorCode, int, str, int]:
+    """This broker as the coordinator, on the listener the request came in on."""
+    broker = ctx.broker
+    if not broker.endpoints:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    names = [e.listener for e in broker.config.listeners]
+    index = names.index(ctx.conn.listener) if ctx.conn.listener in names else 0
+    endpoint = broker.endpoints[min(index, len(broker.endpoints) - 1)]
+    return ErrorCode.NONE, endpoint.node_id, endpoint.host, endpoint.port
+
+
 def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == TRANSACTION_KEY:
-        # Transactions are not served. The error is fatal in every client, so a transactional producer fails
-        # at once instead of retrying until its max.block.ms.
-        log.warning("FindCoordinator for transactional id %r refused: transactions are not supported", key)
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
+        # In a one-broker cluster every transaction coordinator is this broker. Transactions themselves are not
+        # served: InitProducerId refuses transactional ids with an error every client treats as fatal.
+        return _this_broker(ctx)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     broker = ctx.broker
@@ -58,12 +68,9 @@ def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[Err
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     ensure_offsets_topic(broker, coordinator)  # clients look up their coordinator before any other group API
     partition = broker.replica_manager.get_partition(GROUP_METADATA_TOPIC, coordinator.partition_for(key))
-    if partition is None or not partition.is_leader or not broker.endpoints:
+    if partition is None or not partition.is_leader:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    names = [e.listener for e in broker.config.listeners]
-    index = names.index(ctx.conn.listener) if ctx.conn.listener in names else 0
-    endpoint = broker.endpoints[min(index, len(broker.endpoints) - 1)]
-    return ErrorCode.NONE, endpoint.node_id, endpoint.host, endpoint.port
+    return _this_broker(ctx)
 
 
 async def handle_find_coordinator(ctx: RequestContext, request) -> object:
