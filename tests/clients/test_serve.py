@@ -8,6 +8,7 @@ import sys
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import READY_PREFIX, free_port
+from tests.raw_client import RawConnection
 
 
 def run_serve(*args: str) -> subprocess.Popen:
@@ -62,3 +63,27 @@ def test_port_in_use_is_a_clear_cli_error(tmp_path, broker):
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 1
     assert "cannot start" in err and "Traceback" not in err
+
+
+def test_sigterm_answers_a_long_poll_in_flight_then_exits_zero(broker):
+    import threading
+    import time
+
+    from tests.clients.test_bad_input import create_topic
+    from tests.clients.test_fetch import fetch
+
+    with RawConnection(broker.bootstrap_servers) as conn:
+        create_topic(conn, "waiting")
+        answered = {}
+
+        def long_poll():
+            answered["response"] = fetch(conn, [("waiting", 0, 0, 1 << 20)], min_bytes=1, max_wait_ms=30_000)
+
+        poller = threading.Thread(target=long_poll)
+        poller.start()
+        time.sleep(0.5)  # the fetch is now parked in the purgatory
+        started = time.monotonic()
+        assert broker.stop() == 0
+        poller.join(10)
+        assert not poller.is_alive() and time.monotonic() - started < 10
+        assert answered["response"].responses[0].partitions[0].error_code == 0
