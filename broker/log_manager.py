@@ -78,7 +78,6 @@ class LogManager:
         self._dir_of.pop(tp, None)
         self._high_watermarks.pop(tp, None)
         if removed is not None:
-            removed.close()
             removed.delete()
 
     def update_topic_config(self, topic: str, overrides: dict[str, str]) -> None:

@@ -5,11 +5,14 @@ per partition, never an exception across the connection) and one purgatory.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import trio
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log import AppendInfo
@@ -138,9 +141,14 @@ class ReplicaManager:
                 results[tp] = AppendResult(err, None)
         return results
 
-    def read_partition(self, request: FetchPartitionRequest, max_bytes: int, min_one_message: bool,
-                       committed_only: bool) -> FetchPartitionResult:
-        """Read one partition for a fetch: from the leader, bounded by the HW for consumers."""
+    async def read_partition(self, request: FetchPartitionRequest, max_bytes: int, min_one_message: bool,
+                             committed_only: bool) -> FetchPartitionResult:
+        """Read one partition for a fetch: from the leader, bounded by the HW for consumers.
+
+        Reads from the active segment stay on the event loop (its pages are warm: they were just written); reads
+        of rolled segments, which a catching-up consumer may need from disk, go to a worker thread so they never
+        stall other connections.
+        """
         result = FetchPartitionResult()
         try:
             partition = self.leader_partition(*request.topic_partition, request.current_leader_epoch)
@@ -154,9 +162,13 @@ class ReplicaManager:
                 if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
                     result.diverging_epoch = (epoch, end_offset)
                     return result
-            max_offset = partition.high_watermark if committed_only else None
-            result.records = the_log.read(request.fetch_offset, min(max_bytes, request.max_bytes),
-                                          max_offset=max_offset, min_one_message=min_one_message)
+            read = functools.partial(the_log.read, request.fetch_offset, min(max_bytes, request.max_bytes),
+                                     max_offset=partition.high_watermark if committed_only else None,
+                                     min_one_message=min_one_message)
+            if request.fetch_offset < the_log.active_segment.base_offset:
+                result.records = await trio.to_thread.run_sync(read)
+            else:
+                result.records = read()
         except Exception as exc:  # noqa: BLE001
             result.error = error_of(exc)
             result.records = b""

@@ -703,9 +703,10 @@ class Log:
             segment.abandon()
 
     def delete(self) -> None:
-        """Remove the partition directory and everything in it (topic deletion)."""
+        """Remove the partition directory and everything in it (topic deletion). As with retention, a segment's
+        descriptor stays open until no reader (a fetch on a worker thread) holds the segment any more."""
         for segment in self._segments:
-            segment.close()
+            segment.delete()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @property

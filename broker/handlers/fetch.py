@@ -46,7 +46,7 @@ async def handle_fetch(ctx: RequestContext, request) -> object:
     replica_manager = ctx.broker.replica_manager
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:
-        results = _read_all(replica_manager, wanted, request.max_bytes, committed_only)
+        results = await _read_all(replica_manager, wanted, request.max_bytes, committed_only)
         total = sum(len(r.records) for r in results)
         if (total >= request.min_bytes or unresolved or any(r.error or r.diverging_epoch for r in results)
                 or time.monotonic() >= deadline or ctx.broker.socket_server.draining):
@@ -75,14 +75,15 @@ async def handle_fetch(ctx: RequestContext, request) -> object:
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 
-def _read_all(replica_manager, wanted: list[FetchPartitionRequest], response_max_bytes: int,
-              committed_only: bool) -> list[FetchPartitionResult]:
+async def _read_all(replica_manager, wanted: list[FetchPartitionRequest], response_max_bytes: int,
+                    committed_only: bool) -> list[FetchPartitionResult]:
     """Read every partition within the response's max_bytes; the first non-empty one may exceed it (KIP-74)."""
     remaining = response_max_bytes
     results = []
     for fr in wanted:
-        res = replica_manager.read_partition(fr, max(0, remaining), min_one_message=remaining == response_max_bytes,
-                                             committed_only=committed_only)
+        res = await replica_manager.read_partition(fr, max(0, remaining),
+                                                   min_one_message=remaining == response_max_bytes,
+                                                   committed_only=committed_only)
         remaining -= len(res.records)
         results.append(res)
     return results

@@ -106,3 +106,32 @@ def test_unknown_topic_id_is_answered_at_once_not_after_max_wait(broker):
                      max_wait_ms=5000)
         assert resp.responses[0].partitions[0].error_code == UNKNOWN_TOPIC_ID
         assert time.monotonic() - started < 2
+
+
+def test_reads_across_rolled_segments_return_every_batch_in_order(broker):
+    from kafka.protocol.admin.topics import CreateTopicsRequest, DeleteTopicsRequest
+
+    R = CreateTopicsRequest[7]
+    with RawConnection(broker.bootstrap_servers) as conn:
+        created = conn.request(R(topics=[R.CreatableTopic(
+            name="rolled", num_partitions=1, replication_factor=1, assignments=[],
+            configs=[R.CreatableTopic.CreatableTopicConfig(name="segment.bytes", value="4096")])],
+            timeout_ms=10000))
+        assert created.topics[0].error_code == 0
+        values = [b"%04d" % i + b"." * 1000 for i in range(40)]
+        for value in values:
+            assert produce(conn, "rolled", 0, record_batch([value])).error_code == 0
+        seen, offset = [], 0
+        for _ in range(100):  # bounded: each fetch returns at least one batch until the end
+            part = fetch(conn, [("rolled", 0, offset, 3000)]).responses[0].partitions[0]
+            assert part.error_code == 0
+            if not part.records:
+                break
+            got = [v for v in values if v in part.records]
+            seen += got
+            offset += len(got)
+        assert seen == values
+        D = DeleteTopicsRequest[6]
+        deleted = conn.request(D(topics=[D.DeleteTopicState(name="rolled", topic_id=uuid.UUID(int=0))],
+                                 timeout_ms=10000))
+        assert deleted.responses[0].error_code == 0
