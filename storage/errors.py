@@ -11,14 +11,12 @@ __all__ = [
     "InvalidRecordError",
     "InvalidTimestampError",
     "KafkaStorageError",
-    "DuplicateSequenceError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "StorageError",
     "UnexpectedAppendOffsetError",
-    "UnknownProducerIdError",
 ]
 
 
@@ -58,12 +56,6 @@ class OutOfOrderSequenceError(StorageError):
     code = 45
 
 
-class DuplicateSequenceError(StorageError):
-    """A duplicate idempotent batch (Kafka now answers duplicates with NONE instead)."""
-
-    code = 46
-
-
 class InvalidProducerEpochError(StorageError):
     """A batch from a producer epoch older than the one already seen (a fenced producer)."""
 
@@ -74,12 +66,6 @@ class KafkaStorageError(StorageError):
     """An I/O failure on the log directory (disk full, unreadable checkpoint)."""
 
     code = 56
-
-
-class UnknownProducerIdError(StorageError):
-    """A producer id the partition has no state for (pre-2.5 Kafka behaviour)."""
-
-    code = 59
 
 
 class InconsistentTopicIdError(StorageError):

@@ -22,10 +22,11 @@ INVALID_PARTITIONS = 37
 INVALID_RECORD = 87
 
 
-def create_topic(conn: RawConnection, name: str, partitions: int = 1) -> None:
+def create_topic(conn: RawConnection, name: str, partitions: int = 1, **configs: str) -> None:
     R = CreateTopicsRequest[7]
+    entries = [R.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()]
     resp = conn.request(R(topics=[R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
-                                                   assignments=[], configs=[])], timeout_ms=10000))
+                                                   assignments=[], configs=entries)], timeout_ms=10000))
     assert resp.topics[0].error_code == 0, resp
 
 

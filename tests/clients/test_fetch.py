@@ -109,15 +109,10 @@ def test_unknown_topic_id_is_answered_at_once_not_after_max_wait(broker):
 
 
 def test_reads_across_rolled_segments_return_every_batch_in_order(broker):
-    from kafka.protocol.admin.topics import CreateTopicsRequest, DeleteTopicsRequest
+    from kafka.protocol.admin.topics import DeleteTopicsRequest
 
-    R = CreateTopicsRequest[7]
     with RawConnection(broker.bootstrap_servers) as conn:
-        created = conn.request(R(topics=[R.CreatableTopic(
-            name="rolled", num_partitions=1, replication_factor=1, assignments=[],
-            configs=[R.CreatableTopic.CreatableTopicConfig(name="segment.bytes", value="4096")])],
-            timeout_ms=10000))
-        assert created.topics[0].error_code == 0
+        create_topic(conn, "rolled", **{"segment.bytes": "4096"})
         values = [b"%04d" % i + b"." * 1000 for i in range(40)]
         for value in values:
             assert produce(conn, "rolled", 0, record_batch([value])).error_code == 0

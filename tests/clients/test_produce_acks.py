@@ -3,7 +3,6 @@ min.insync.replicas enforced for acks=all."""
 from __future__ import annotations
 
 from confluent_kafka import Producer
-from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from tests.clients.test_bad_input import create_topic, fetch
@@ -35,13 +34,8 @@ def test_acks_zero_error_closes_the_connection(broker):
 
 
 def test_acks_all_needs_min_insync_replicas(broker):
-    R = CreateTopicsRequest[7]
     with RawConnection(broker.bootstrap_servers) as conn:
-        resp = conn.request(R(topics=[R.CreatableTopic(
-            name="strict", num_partitions=1, replication_factor=1, assignments=[],
-            configs=[R.CreatableTopic.CreatableTopicConfig(name="min.insync.replicas", value="2")])],
-            timeout_ms=10000))
-        assert resp.topics[0].error_code == 0
+        create_topic(conn, "strict", **{"min.insync.replicas": "2"})
         refused = conn.request(produce_request("strict", 0, record_batch([b"x"]), acks=-1))
         assert refused.responses[0].partition_responses[0].error_code == NOT_ENOUGH_REPLICAS
         accepted = conn.request(produce_request("strict", 0, record_batch([b"y"]), acks=1))
