@@ -106,8 +106,9 @@ def main() -> None:
         seconds = fill(bootstrap, topic, args.partitions, count, args.record_bytes)
         print(f"produced {count} records ({megabytes:.0f} MB) in {seconds:.1f} s: {megabytes / seconds:.1f} MB/s")
 
-        from minikafka.spark_connector import register
         from pyspark.sql import SparkSession
+
+        from minikafka.spark_connector import register
 
         spark = (
             SparkSession.builder.master(args.master)

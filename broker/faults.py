@@ -17,9 +17,10 @@ import errno
 import itertools
 import logging
 import os
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode

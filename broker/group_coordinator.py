@@ -18,8 +18,9 @@ import logging
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 import trio
 
@@ -27,12 +28,27 @@ from minikafka.config import BrokerConfig
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from .group import (
-    GROUP_TYPE_CLASSIC, Completion, Group, GroupState, JoinResult, Member, OffsetAndMetadata, Protocols,
+    GROUP_TYPE_CLASSIC,
+    Completion,
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    OffsetAndMetadata,
+    Protocols,
     SyncResult,
 )
 from .group_metadata_log import (
-    GROUP_METADATA_TOPIC, GroupMetadataKey, GroupMetadataLog, GroupMetadataValue, MemberMetadata,
-    OffsetCommitKey, RecordKey, RecordValue, group_metadata_record, offset_commit_record,
+    GROUP_METADATA_TOPIC,
+    GroupMetadataKey,
+    GroupMetadataLog,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    RecordKey,
+    RecordValue,
+    group_metadata_record,
+    offset_commit_record,
 )
 
 log = logging.getLogger("minikafka.group_coordinator")

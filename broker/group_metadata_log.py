@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Union
 
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from .group import OffsetAndMetadata
+from .replica_manager import error_of
 
 log = logging.getLogger("minikafka.group_metadata_log")
 
@@ -432,8 +434,8 @@ class GroupMetadataLog:
                 if error != ErrorCode.NONE:
                     return error
             the_log.maybe_increment_log_start_offset(start)
-        except Exception as exc:  # noqa: BLE001 - storage errors carry their Kafka code
-            code = ErrorCode(getattr(exc, "code", ErrorCode.KAFKA_STORAGE_ERROR))
+        except (KafkaError, OSError) as exc:
+            code = error_of(exc).code
             log.error("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, exc)
             return code
         return ErrorCode.NONE

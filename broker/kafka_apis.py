@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.protocol.codec import (
-    API_VERSIONS_KEY, SCHEMAS, ApiSchema, InvalidRequestError, RecordsSplicer, RequestHeader, decode_request,
-    encode_response, parse_header,
+    API_VERSIONS_KEY,
+    SCHEMAS,
+    ApiSchema,
+    InvalidRequestError,
+    RecordsSplicer,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    parse_header,
 )
 from minikafka.protocol.errors import ErrorCode
 

@@ -6,7 +6,7 @@ re-checks its own completion condition after every wake-up.
 """
 from __future__ import annotations
 
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 import trio
 

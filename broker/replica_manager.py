@@ -32,12 +32,9 @@ def now_ms() -> int:
 
 
 def error_of(exc: Exception) -> KafkaError:
-    """Storage errors carry their Kafka code as `.code`; anything else is a storage failure."""
+    """Storage and record errors are Kafka errors already; an OSError is a storage failure, anything else a bug."""
     if isinstance(exc, KafkaError):
         return exc
-    code = getattr(exc, "code", None)
-    if code is not None:
-        return KafkaError(ErrorCode(code), str(exc))
     if isinstance(exc, OSError):
         return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
     return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, repr(exc))

@@ -7,7 +7,7 @@ that connection and nothing else.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 

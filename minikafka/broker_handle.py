@@ -16,8 +16,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from minikafka.integration.faults import Faults

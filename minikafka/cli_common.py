@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "MINIKAFKA_BOOTSTRAP_SERVER"

@@ -13,10 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from minikafka.cli_common import (
-    BOOTSTRAP_TIMEOUT_MS, CommandError, Progress, add_bootstrap, parse_key_values, run_guarded,
+    BOOTSTRAP_TIMEOUT_MS,
+    CommandError,
+    Progress,
+    add_bootstrap,
+    parse_key_values,
+    run_guarded,
 )
 
 FLUSH_EVERY = 10000

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from minikafka.broker_handle import DEFAULT_START_TIMEOUT_S, Broker
 

@@ -1,5 +1,6 @@
 """Kafka error codes, by Kafka's names, so handlers speak the protocol's vocabulary."""
 from enum import IntEnum
+from typing import ClassVar
 
 
 class ErrorCode(IntEnum):
@@ -135,10 +136,23 @@ class ErrorCode(IntEnum):
 
 
 class KafkaError(Exception):
-    """An error a handler answers with: the code goes on the wire, the message to the log (and to the client
-    where the response has an error message field)."""
+    """The one base of every error that answers with a Kafka error code.
+
+    The code goes on the wire, the message to the log (and to the client where the response has an error message
+    field). Subclasses with one fixed code (storage and record-batch errors, as Kafka's ApiException subclasses)
+    derive from `FixedCodeError` and are raised with just a message.
+    """
 
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+class FixedCodeError(KafkaError):
+    """An error whose code is its class's `CODE`."""
+
+    CODE: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(self.CODE, message)

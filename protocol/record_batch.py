@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from .errors import ErrorCode, FixedCodeError
+
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
 LEADER_EPOCH_OFFSET = 12
@@ -49,16 +51,16 @@ _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 
 
-class InvalidRecordError(ValueError):
-    """A batch that is well-formed bytes but not acceptable (Kafka INVALID_RECORD, 87)."""
+class InvalidRecordError(FixedCodeError):
+    """A batch that is well-formed bytes but not acceptable."""
 
-    code = 87
+    CODE = ErrorCode.INVALID_RECORD
 
 
-class CorruptRecordError(ValueError):
-    """Bytes that are not a sound batch: truncated, bad length, CRC mismatch (CORRUPT_MESSAGE, 2)."""
+class CorruptRecordError(FixedCodeError):
+    """Bytes that are not a sound batch: truncated, bad length, CRC mismatch."""
 
-    code = 2
+    CODE = ErrorCode.CORRUPT_MESSAGE
 
 
 class BatchHeader(NamedTuple):

@@ -1,7 +1,8 @@
-"""Storage errors, each carrying the Kafka error code the broker answers with (`.code`)."""
+"""Storage errors: members of the one Kafka error family, each class with the code the broker answers with."""
 
 from __future__ import annotations
 
+from minikafka.protocol.errors import ErrorCode, FixedCodeError
 from minikafka.protocol.record_batch import CorruptRecordError, InvalidRecordError
 
 __all__ = [
@@ -20,58 +21,58 @@ __all__ = [
 ]
 
 
-class StorageError(Exception):
+class StorageError(FixedCodeError):
     """Base of the errors raised by the storage layer itself."""
 
-    code = -1  # UNKNOWN_SERVER_ERROR
+    CODE = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class OffsetOutOfRangeError(StorageError):
     """A fetch/ListOffsets/DeleteRecords offset outside [log start offset, log end offset]."""
 
-    code = 1
+    CODE = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class RecordTooLargeError(StorageError):
     """A batch larger than the topic's max.message.bytes."""
 
-    code = 10
+    CODE = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class RecordBatchTooLargeError(StorageError):
     """An append larger than segment.bytes: it could never fit in a segment."""
 
-    code = 18
+    CODE = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class InvalidTimestampError(StorageError):
     """A CreateTime timestamp outside message.timestamp.before/after.max.ms of broker time."""
 
-    code = 32
+    CODE = ErrorCode.INVALID_TIMESTAMP
 
 
 class OutOfOrderSequenceError(StorageError):
     """An idempotent producer skipped or repeated sequence numbers."""
 
-    code = 45
+    CODE = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(StorageError):
     """A batch from a producer epoch older than the one already seen (a fenced producer)."""
 
-    code = 47
+    CODE = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 class KafkaStorageError(StorageError):
     """An I/O failure on the log directory (disk full, unreadable checkpoint)."""
 
-    code = 56
+    CODE = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class InconsistentTopicIdError(StorageError):
     """The partition directory belongs to another incarnation of the topic (other topic id)."""
 
-    code = 103
+    CODE = ErrorCode.INCONSISTENT_TOPIC_ID
 
 
 class UnexpectedAppendOffsetError(StorageError):

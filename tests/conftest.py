@@ -34,7 +34,7 @@ class BrokerProcess:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "BrokerProcess":
+    def start(self) -> BrokerProcess:
         cmd = [sys.executable, "-m", "minikafka", "serve", "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
                "--log-dirs", str(self.data_dir)]
         for key, value in self.overrides.items():

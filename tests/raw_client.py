@@ -19,7 +19,7 @@ class RawConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawConnection":
+    def __enter__(self) -> RawConnection:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,7 +73,7 @@ class RawConnection:
     def is_closed_by_broker(self) -> bool:
         try:
             return self.sock.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             return True
 
 

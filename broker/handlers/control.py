@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.protocol.codec import RequestHeader
 from minikafka.protocol.control import (
-    CONTROL_API_KEY, CONTROL_API_VERSION, ControlFramingError, decode_request_body, encode_response,
+    CONTROL_API_KEY,
+    CONTROL_API_VERSION,
+    ControlFramingError,
+    decode_request_body,
+    encode_response,
 )
 
 from ..faults import FaultError

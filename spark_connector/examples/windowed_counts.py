@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from minikafka.spark_connector import register
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+
+from minikafka.spark_connector import register
 
 
 def windowed_counts(records: DataFrame, window: str) -> DataFrame:

@@ -16,8 +16,19 @@ from aiokafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
 from tests.raw_client import RawConnection
 
 from .helpers import (
-    CODECS, CONSUME_TIMEOUT_S, PARTITIONS, PRODUCE_TIMEOUT_S, Consumed, Record, assert_consumed_equal,
-    assert_produce_offsets, assert_stored_codec, by_partition, fetch_batches, make_records, normalize_headers,
+    CODECS,
+    CONSUME_TIMEOUT_S,
+    PARTITIONS,
+    PRODUCE_TIMEOUT_S,
+    Consumed,
+    Record,
+    assert_consumed_equal,
+    assert_produce_offsets,
+    assert_stored_codec,
+    by_partition,
+    fetch_batches,
+    make_records,
+    normalize_headers,
 )
 
 

@@ -14,8 +14,19 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from tests.raw_client import RawConnection
 
 from .helpers import (
-    CODECS, PARTITIONS, PRODUCE_TIMEOUT_S, Consumed, Record, assert_consumed_equal, assert_produce_offsets,
-    assert_stored_codec, by_partition, collect, fetch_batches, make_records, normalize_headers,
+    CODECS,
+    PARTITIONS,
+    PRODUCE_TIMEOUT_S,
+    Consumed,
+    Record,
+    assert_consumed_equal,
+    assert_produce_offsets,
+    assert_stored_codec,
+    by_partition,
+    collect,
+    fetch_batches,
+    make_records,
+    normalize_headers,
 )
 
 

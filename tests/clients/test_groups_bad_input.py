@@ -6,8 +6,13 @@ import struct
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.group import (
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, SyncGroupRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 

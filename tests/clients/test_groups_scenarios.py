@@ -8,8 +8,16 @@ from __future__ import annotations
 import pytest
 
 from tests.clients.test_groups_support import (
-    GROUP_BROKER, LIBRARIES, GroupWorker, assert_exactly_once, committed_offsets, create_topic, produce, stop_all,
-    wait_consumed, wait_members,
+    GROUP_BROKER,
+    LIBRARIES,
+    GroupWorker,
+    assert_exactly_once,
+    committed_offsets,
+    create_topic,
+    produce,
+    stop_all,
+    wait_consumed,
+    wait_members,
 )
 
 PARTITIONS = 6

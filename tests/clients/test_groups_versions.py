@@ -4,7 +4,11 @@ from __future__ import annotations
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.group import (
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest

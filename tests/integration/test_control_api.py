@@ -9,7 +9,12 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from minikafka.integration.control_client import ControlClient, ControlError
 from minikafka.protocol.control import (
-    CONTROL_API_KEY, ControlFramingError, decode_request_body, decode_response, encode_request, encode_response,
+    CONTROL_API_KEY,
+    ControlFramingError,
+    decode_request_body,
+    decode_response,
+    encode_request,
+    encode_response,
 )
 from tests.raw_client import RawConnection
 

@@ -12,9 +12,16 @@ from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
-    GroupAuthorizationFailedError, KafkaStorageError, KafkaTimeoutError, NotLeaderForPartitionError,
-    OffsetMetadataTooLargeError, OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError,
-    TopicDeletionDisabledError, UnknownTopicOrPartitionError,
+    GroupAuthorizationFailedError,
+    KafkaStorageError,
+    KafkaTimeoutError,
+    NotLeaderForPartitionError,
+    OffsetMetadataTooLargeError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+    RequestTimedOutError,
+    TopicDeletionDisabledError,
+    UnknownTopicOrPartitionError,
 )
 from kafka.structs import OffsetAndMetadata
 

@@ -18,8 +18,9 @@ def spark():
     pytest.importorskip("pyspark", reason="PySpark is not installed (pip install minikafka[spark])")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Java is not installed")
-    from minikafka.spark_connector import register
     from pyspark.sql import SparkSession
+
+    from minikafka.spark_connector import register
 
     session = (
         SparkSession.builder.master("local[2]")

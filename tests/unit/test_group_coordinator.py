@@ -8,12 +8,24 @@ import trio
 
 from minikafka.broker.group import GroupState, OffsetAndMetadata
 from minikafka.broker.group_coordinator import (
-    COMPACTION_MIN_DEAD_RECORDS, CoordinatorConfig, DelayTimer, GroupCoordinator, JoinRequest, OffsetCommitEntry,
-    java_string_hashcode, partition_for,
+    COMPACTION_MIN_DEAD_RECORDS,
+    CoordinatorConfig,
+    DelayTimer,
+    GroupCoordinator,
+    JoinRequest,
+    OffsetCommitEntry,
+    java_string_hashcode,
+    partition_for,
 )
 from minikafka.broker.group_metadata_log import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, decode_key, decode_value,
-    group_metadata_record, offset_commit_record,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    decode_key,
+    decode_value,
+    group_metadata_record,
+    offset_commit_record,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
 

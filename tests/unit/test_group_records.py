@@ -10,9 +10,20 @@ from kafka.record.memory_records import MemoryRecords
 
 from minikafka.broker.group import OffsetAndMetadata
 from minikafka.broker.group_metadata_log import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, RecordFormatError, build_batch,
-    decode_group_metadata_value, decode_key, decode_offset_commit_value, encode_group_metadata_value, encode_key,
-    encode_offset_commit_value, group_metadata_record, offset_commit_record,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    RecordFormatError,
+    build_batch,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+    group_metadata_record,
+    offset_commit_record,
 )
 
 names = st.text(max_size=40)

@@ -6,7 +6,13 @@ import struct
 import pytest
 
 from minikafka.broker.group import (
-    Completion, Group, GroupState, JoinResult, Member, SyncResult, parse_subscription_topics,
+    Completion,
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    SyncResult,
+    parse_subscription_topics,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
