@@ -19,7 +19,8 @@ from minikafka.storage.log_config import topic_defaults_from_broker_props
 
 from . import handlers
 from .controller import Controller, TopicRegistration
-from .faults import FaultInjector
+from .faults.disk_quota import DiskQuota
+from .faults.injector import FaultInjector
 from .group_coordinator import GroupCoordinator, load_group_coordinator
 from .kafka_apis import KafkaApis
 from .log_manager import LogManager
@@ -52,11 +53,13 @@ class BrokerServer:
         self.endpoints: list[BrokerEndpoint] = []
         self._stop = trio.Event()
         self._crashed = False
-        self.log_manager: LogManager | None = None
-        self.controller: Controller | None = None
-        self.replica_manager: ReplicaManager | None = None
-        self.group_coordinator: GroupCoordinator | None = None
-        self.faults = FaultInjector(self)
+        # Built by _load(), from the log dirs, when run() starts.
+        self.log_manager: LogManager
+        self.controller: Controller
+        self.replica_manager: ReplicaManager
+        self.group_coordinator: GroupCoordinator
+        self.disk_quota = DiskQuota(config.log_dirs)
+        self.faults = FaultInjector(self.purgatory, self.disk_quota)
         self.apis = KafkaApis(self, handlers.MODULES)
         self.socket_server = SocketServer(self.apis.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000)
@@ -65,7 +68,8 @@ class BrokerServer:
 
     def _load(self) -> None:
         dirs = self.config.log_dirs
-        self.log_manager = LogManager(dirs, self.node_id, self.config.get("cluster.id") or None, self.log_defaults)
+        self.log_manager = LogManager(dirs, self.node_id, self.config.get("cluster.id") or None, self.log_defaults,
+                                      self.disk_quota)
         self.controller = Controller(dirs[0], self.node_id, self.log_manager.cluster_id, self.log_defaults)
         self.log_manager.load_logs({name: t.configs for name, t in self.controller.topics.items()})
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.purgatory)
@@ -81,7 +85,7 @@ class BrokerServer:
                 self.replica_manager.make_leader(topic.name, index, topic.uuid, reg.leader_epoch, reg.replicas,
                                                  reg.isr, topic.configs)
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until `stop()`; `task_status.started()` fires once the listeners accept connections."""
         started = time.monotonic()
         self._load()
@@ -108,14 +112,13 @@ class BrokerServer:
                     self.purgatory.wake_all()
                     await self.socket_server.drain(SHUTDOWN_DRAIN_S)
                 nursery.cancel_scope.cancel()
-        finally:
-            with trio.CancelScope(shield=True):
-                if self._crashed:
-                    self.log_manager.abandon()
-                    log.warning("broker %d crashed on request: no flush, no checkpoints", self.node_id)
-                else:
-                    self.log_manager.shutdown(self.replica_manager.high_watermarks())
-                    log.info("broker %d stopped", self.node_id)
+        finally:  # plain synchronous calls: a cancellation cannot cut them short
+            if self._crashed:
+                self.log_manager.abandon()
+                log.warning("broker %d crashed on request: no flush, no checkpoints", self.node_id)
+            else:
+                self.log_manager.shutdown(self.replica_manager.high_watermarks())
+                log.info("broker %d stopped", self.node_id)
 
     def stop(self) -> None:
         self._stop.set()
@@ -169,7 +172,8 @@ class BrokerServer:
     # ---- topic lifecycle: the controller decides, this broker applies ------------------------------------------
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     assignments: dict[int, list[int]], configs: dict[str, str], validate_only: bool = False) -> TopicRegistration | None:
+                     assignments: dict[int, list[int]], configs: dict[str, str],
+                     validate_only: bool = False) -> TopicRegistration | None:
         plan = self.controller.validate_new_topic(name, num_partitions, replication_factor, assignments, configs)
         if validate_only:
             return None
@@ -182,8 +186,10 @@ class BrokerServer:
         """Metadata/Produce auto-creation with num.partitions and default.replication.factor."""
         if not self.config.get("auto.create.topics.enable"):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        return self.create_topic(name, self.config.get("num.partitions"),
-                                 self.config.get("default.replication.factor"), {}, {})
+        topic = self.create_topic(name, self.config.get("num.partitions"),
+                                  self.config.get("default.replication.factor"), {}, {})
+        assert topic is not None  # created, not only validated
+        return topic
 
     def delete_topic(self, name: str) -> TopicRegistration:
         if not self.config.get("delete.topic.enable"):
@@ -191,7 +197,7 @@ class BrokerServer:
         topic = self.controller.delete_topic(name)
         for index in topic.partitions:
             self.replica_manager.delete_partition(name, index)
-        self.group_coordinator.on_topic_deleted(name)
+        self.group_coordinator.offset_manager.on_topic_deleted(name)
         log.info("deleted topic %s", name)
         return topic
 

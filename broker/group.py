@@ -62,6 +62,7 @@ class Completion(Generic[T]):
 
     async def wait(self) -> T:
         await self._event.wait()
+        assert self.result is not None  # complete() sets it before the event
         return self.result
 
 
@@ -131,7 +132,8 @@ class Member:
     def protocol_names(self) -> set[str]:
         return {name for name, _ in self.protocols}
 
-    def metadata(self, protocol_name: str) -> bytes:
+    def metadata(self, protocol_name: str | None) -> bytes:
+        """The member's metadata for a protocol; ValueError for one it does not support (or none chosen)."""
         for name, metadata in self.protocols:
             if name == protocol_name:
                 return metadata
@@ -251,12 +253,12 @@ class Group:
         removed = self.members.pop(member_id, None)
         if removed is not None:
             self.supported_protocols.subtract(removed.protocol_names())
-            if removed.is_awaiting_join:
+            if removed.awaiting_join is not None:
                 # Nothing may stay parked on a member that is gone.
                 removed.awaiting_join.complete(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID))
                 removed.awaiting_join = None
                 self.num_awaiting_join -= 1
-            if removed.is_awaiting_sync:
+            if removed.awaiting_sync is not None:
                 removed.awaiting_sync.complete(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
                 removed.awaiting_sync = None
             if removed.group_instance_id is not None:

@@ -6,7 +6,7 @@ Key version 0/1 is an OffsetCommitKey, 2 a GroupMetadataKey; a null value is a t
 the versions a current Kafka broker writes (OffsetCommitValue 3, or 1 when the commit carries an expire timestamp;
 GroupMetadataValue 3) and read in every version 0-4 (4 is the first flexible one).
 
-There is no log cleaner, so the coordinator asks for a partition to be rewritten once it is mostly superseded
+There is no log cleaner, so the offset manager asks for a partition to be rewritten once it is mostly superseded
 records: its live records go to a fresh segment and the log start offset moves past the old ones.
 """
 from __future__ import annotations
@@ -15,11 +15,11 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Union
 
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
 
 from .group import OffsetAndMetadata
 from .replica_manager import error_of
@@ -83,8 +83,10 @@ class GroupMetadataValue:
     members: list[MemberMetadata] = field(default_factory=list)
 
 
-RecordKey = Union[OffsetCommitKey, GroupMetadataKey]
-RecordValue = Union[OffsetAndMetadata, GroupMetadataValue, None]
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetAndMetadata | GroupMetadataValue | None
+# A coordinator record as written to the log: key bytes and value bytes (None: a tombstone).
+Record = tuple[bytes, bytes | None]
 
 
 # ---- primitive encoding (Kafka's generated-message wire types) --------------------------------------------------
@@ -104,12 +106,7 @@ class _Writer:
         self.parts.append(_I64.pack(v))
 
     def uvarint(self, v: int) -> None:
-        out = bytearray()
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-        self.parts.append(bytes(out))
+        self.parts.append(encode_uvarint(v))
 
     def string(self, v: str | None) -> None:
         if v is None:
@@ -165,15 +162,11 @@ class _Reader:
         return self._unpack(_I64)
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("varint longer than 5 bytes")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except VarintError as exc:
+            raise RecordFormatError(str(exc)) from None
+        return value
 
     def nullable_string(self) -> str | None:
         length = self.uvarint() - 1 if self.flexible else self._unpack(_I16)
@@ -263,7 +256,7 @@ def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
         w.int32(value.leader_epoch)
     w.string(value.metadata)
     w.int64(value.commit_timestamp)
-    if version == 1:
+    if value.expire_timestamp is not None:  # only version 1 carries it
         w.int64(value.expire_timestamp)
     return w.getvalue()
 
@@ -343,18 +336,18 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue:
 
 
 def offset_commit_record(group: str, topic: str, partition: int,
-                         value: OffsetAndMetadata | None) -> tuple[bytes, bytes | None]:
+                         value: OffsetAndMetadata | None) -> Record:
     """Key and value bytes of an offset commit (value None: a tombstone deleting the offset)."""
     return (encode_key(OffsetCommitKey(group, topic, partition)),
             None if value is None else encode_offset_commit_value(value))
 
 
-def group_metadata_record(group: str, value: GroupMetadataValue | None) -> tuple[bytes, bytes | None]:
+def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Record:
     """Key and value bytes of a group's metadata (value None: a tombstone deleting the group)."""
     return encode_key(GroupMetadataKey(group)), None if value is None else encode_group_metadata_value(value)
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
     """One uncompressed v2 batch holding the records: a commit is all-or-nothing, as in Kafka."""
     size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=size)
@@ -365,8 +358,8 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
     return bytes(builder.buffer())
 
 
-def _chunks(records: list[tuple[bytes, bytes | None]], max_bytes: int) -> Iterator[list[tuple[bytes, bytes | None]]]:
-    chunk: list[tuple[bytes, bytes | None]] = []
+def _chunks(records: list[Record], max_bytes: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
     size = 0
     for key, value in records:
         record_size = len(key) + len(value or b"")
@@ -401,7 +394,7 @@ class GroupMetadataLog:
     def __init__(self, replica_manager) -> None:
         self._replica_manager = replica_manager
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
         """Write records to one partition through the replica manager (acks=all); NONE or the group API error."""
         if not records:
             return ErrorCode.NONE
@@ -419,7 +412,7 @@ class GroupMetadataLog:
                     result.error.code.name, code.name)
         return code
 
-    def rewrite(self, partition: int, records: list[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
+    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
         """Append `records` (a partition's whole live state) to a fresh segment, then move the log start offset
         to them so the superseded segments before are deleted."""
         hosted = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)

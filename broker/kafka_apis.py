@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import (
-    API_VERSIONS_KEY,
     SCHEMAS,
     ApiSchema,
     InvalidRequestError,
@@ -23,7 +23,6 @@ from minikafka.protocol.codec import (
     RequestHeader,
     decode_request,
     encode_response,
-    parse_header,
 )
 from minikafka.protocol.errors import ErrorCode
 
@@ -65,19 +64,20 @@ class KafkaApis:
         self._handlers: dict[int, Handler] = {}
         # Private APIs (minikafka's control API): raw frames, never advertised in ApiVersions.
         self._private = {k: h for m in handler_modules for k, h in getattr(m, "PRIVATE_HANDLERS", {}).items()}
-        self._accepted: dict[int, tuple[int, int]] = {}
+        # The versions requests are decoded in (the schema's), whatever ApiVersions advertises.
+        self.accepted_versions: dict[int, tuple[int, int]] = {}
         # What ApiVersions advertises; a module's VERSIONS may widen it where Kafka advertises more than it serves.
         self.versions: dict[int, tuple[int, int]] = {}
         for module in handler_modules:
             for api_key, handler in module.HANDLERS.items():
                 schema = SCHEMAS[api_key]
                 self._handlers[api_key] = handler
-                self._accepted[api_key] = (schema.min_version, schema.max_version)
-                self.versions[api_key] = getattr(module, "VERSIONS", {}).get(api_key, self._accepted[api_key])
+                self.accepted_versions[api_key] = (schema.min_version, schema.max_version)
+                self.versions[api_key] = getattr(module, "VERSIONS", {}).get(api_key, self.accepted_versions[api_key])
 
     async def process(self, frame: bytes, conn: ConnectionInfo) -> bytes | None:
         try:
-            header, body_pos = parse_header(frame)
+            header, body_pos = RequestHeader.parse(frame)
         except InvalidRequestError as exc:
             raise CloseConnection(str(exc)) from None
         handler = self._handlers.get(header.api_key)
@@ -86,9 +86,9 @@ class KafkaApis:
         if handler is None:
             raise CloseConnection(f"unsupported API key {header.api_key} (version {header.api_version})")
         schema = SCHEMAS[header.api_key]
-        lo, hi = self._accepted[header.api_key]
+        lo, hi = self.accepted_versions[header.api_key]
         if not lo <= header.api_version <= hi:
-            if header.api_key == API_VERSIONS_KEY:
+            if header.api_key == ApiKey.API_VERSIONS:
                 return self._unsupported_api_versions(header)
             raise CloseConnection(
                 f"unsupported version {header.api_version} of API key {header.api_key} (supported {lo}-{hi})")
@@ -107,11 +107,11 @@ class KafkaApis:
         return encode_response(schema, header.api_version, header.correlation_id, response, ctx.splicer)
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
-        schema = SCHEMAS[API_VERSIONS_KEY]
+        schema = SCHEMAS[ApiKey.API_VERSIONS]
         response = schema.response[0](error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.api_version_list(0))
         return encode_response(schema, 0, header.correlation_id, response)
 
     def api_version_list(self, version: int) -> list:
-        cls = SCHEMAS[API_VERSIONS_KEY].response[version]
+        cls = SCHEMAS[ApiKey.API_VERSIONS].response[version]
         return [cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                 for k, (lo, hi) in sorted(self.versions.items())]

@@ -9,11 +9,15 @@ import logging
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minikafka.config import ConfigError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LogDir
+
+if TYPE_CHECKING:
+    from .faults.disk_quota import DiskQuota
 
 log = logging.getLogger("minikafka.log_manager")
 
@@ -25,8 +29,11 @@ def now_ms() -> int:
 
 
 class LogManager:
-    def __init__(self, dirs: list[Path], node_id: int, cluster_id: str | None, defaults: LogConfig) -> None:
+    def __init__(self, dirs: list[Path], node_id: int, cluster_id: str | None, defaults: LogConfig,
+                 disk_quota: DiskQuota) -> None:
         self.defaults = defaults
+        # Every append asks it first: the broker's disk quota, which fault injection sets to act as a full disk.
+        self.disk_quota = disk_quota
         self.log_dirs = [LogDir(Path(d)) for d in dirs]
         self.cluster_id = ""
         try:

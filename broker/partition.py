@@ -2,14 +2,29 @@
 
 The high watermark is the smallest log end offset among the ISR, as in Kafka; with a single replica it follows
 the log end offset. Remote replicas' offsets live here so replication can extend this without a new concept.
+The leader's answers that depend on that state (offsets by time or epoch, record deletion) are made here, as
+Kafka's Partition makes them; the replica manager checks leadership first.
 """
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
 
+from kafka.protocol.consumer.offsets import IsolationLevel
+
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.storage.log import Log
+from minikafka.protocol.record_batch import NO_TIMESTAMP
+from minikafka.storage.log import Log, TimestampAndOffset
+from minikafka.storage.special_timestamps import SpecialTimestamp
+
+# DeleteRecords' offset for "everything below the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
+HIGH_WATERMARK = -1
+# ListOffsets' answer when no offset matches (Kafka's UNKNOWN_TIMESTAMP, UNKNOWN_OFFSET and no leader epoch).
+UNKNOWN_TIMESTAMP_AND_OFFSET = TimestampAndOffset(offset=-1, timestamp=NO_TIMESTAMP, leader_epoch=-1)
+_SPECIAL = frozenset(SpecialTimestamp)
+# Special timestamps the log answers without looking at any record, so the last fetchable offset does not bound them.
+_POSITIONS = frozenset({SpecialTimestamp.EARLIEST_TIMESTAMP, SpecialTimestamp.EARLIEST_LOCAL_TIMESTAMP,
+                        SpecialTimestamp.LATEST_TIERED_TIMESTAMP, SpecialTimestamp.EARLIEST_PENDING_UPLOAD_TIMESTAMP})
 
 
 @dataclass
@@ -70,3 +85,42 @@ class Partition:
     def clamp_high_watermark(self) -> None:
         """After truncation or restart the HW may not exceed the log, nor trail its start."""
         self.high_watermark = max(self.log.log_start_offset, min(self.high_watermark, self.log.log_end_offset))
+
+    def last_fetchable_offset(self, isolation_level: int | None) -> int:
+        """Where a reader stops: the last stable offset (read_committed) or the high watermark for clients, the
+        log end offset for replicas (no isolation level)."""
+        if isolation_level is None:
+            return self.log.log_end_offset
+        if isolation_level == IsolationLevel.READ_COMMITTED:
+            return self.last_stable_offset()
+        return self.high_watermark
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None) -> TimestampAndOffset:
+        """ListOffsets on the leader (Kafka's fetchOffsetForTimestamp): the log's answer, except that latest means
+        the last fetchable offset and a record at or past that offset is not found yet."""
+        last_fetchable = self.last_fetchable_offset(isolation_level)
+        if timestamp == SpecialTimestamp.LATEST_TIMESTAMP:
+            return TimestampAndOffset(last_fetchable, NO_TIMESTAMP, self.leader_epoch)
+        if timestamp < 0 and timestamp not in _SPECIAL:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+        found = self.log.fetch_offset_by_timestamp(timestamp)
+        if timestamp in _POSITIONS and found is not None:
+            return found
+        if found is None or found.offset >= last_fetchable:
+            return UNKNOWN_TIMESTAMP_AND_OFFSET
+        return found
+
+    def last_offset_for_leader_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (Kafka's lastOffsetForLeaderEpoch): the largest epoch <= `leader_epoch` this log
+        knows and the offset where it ends; (-1, -1) if unknown."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (HIGH_WATERMARK: the high watermark), never past
+        the high watermark; returns the new low watermark (the log start offset)."""
+        converted = self.high_watermark if offset == HIGH_WATERMARK else offset
+        if converted < 0 or converted > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} of {self.topic}-{self.index} is beyond the high watermark "
+                             f"{self.high_watermark}")
+        return self.log.maybe_increment_log_start_offset(converted)

@@ -15,9 +15,8 @@ from typing import NamedTuple
 import trio
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.storage.log import AppendInfo
+from minikafka.storage.log import AppendInfo, TimestampAndOffset
 
-from .faults import check_disk_quota
 from .log_manager import LogManager
 from .partition import Partition
 from .purgatory import Purgatory
@@ -113,7 +112,8 @@ class ReplicaManager:
             self.log_manager.delete_log(topic, index)
             self.purgatory.check_and_complete((topic, index))
 
-    def append_records(self, required_acks: int, entries: dict[TopicPartition, bytearray]) -> dict[TopicPartition, AppendResult]:
+    def append_records(self, required_acks: int,
+                       entries: dict[TopicPartition, bytearray]) -> dict[TopicPartition, AppendResult]:
         """Append to leaders. With one replica in the ISR an acks=all append is complete once it is local."""
         results: dict[TopicPartition, AppendResult] = {}
         timestamp = now_ms()
@@ -124,7 +124,10 @@ class ReplicaManager:
                 if required_acks == -1 and len(partition.isr) < min_isr:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"ISR {partition.isr} is smaller than min.insync.replicas={min_isr}")
-                check_disk_quota(self.log_manager.log_dirs, len(records))  # fault injection: a full disk
+                refused = self.log_manager.disk_quota.refusal(tp, len(records))
+                if refused is not None:  # a full disk (the quota logs its refusals itself, once per episode)
+                    results[tp] = AppendResult(refused, None)
+                    continue
                 info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp)
                 partition.maybe_increment_high_watermark()
                 results[tp] = AppendResult(None, info)
@@ -170,6 +173,28 @@ class ReplicaManager:
             result.error = error_of(exc)
             result.records = b""
         return result
+
+    def fetch_offset_for_timestamp(self, topic_partition: TopicPartition, timestamp: int, isolation_level: int | None,
+                                   current_leader_epoch: int = -1) -> TimestampAndOffset:
+        """ListOffsets for one partition, from its leader (Kafka's fetchOffsetForTimestamp). `timestamp` is a time
+        or a SpecialTimestamp; a client passes its isolation level, a replica None (it may read to the log end)."""
+        partition = self.leader_partition(*topic_partition, current_leader_epoch)
+        return partition.fetch_offset_for_timestamp(timestamp, isolation_level)
+
+    def last_offset_for_leader_epoch(self, topic_partition: TopicPartition, leader_epoch: int,
+                                     current_leader_epoch: int = -1) -> tuple[int, int]:
+        """OffsetForLeaderEpoch for one partition, from its leader (Kafka's lastOffsetForLeaderEpoch): the largest
+        epoch <= `leader_epoch` and its end offset."""
+        partition = self.leader_partition(*topic_partition, current_leader_epoch)
+        return partition.last_offset_for_leader_epoch(leader_epoch)
+
+    def delete_records(self, topic_partition: TopicPartition, offset: int) -> int:
+        """DeleteRecords for one partition, on its leader (Kafka's deleteRecords): returns the new low watermark.
+
+        With no followers to wait for (Kafka's DelayedDeleteRecords waits for their low watermarks) the request is
+        complete once the leader's log start offset has moved.
+        """
+        return self.leader_partition(*topic_partition).delete_records_on_leader(offset)
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}

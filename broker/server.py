@@ -3,14 +3,20 @@
 Like Kafka's SocketServer, a connection is muted while its request is being handled (so responses go out in
 request order, and a long-poll fetch holds back only its own connection). A frame that cannot be parsed closes
 that connection and nothing else.
+
+Shutdown is structured: `drain()` stops the accept loops (closing the listening sockets) and the reading of new
+requests, waits a bounded time for the requests taken to be answered, and leaves the connection tasks for the
+owner's cancellation.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.framing import FrameDecoder, FrameError
 
 log = logging.getLogger("minikafka.server")
@@ -19,8 +25,8 @@ log = logging.getLogger("minikafka.server")
 RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[bytes | None]]
 
 RECEIVE_BYTES = 1 << 18
-# Fetch, JoinGroup, SyncGroup (as two-byte big-endian API keys): requests that may wait in a purgatory.
-MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (1, 11, 14))
+# Requests that may wait in a purgatory, as the two big-endian bytes a request frame starts with.
+MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP))
 
 
 class CloseConnection(Exception):
@@ -43,17 +49,27 @@ class SocketServer:
         self._idle_timeout_s = idle_timeout_s
         self._next_id = 0
         self.connections: dict[int, trio.SocketStream] = {}
-        self.in_flight = 0
         self.draining = False
+        self._accepting: list[trio.CancelScope] = []
+        self._answering = 0  # connections answering requests they have taken
+        self._all_answered: trio.Event | None = None  # while draining: set when _answering drops to zero
 
     async def serve(self, listener_name: str, listeners: list[trio.SocketListener]) -> None:
-        await trio.serve_listeners(lambda stream: self._handle(listener_name, stream), listeners)
+        """Accept connections until `drain()`, then serve those accepted until cancelled."""
+        async with trio.open_nursery() as connections:
+            with trio.CancelScope() as accepting:
+                self._accepting.append(accepting)
+                if self.draining:
+                    accepting.cancel()
+                await trio.serve_listeners(functools.partial(self._handle, listener_name), listeners,
+                                           handler_nursery=connections)
 
     async def _handle(self, listener_name: str, stream: trio.SocketStream) -> None:
         self._next_id += 1
         conn_id = self._next_id
         try:
-            peer = "%s:%s" % stream.socket.getpeername()[:2]
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
         except OSError:
             peer = "?"
         info = ConnectionInfo(conn_id, peer, listener_name)
@@ -84,6 +100,18 @@ class SocketServer:
                 await stream.aclose()
 
     async def _answer(self, stream: trio.SocketStream, frames: list[bytes], info: ConnectionInfo) -> bool:
+        """Answer requests as `_answer_in_order`, counted until their responses are written, for `drain()`."""
+        if not frames:
+            return True
+        self._answering += 1
+        try:
+            return await self._answer_in_order(stream, frames, info)
+        finally:
+            self._answering -= 1
+            if not self._answering and self._all_answered is not None:
+                self._all_answered.set()
+
+    async def _answer_in_order(self, stream: trio.SocketStream, frames: list[bytes], info: ConnectionInfo) -> bool:
         """Answer pipelined requests in order, their responses sent together in as few writes as possible.
 
         Responses wait for the batch's end only behind requests that answer at once: before one that may wait
@@ -97,11 +125,7 @@ class SocketServer:
                 if ready and frame[:2] in MAY_WAIT_API_KEYS:
                     await stream.send_all(b"".join(ready))
                     ready.clear()
-                self.in_flight += 1
-                try:
-                    response = await self._process(frame, info)
-                finally:
-                    self.in_flight -= 1
+                response = await self._process(frame, info)
                 if response is not None:
                     ready.append(response)
             return True
@@ -110,8 +134,12 @@ class SocketServer:
                 await stream.send_all(b"".join(ready))
 
     async def drain(self, timeout_s: float) -> None:
-        """Stop taking new requests and wait (bounded) for those in flight to be answered."""
+        """Stop accepting connections and taking requests; wait (at most `timeout_s`) for those taken to be
+        answered (a long poll ends early when it sees `draining`)."""
         self.draining = True
-        with trio.move_on_after(timeout_s):
-            while self.in_flight:
-                await trio.sleep(0.005)
+        for accepting in self._accepting:
+            accepting.cancel()
+        if self._answering:
+            self._all_answered = trio.Event()
+            with trio.move_on_after(timeout_s):
+                await self._all_answered.wait()

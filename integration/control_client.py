@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import itertools
 import socket
-import struct
 import time
 from typing import Any
 
 from minikafka.protocol.control import decode_response, encode_request
+from minikafka.protocol.framing import FrameDecoder, FrameError
 
-_SIZE = struct.Struct(">i")
 DEFAULT_TIMEOUT_S = 15.0
+RECEIVE_BYTES = 1 << 16
+# A describe of many partitions is big; the size prefix alone bounds what a response may be.
+MAX_RESPONSE_BYTES = (1 << 31) - 1
 
 
 class ControlError(RuntimeError):
@@ -44,8 +46,7 @@ class ControlClient:
         deadline = time.monotonic() + self.timeout_s
         with socket.create_connection(self.address, timeout=self.timeout_s) as sock:
             sock.sendall(encode_request(correlation_id, self.client_id, payload))
-            (size,) = _SIZE.unpack(_receive(sock, 4, deadline))
-            got_id, answer = decode_response(_receive(sock, size, deadline))
+            got_id, answer = decode_response(_receive_frame(sock, deadline))
         if got_id != correlation_id:
             raise ConnectionError(f"control response for request {got_id}, expected {correlation_id}")
         if not answer.get("ok"):
@@ -54,15 +55,19 @@ class ControlClient:
         return answer
 
 
-def _receive(sock: socket.socket, size: int, deadline: float) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
+def _receive_frame(sock: socket.socket, deadline: float) -> bytes:
+    decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError("no control response in time")
         sock.settimeout(remaining)
-        chunk = sock.recv(size - len(chunks))
+        chunk = sock.recv(RECEIVE_BYTES)
         if not chunk:
             raise ConnectionError("the broker closed the control connection")
-        chunks += chunk
-    return bytes(chunks)
+        try:
+            frames = decoder.feed(chunk)
+        except FrameError as exc:
+            raise ConnectionError(f"malformed control response: {exc}") from None
+        if frames:
+            return frames[0]

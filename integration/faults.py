@@ -1,13 +1,16 @@
 """Fault injection against a running broker, from Python: the client side of the broker's control API.
 
     broker.faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)
+    broker.faults.fail_requests("Fetch", "NOT_LEADER_OR_FOLLOWER", count=None, source="replica")
     with broker.faults.add_latency(2000, api="Fetch"):
         ...                                  # the latency is cleared when the block ends
     broker.faults.fill_disk()                # appends now fail with KAFKA_STORAGE_ERROR
     broker.faults.clear()                    # undo everything
 
 APIs are named by Kafka's names ("Produce", "Fetch", "OffsetCommit") or keys, errors by Kafka's names
-("NOT_LEADER_OR_FOLLOWER") or codes. A broker forgets its faults when it restarts, as a real one would.
+("NOT_LEADER_OR_FOLLOWER") or codes. `source="replica"` selects only the requests a follower broker sends its
+leader (a Fetch or OffsetForLeaderEpoch with a replica id), `source="client"` only the others; the default is both.
+A broker forgets its faults when it restarts, as a real one would.
 """
 from __future__ import annotations
 
@@ -54,19 +57,25 @@ class Faults:
         self._control = control
 
     def fail_requests(self, api: str | int, error: str | int, count: int | None = 1, *, topic: str | None = None,
-                      partition: int | None = None) -> Fault:
+                      partition: int | None = None, source: str | None = None) -> Fault:
         """Answer the next `count` requests of `api` (None: all until cleared) with `error`.
 
         With `topic` (and `partition`), only that topic's (partition's) entries of a request fail, the rest of the
         request is served normally. Failed requests are not carried out: nothing is appended or committed.
+        `source` ("replica" or "client") limits the fault to requests from follower brokers or from clients.
         """
         answer = self._control.call("fault.add", kind="error", api=api, error=error, count=count, topic=topic,
-                                    partition=partition)
+                                    partition=partition, source=source)
         return Fault(self, answer["fault"])
 
-    def add_latency(self, delay_ms: int, api: str | int | None = None, count: int | None = None) -> Fault:
-        """Hold back responses (of `api`, or all) by `delay_ms`, for `count` responses or until cleared."""
-        answer = self._control.call("fault.add", kind="latency", delay_ms=delay_ms, api=api, count=count)
+    def add_latency(self, delay_ms: int, api: str | int | None = None, count: int | None = None, *,
+                    source: str | None = None) -> Fault:
+        """Hold back responses (of `api`, or all) by `delay_ms`, for `count` responses or until cleared.
+
+        `source` ("replica" or "client") limits it to requests from follower brokers or from clients.
+        """
+        answer = self._control.call("fault.add", kind="latency", delay_ms=delay_ms, api=api, count=count,
+                                    source=source)
         return Fault(self, answer["fault"])
 
     def fill_disk(self, quota_bytes: int | None = None) -> Fault:

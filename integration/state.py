@@ -116,6 +116,10 @@ class State:
                               list(leader_view["replicas"]), list(leader_view["isr"]),
                               leader_view["high_watermark"], leader_view["log_start_offset"], ends)
 
+    def delayed_operations(self) -> int:
+        """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""
+        return sum(control.call("describe", topics=[])["delayed_operations"] for control in self._controls)
+
     # ---- records (a kafka-python consumer) ----------------------------------------------------------------------
 
     def records(self, topic: str, partition: int | None = None, *, start_offset: int = 0,

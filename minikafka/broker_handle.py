@@ -8,21 +8,27 @@
         assert [r.value for r in broker.state.records("t", 0)] == [b"a", b"b"]
 
 By default the broker is a `python -m minikafka serve` child process on a free loopback port with a temporary
-data dir, removed on exit (also when the block raises) unless `keep_data=True` or the dir was given.
+data dir, removed on exit (also when the block raises) unless `keep_data=True` or the dir was given. The handle
+holds its port from the first start until `close()` (on Linux), so a restart never finds it taken.
 `in_process=True` runs it on a thread of this process instead, for the fastest start.
 """
 from __future__ import annotations
 
 import shutil
+import socket
 import tempfile
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from minikafka.port_reservation import reserve_port
+
 if TYPE_CHECKING:
     from minikafka.integration.faults import Faults
+    from minikafka.integration.in_process_runner import InProcessRunner
     from minikafka.integration.state import State
+    from minikafka.integration.subprocess_runner import SubprocessRunner
 
 # Test-friendly defaults, as Kafka's own test harness sets them; `config` overrides them.
 TEST_DEFAULTS = {
@@ -38,7 +44,7 @@ def _property_value(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _emergency_stop(runner) -> None:
+def _emergency_stop(runner: InProcessRunner | SubprocessRunner) -> None:
     """At interpreter exit, never leave a broker process behind."""
     if runner.running:
         if runner.pid is not None:
@@ -83,8 +89,9 @@ class Broker:
         else:
             self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
         self._port = port or 0
+        self._reservation: socket.socket | None = None
         self._bound: tuple[str, int] | None = None
-        self._runner = None
+        self._runner: InProcessRunner | SubprocessRunner | None = None
         self._faults: Faults | None = None
         self._state: State | None = None
         self._finalizer: weakref.finalize | None = None
@@ -103,6 +110,12 @@ class Broker:
         from minikafka.integration.in_process_runner import InProcessRunner
         from minikafka.integration.subprocess_runner import SubprocessRunner
 
+        if self._runner is not None:  # it ended by itself (a signal, a control-API shutdown): reap what is left
+            self.kill()
+        if self._reservation is None:
+            self._reservation = reserve_port(self.host, self._port)
+            if self._reservation is not None:
+                self._port = self._reservation.getsockname()[1]
         runner_class = InProcessRunner if self.in_process else SubprocessRunner
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runner = runner_class(self.properties(), self.log_path, self.start_timeout_s)
@@ -111,11 +124,16 @@ class Broker:
         self._finalizer = weakref.finalize(self, _emergency_stop, self._runner)
         return self
 
-    def stop(self) -> None:
-        """Clean shutdown, as on SIGTERM: requests in flight are answered, logs flushed and checkpointed."""
-        if self._runner is not None:
-            self._runner.stop()
-            self._forget_runner()
+    def stop(self) -> int | None:
+        """Clean shutdown, as on SIGTERM: requests in flight are answered, logs flushed and checkpointed.
+
+        Returns the broker process's exit status (0 for a clean stop; None in-process or when not started).
+        """
+        if self._runner is None:
+            return None
+        status = self._runner.stop()
+        self._forget_runner()
+        return status
 
     def kill(self) -> None:
         """Crash the broker (SIGKILL): no flush, no checkpoint; the next start recovers from the log files."""
@@ -132,13 +150,16 @@ class Broker:
         return self.start()
 
     def close(self) -> None:
-        """Stop the broker and delete its temporary data dir (unless keep_data)."""
+        """Stop the broker, release its port and delete its temporary data dir (unless keep_data)."""
         try:
             if self._state is not None:
                 self._state.close()
                 self._state = None
             self.stop()
         finally:
+            if self._reservation is not None:
+                self._reservation.close()
+                self._reservation = None
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
 

@@ -1,7 +1,8 @@
 """`minikafka fault ...`: inject and clear faults on a running broker through its control API.
 
     minikafka fault error --api Produce --error NOT_LEADER_OR_FOLLOWER --count 3 [--topic T [--partition P]]
-    minikafka fault latency --ms 2000 [--api Fetch] [--count N]
+    minikafka fault error --api Fetch --error NOT_LEADER_OR_FOLLOWER --forever --source replica
+    minikafka fault latency --ms 2000 [--api Fetch] [--count N] [--source client]
     minikafka fault disk-full [--quota-bytes N]
     minikafka fault close-connections
     minikafka fault list
@@ -30,12 +31,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     count.add_argument("--forever", action="store_true", help="every matching request, until cleared")
     error.add_argument("--topic", help="only this topic's entries of a request fail")
     error.add_argument("--partition", type=int, help="only this partition of --topic fails")
+    _add_source(error)
 
     latency = actions.add_parser("latency", help="hold back responses")
     add_bootstrap(latency)
     latency.add_argument("--ms", type=int, required=True, help="delay in milliseconds")
     latency.add_argument("--api", help="only responses of this API (default: all)")
     latency.add_argument("--count", type=int, help="only the next N responses (default: until cleared)")
+    _add_source(latency)
 
     disk = actions.add_parser("disk-full", help="cap the data dir: appends beyond it fail with KAFKA_STORAGE_ERROR")
     add_bootstrap(disk)
@@ -52,21 +55,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
 
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", choices=["replica", "client"],
+                        help="only requests from follower brokers (Fetch, OffsetForLeaderEpoch with a replica id) "
+                             "or only those from clients (default: both)")
+
+
 def run(args: argparse.Namespace) -> int:
     return run_guarded(_run, args)
 
 
 def describe_fault(fault: dict[str, Any]) -> str:
+    """One line for a fault as the broker describes it."""
+    source = {"replica": " from replicas", "client": " from clients"}.get(fault.get("source") or "", "")
     if fault["kind"] == "error":
         scope = ""
         if fault.get("topic") is not None:
             scope = f" for {fault['topic']}" + (f"-{fault['partition']}" if fault.get("partition") is not None else "")
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} request(s)"
-        return f"{fault['api']} fails with {fault['error']}{scope} {times}"
+        return f"{fault['api']}{source} fails with {fault['error']}{scope} {times}"
     if fault["kind"] == "latency":
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} response(s)"
-        return f"{fault['api'] or 'every'} response delayed {fault['delay_ms']} ms {times}"
-    return f"disk quota {fault['quota_bytes']} bytes ({fault['used_bytes']} in use)"
+        return f"{fault['api'] or 'every'} response{source} delayed {fault['delay_ms']} ms {times}"
+    quota, used = fault["quota_bytes"], fault["used_bytes"]
+    room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
+    return f"disk quota {quota} bytes: {used} in use, {room}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -76,9 +89,11 @@ def _run(args: argparse.Namespace) -> int:
     action = args.action
     if action == "error":
         answer = control.call("fault.add", kind="error", api=args.api, error=args.error,
-                              count=None if args.forever else args.count, topic=args.topic, partition=args.partition)
+                              count=None if args.forever else args.count, topic=args.topic, partition=args.partition,
+                              source=args.source)
     elif action == "latency":
-        answer = control.call("fault.add", kind="latency", delay_ms=args.ms, api=args.api, count=args.count)
+        answer = control.call("fault.add", kind="latency", delay_ms=args.ms, api=args.api, count=args.count,
+                              source=args.source)
     elif action == "disk-full":
         answer = control.call("fault.add", kind="disk", quota_bytes=args.quota_bytes)
     elif action == "close-connections":

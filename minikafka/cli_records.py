@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -85,8 +86,61 @@ def _messages(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
         yield pending
 
 
+class BrokerErrors(logging.Handler):
+    """The errors the broker answers produce requests with, as kafka-python's sender logs them before it retries.
+
+    A producer retries a retriable error (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER) until its delivery timeout
+    and then reports only that it timed out; this keeps the broker's own answer, to say it at once and at the end.
+    """
+
+    SENDER_LOGGER = "kafka.producer.sender"
+    MESSAGE_PREFIX = ". Error Message: "  # how the sender appends the broker's error message
+
+    def __init__(self, announce: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+        self._announce = announce
+        self._announced: set[tuple[str, str]] = set()
+
+    def __enter__(self) -> BrokerErrors:
+        logging.getLogger(self.SENDER_LOGGER).addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logging.getLogger(self.SENDER_LOGGER).removeHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from kafka import TopicPartition
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        tp = next((a for a in args if isinstance(a, TopicPartition)), None)
+        code = next((name for name in map(_broker_error_name, args) if name is not None), None)
+        if tp is None or code is None:
+            return
+        detail = next((a.removeprefix(self.MESSAGE_PREFIX) for a in args
+                       if isinstance(a, str) and a.startswith(self.MESSAGE_PREFIX)), None)
+        where = f"{tp.topic}-{tp.partition}"
+        answer = code + (f" ({detail})" if detail else "")
+        self.last = f"{where} with {answer}"
+        if self._announce and (where, code) not in self._announced:
+            self._announced.add((where, code))
+            print(f"% {where}: the broker answered {answer}; retrying until the delivery timeout",
+                  file=sys.stderr, flush=True)
+
+
+def _broker_error_name(arg: object) -> str | None:
+    """The Kafka error name ("KAFKA_STORAGE_ERROR") if `arg` is the class name of one of kafka-python's errors for
+    broker error codes ("KafkaStorageError")."""
+    from kafka.errors import kafka_errors
+
+    if not isinstance(arg, str):
+        return None
+    return next((str(cls.message) for cls in kafka_errors.values() if cls.__name__ == arg), None)
+
+
 def _produce(args: argparse.Namespace) -> int:
     from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
 
     if args.key is not None and args.key_delimiter is not None:
         raise CommandError("use either --key or --key-delimiter")
@@ -95,35 +149,40 @@ def _produce(args: argparse.Namespace) -> int:
     key_delimiter = _unescape(args.key_delimiter) if args.key_delimiter is not None else None
     fixed_key = args.key.encode() if args.key is not None else None
     acks = "all" if args.acks in ("all", "-1") else int(args.acks)
-    producer = KafkaProducer(bootstrap_servers=args.bootstrap_server, acks=acks, linger_ms=5,
-                             compression_type=None if args.compression == "none" else args.compression,
-                             delivery_timeout_ms=args.delivery_timeout_ms,
-                             request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
-                             client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     progress = Progress("Produced", enabled=(args.progress or None) if not args.quiet else False)
     failures: list[Exception] = []
-    source = open(args.file, "rb") if args.file else sys.stdin.buffer
-    try:
-        for n, message in enumerate(_messages(source, delimiter), 1):
-            key, value = fixed_key, message
-            if key_delimiter is not None:
-                key, sep, rest = message.partition(key_delimiter)
-                value = rest if sep else None
-                if not sep:
-                    key, value = None, message
-            future = producer.send(args.topic, value=value, key=key, headers=headers or None,
-                                   partition=args.partition)
-            future.add_callback(lambda _meta: progress.add())
-            future.add_errback(failures.append)
-            if n % FLUSH_EVERY == 0:
-                producer.flush()
-        producer.flush()
-    finally:
-        if args.file:
-            source.close()
-        producer.close()
+    with BrokerErrors(announce=not args.quiet) as broker_errors:
+        producer = KafkaProducer(bootstrap_servers=args.bootstrap_server, acks=acks, linger_ms=5,
+                                 compression_type=None if args.compression == "none" else args.compression,
+                                 delivery_timeout_ms=args.delivery_timeout_ms,
+                                 request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
+                                 client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+        source = open(args.file, "rb") if args.file else sys.stdin.buffer
+        try:
+            for n, message in enumerate(_messages(source, delimiter), 1):
+                key: bytes | None = fixed_key
+                value: bytes | None = message
+                if key_delimiter is not None:
+                    key, sep, rest = message.partition(key_delimiter)
+                    value = rest if sep else None
+                    if not sep:
+                        key, value = None, message
+                future = producer.send(args.topic, value=value, key=key, headers=headers or None,
+                                       partition=args.partition)
+                future.add_callback(lambda _meta: progress.add())
+                future.add_errback(failures.append)
+                if n % FLUSH_EVERY == 0:
+                    producer.flush()
+            producer.flush()
+        finally:
+            if args.file:
+                source.close()
+            producer.close()
     if not args.quiet and (progress.enabled or failures):
         progress.done(f" to {args.topic}" + (f", {len(failures)} failed" if failures else ""))
+    if failures and isinstance(failures[0], KafkaTimeoutError) and broker_errors.last is not None:
+        raise CommandError(f"{len(failures)} message(s) not delivered within --delivery-timeout-ms "
+                           f"({args.delivery_timeout_ms} ms); the broker last answered {broker_errors.last}")
     if failures:
         raise CommandError(f"{len(failures)} message(s) not delivered, first: {failures[0]!r}")
     return 0

@@ -43,8 +43,11 @@ class Cluster:
         if ports is not None and len(ports) != brokers:
             raise ValueError(f"{len(ports)} ports given for {brokers} brokers")
         self.keep_data = keep_data
-        self._temp_root = Path(tempfile.mkdtemp(prefix="minikafka-cluster-")) if data_dir is None else None
-        root = self._temp_root or Path(data_dir).absolute()
+        self._temp_root: Path | None = None
+        if data_dir is None:
+            root = self._temp_root = Path(tempfile.mkdtemp(prefix="minikafka-cluster-"))
+        else:
+            root = Path(data_dir).absolute()
         self.data_dir = root
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
@@ -71,13 +74,15 @@ class Cluster:
             raise errors[0]
 
     def close(self) -> None:
-        """Stop every broker and delete the temporary data (unless keep_data)."""
+        """Stop every broker, release their ports and delete the temporary data (unless keep_data)."""
         try:
             if self._state is not None:
                 self._state.close()
                 self._state = None
             self.stop()
         finally:
+            for broker in self.brokers:
+                broker.close()
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from minikafka.storage.properties import read_properties
 
 # name -> (type, default). Only properties minikafka acts on; others are accepted and logged as unknown.
 BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
@@ -75,21 +78,6 @@ def _parse(name: str, kind: type, raw: object) -> object:
         raise ConfigError(f"Invalid value {raw!r} for configuration {name}: expected {kind.__name__}") from None
 
 
-def read_properties(path: str | Path) -> dict[str, str]:
-    """Parse a Java-style .properties file (`key=value` or `key: value`, `#`/`!` comments)."""
-    props: dict[str, str] = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            props[line] = ""
-        else:
-            props[line[:sep].strip()] = line[sep + 1:].strip()
-    return props
-
-
 @dataclass(frozen=True)
 class Endpoint:
     listener: str
@@ -125,11 +113,15 @@ class BrokerConfig:
 
     @classmethod
     def from_sources(cls, file: str | Path | None = None, overrides: dict[str, object] | None = None) -> BrokerConfig:
-        props = read_properties(file) if file else {}
+        try:
+            props = read_properties(file) if file else {}
+        except ValueError as exc:
+            raise ConfigError(f"{file}: {exc}") from None
         props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (overrides or {}).items()})
         return cls(props)
 
-    def get(self, name: str) -> object:
+    def get(self, name: str) -> Any:
+        """Typed as the property's entry in BROKER_PROPERTIES says, so callers know the type by the name."""
         kind, default = BROKER_PROPERTIES[name]
         return _parse(name, kind, self.props[name]) if name in self.props else default
 

@@ -11,11 +11,12 @@ from typing import NamedTuple
 
 from kafka.protocol.api_message import ApiMessage
 
+from . import framing
+from .api_keys import ApiKey
+from .varint import VarintError, encode_uvarint, read_uvarint
+
 _HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
-
-# ApiVersions responses always use header v0, so clients can read them before knowing the broker's versions.
-API_VERSIONS_KEY = 18
 
 
 class InvalidRequestError(Exception):
@@ -23,10 +24,33 @@ class InvalidRequestError(Exception):
 
 
 class RequestHeader(NamedTuple):
+    """The v1 part of a request header, which every request header version starts with (v2 adds tagged fields,
+    skipped with the body's decoding since only the flexibility of the API version says they are there)."""
+
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
+
+    def encode(self) -> bytes:
+        client = self.client_id.encode() if self.client_id is not None else b""
+        length = -1 if self.client_id is None else len(client)
+        return _HEADER.pack(self.api_key, self.api_version, self.correlation_id, length) + client
+
+    @classmethod
+    def parse(cls, frame: bytes | memoryview) -> tuple["RequestHeader", int]:
+        """The header of a request frame (without its size prefix), and the position after client_id."""
+        if len(frame) < _HEADER.size:
+            raise InvalidRequestError(f"request of {len(frame)} bytes is shorter than a request header")
+        api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
+        pos = _HEADER.size
+        client_id = None
+        if client_len >= 0:
+            if pos + client_len > len(frame):
+                raise InvalidRequestError("client_id runs past the end of the request")
+            client_id = bytes(frame[pos:pos + client_len]).decode("utf-8", "replace")
+            pos += client_len
+        return cls(api_key, api_version, correlation_id, client_id), pos
 
 
 class ApiSchema(NamedTuple):
@@ -37,6 +61,11 @@ class ApiSchema(NamedTuple):
 
     def flexible(self, version: int) -> bool:
         return self.request.flexible_version_q(version)
+
+    def response_header_version(self, version: int) -> int:
+        """1 (with tagged fields) for flexible versions, except ApiVersions: its responses always use header v0,
+        so clients can read them before knowing the broker's versions."""
+        return 1 if self.flexible(version) and self.request.API_KEY != ApiKey.API_VERSIONS else 0
 
 
 def _load_schemas() -> dict[int, ApiSchema]:
@@ -63,42 +92,17 @@ def _load_schemas() -> dict[int, ApiSchema]:
 SCHEMAS: dict[int, ApiSchema] = _load_schemas()
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise InvalidRequestError("malformed varint in request header")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def parse_header(frame: bytes) -> tuple[RequestHeader, int]:
-    """Parse the v1 part of any request header; returns it and the position after client_id."""
-    if len(frame) < _HEADER.size:
-        raise InvalidRequestError(f"request of {len(frame)} bytes is shorter than a request header")
-    api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
-    pos = _HEADER.size
-    client_id = None
-    if client_len >= 0:
-        if pos + client_len > len(frame):
-            raise InvalidRequestError("client_id runs past the end of the request")
-        client_id = frame[pos:pos + client_len].decode("utf-8", "replace")
-        pos += client_len
-    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
-
-
 def skip_tagged_fields(frame: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-        if pos > len(frame):
-            raise InvalidRequestError("tagged field runs past the end of the request header")
+    try:
+        count, pos = read_uvarint(frame, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            pos += size
+            if pos > len(frame):
+                raise InvalidRequestError("tagged field runs past the end of the request header")
+    except VarintError as exc:
+        raise InvalidRequestError(f"malformed request header: {exc}") from None
     return pos
 
 
@@ -147,28 +151,17 @@ class RecordsSplicer:
             index = int.from_bytes(body[at + 12:at + 16], "big")
             records = self._records[index]
             pieces.append(body[start:at - prefix_size])
-            pieces.append(_uvarint(len(records) + 1) if flexible else _INT32.pack(len(records)))
+            pieces.append(encode_uvarint(len(records) + 1) if flexible else _INT32.pack(len(records)))
             pieces.append(records)
             start = at + self.SIZE
         pieces.append(body[start:])
         return pieces
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_response(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage,
                     splicer: RecordsSplicer | None = None) -> bytes:
     """Frame a response: size, header (v1 with empty tagged fields when flexible, except ApiVersions), body."""
     body = response.encode(version=version)
-    tagged = schema.flexible(version) and schema.request.API_KEY != API_VERSIONS_KEY
-    header = _INT32.pack(correlation_id) + (b"\x00" if tagged else b"")
+    header = _INT32.pack(correlation_id) + (b"\x00" if schema.response_header_version(version) >= 1 else b"")
     pieces = splicer.splice(body, schema.flexible(version)) if splicer is not None else [body]
-    size = len(header) + sum(len(piece) for piece in pieces)
-    return b"".join([_INT32.pack(size), header, *pieces])
+    return framing.frame(header, *pieces)

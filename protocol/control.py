@@ -11,10 +11,12 @@ import json
 import struct
 from typing import Any
 
+from . import framing
+from .codec import RequestHeader
+
 CONTROL_API_KEY = 10000
 CONTROL_API_VERSION = 0
 
-_HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
 
 
@@ -45,10 +47,8 @@ def _read_json(buf: bytes | memoryview, pos: int) -> dict[str, Any]:
 
 def encode_request(correlation_id: int, client_id: str | None, payload: dict[str, Any]) -> bytes:
     """A whole size-prefixed control request frame."""
-    client = client_id.encode() if client_id is not None else None
-    header = _HEADER.pack(CONTROL_API_KEY, CONTROL_API_VERSION, correlation_id, -1 if client is None else len(client))
-    body = header + (client or b"") + _json_bytes(payload)
-    return _INT32.pack(len(body)) + body
+    header = RequestHeader(CONTROL_API_KEY, CONTROL_API_VERSION, correlation_id, client_id)
+    return framing.frame(header.encode(), _json_bytes(payload))
 
 
 def decode_request_body(frame: bytes, body_pos: int) -> dict[str, Any]:
@@ -58,8 +58,7 @@ def decode_request_body(frame: bytes, body_pos: int) -> dict[str, Any]:
 
 def encode_response(correlation_id: int, payload: dict[str, Any]) -> bytes:
     """A whole size-prefixed control response frame."""
-    body = _INT32.pack(correlation_id) + _json_bytes(payload)
-    return _INT32.pack(len(body)) + body
+    return framing.frame(_INT32.pack(correlation_id), _json_bytes(payload))
 
 
 def decode_response(frame: bytes) -> tuple[int, dict[str, Any]]:

@@ -9,7 +9,7 @@ class FrameError(Exception):
 
 
 class FrameDecoder:
-    """Splits a byte stream into request frames of at most `max_size` bytes (socket.request.max.bytes)."""
+    """Splits a byte stream into frames of at most `max_size` bytes (socket.request.max.bytes for requests)."""
 
     def __init__(self, max_size: int) -> None:
         self._max_size = max_size
@@ -45,5 +45,6 @@ class FrameDecoder:
         return len(self._buffer) + (4 if self._need is not None else 0)
 
 
-def frame(payload: bytes) -> bytes:
-    return _SIZE.pack(len(payload)) + payload
+def frame(*pieces: bytes) -> bytes:
+    """One frame: the size of the pieces together, then the pieces (joined once, however many there are)."""
+    return b"".join([_SIZE.pack(sum(len(piece) for piece in pieces)), *pieces])

@@ -12,8 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-EARLIEST = -2
-LATEST = -1
+from minikafka.storage.special_timestamps import SpecialTimestamp
+
+# Spark's -2 and -1 are ListOffsets' special timestamps, and reach the broker as such (offsets_for_times).
+EARLIEST = int(SpecialTimestamp.EARLIEST_TIMESTAMP)
+LATEST = int(SpecialTimestamp.LATEST_TIMESTAMP)
 
 
 class TopicPartition(NamedTuple):

@@ -49,13 +49,7 @@ from .log_config import LogConfig
 from .partition_metadata import read_partition_metadata, uuid_to_str, write_partition_metadata
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment
-
-# ListOffsets special timestamps.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
+from .special_timestamps import SpecialTimestamp
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +61,15 @@ SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer (Kafka's TimestampAndOffset): the offset found, its record's timestamp and the leader
+    epoch it was written in (-1 for either where there is none)."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
 
 
 class AppendInfo(NamedTuple):
@@ -412,7 +415,9 @@ class Log:
             records_count,
         )
 
-    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now_ms: int) -> LogSegment:
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now_ms: int
+    ) -> LogSegment:
         segment = self._segments[-1]
         if segment.should_roll(size, max_timestamp, last_offset, now_ms):
             return self.roll(now_ms, first_offset)
@@ -446,14 +451,17 @@ class Log:
     def maybe_roll_for_time(self, now_ms: int) -> bool:
         """Roll an active segment that has been open longer than segment.ms; True if it rolled."""
         active = self._segments[-1]
-        if active.size > 0 and active.time_waited_for_roll(now_ms, now_ms) > self.config.segment_ms - active.roll_jitter_ms:
+        waited = active.time_waited_for_roll(now_ms, now_ms)
+        if active.size > 0 and waited > self.config.segment_ms - active.roll_jitter_ms:
             self.roll(now_ms)
             return True
         return False
 
     # ----------------------------------------------------------------- reading
 
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True) -> bytes:
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> bytes:
         """Whole batches starting with the one that holds `offset`.
 
         At most `max_bytes`, except that with `min_one_message` the first batch is returned even
@@ -477,25 +485,25 @@ class Log:
                 return data
         return b""
 
-    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """ListOffsets: (offset, timestamp, leader epoch) of the first record with timestamp >= `timestamp`.
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first record with timestamp >= `timestamp`, or None if there is none.
 
-        Also answers Kafka's special timestamps: -1 latest (log end offset), -2 earliest and -4
-        earliest-local (log start offset), -3 the record with the largest timestamp, -5
-        latest-tiered (-1: there is no tiered storage). The
-        timestamp is -1 and the epoch -1 where there is none. Only the matching batch is decoded.
+        Also answers Kafka's special timestamps (SpecialTimestamp): latest is the log end offset, earliest and
+        earliest-local the log start offset, max-timestamp the record with the largest timestamp, and the two
+        tiered-storage ones offset -1, as there is no tiered storage. The timestamp is -1 where there is none.
+        Only the matching batch is decoded.
         """
-        if timestamp == LATEST_TIMESTAMP:
+        if timestamp == SpecialTimestamp.LATEST_TIMESTAMP:
             latest = self.leader_epoch_cache.latest_epoch
-            return self.log_end_offset, NO_TIMESTAMP, -1 if latest is None else latest
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(self.log_end_offset, NO_TIMESTAMP, -1 if latest is None else latest)
+        if timestamp in (SpecialTimestamp.EARLIEST_TIMESTAMP, SpecialTimestamp.EARLIEST_LOCAL_TIMESTAMP):
             earliest = self.leader_epoch_cache.earliest_entry
             epoch = earliest.epoch if earliest is not None and earliest.start_offset <= self._log_start_offset else -1
-            return self._log_start_offset, NO_TIMESTAMP, epoch
-        if timestamp == MAX_TIMESTAMP:
+            return TimestampAndOffset(self._log_start_offset, NO_TIMESTAMP, epoch)
+        if timestamp == SpecialTimestamp.MAX_TIMESTAMP:
             return self.offset_of_max_timestamp()
-        if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage: Kafka answers -1
-            return -1, NO_TIMESTAMP, -1
+        if timestamp in (SpecialTimestamp.LATEST_TIERED_TIMESTAMP, SpecialTimestamp.EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return TimestampAndOffset(-1, NO_TIMESTAMP, -1)
         start_offset = self._log_start_offset
         target = next((s for s in self._segments if s.largest_timestamp >= timestamp), None)
         if target is None:
@@ -505,12 +513,12 @@ class Log:
                 continue
             for offset, record_timestamp in self._record_timestamps(target, position, header):
                 if record_timestamp >= timestamp and offset >= start_offset:
-                    return offset, record_timestamp, max(header.partition_leader_epoch, -1)
+                    return TimestampAndOffset(offset, record_timestamp, max(header.partition_leader_epoch, -1))
         return None
 
-    def offset_of_max_timestamp(self) -> tuple[int, int, int] | None:
-        """ListOffsets MAX_TIMESTAMP: (offset, timestamp, leader epoch) of the record with the
-        largest timestamp (the first such record), or None for an empty log."""
+    def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """ListOffsets MAX_TIMESTAMP: the record with the largest timestamp (the first such record), or None for
+        an empty log."""
         segments = self._segments
         best = max(segments, key=lambda s: s.max_timestamp_so_far.timestamp)
         timestamp, offset = best.max_timestamp_so_far
@@ -520,7 +528,7 @@ class Log:
             if header.max_timestamp == timestamp:
                 for record_offset, record_timestamp in self._record_timestamps(best, position, header):
                     if record_timestamp == timestamp:
-                        return record_offset, timestamp, max(header.partition_leader_epoch, -1)
+                        return TimestampAndOffset(record_offset, timestamp, max(header.partition_leader_epoch, -1))
         return None
 
     def _record_timestamps(self, segment: LogSegment, position: int, header: BatchHeader) -> list[tuple[int, int]]:

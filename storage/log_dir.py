@@ -14,6 +14,7 @@ from pathlib import Path
 from .checkpoint import atomic_write, read_offset_checkpoint, write_offset_checkpoint
 from .errors import KafkaStorageError
 from .partition_metadata import random_uuid, uuid_to_str
+from .properties import parse_properties
 
 META_PROPERTIES = "meta.properties"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -64,20 +65,6 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(partition)
 
 
-_PROPERTY_LINE = re.compile(r"([^=:\s]+)\s*[=:\s]\s*(.*)")
-
-
-def _parse_properties(text: str) -> dict[str, str]:
-    """key=value lines of a Java properties file (comments skipped; no escapes needed here)."""
-    props = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        match = _PROPERTY_LINE.fullmatch(line) if line and line[0] not in "#!" else None
-        if match:
-            props[match[1]] = match[2]
-    return props
-
-
 class LogDir:
     """One log directory of a broker (`log.dirs` entry); created if missing."""
 
@@ -97,7 +84,7 @@ class LogDir:
         node or another cluster.
         """
         path = self.path / META_PROPERTIES
-        props = _parse_properties(path.read_text(encoding="utf-8")) if path.exists() else {}
+        props = parse_properties(path.read_text(encoding="utf-8")) if path.exists() else {}
         if props:
             stored_node = props.get("node.id")
             if stored_node is not None and int(stored_node) != node_id:

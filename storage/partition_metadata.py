@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .checkpoint import atomic_write
 from .errors import KafkaStorageError
+from .properties import parse_properties
 
 PARTITION_METADATA = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
@@ -48,8 +49,8 @@ def read_partition_metadata(directory: Path) -> bytes | None:
         return None
     except OSError as e:
         raise KafkaStorageError(f"Error while reading partition metadata file {path}: {e}") from e
-    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
     try:
+        fields = parse_properties(text)
         if int(fields["version"]) != PARTITION_METADATA_VERSION:
             raise ValueError(f"unrecognized version {fields['version']}")
         return uuid_from_str(fields["topic_id"].strip())

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections import deque
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minikafka.protocol.codec import SCHEMAS
+from minikafka.protocol.framing import FrameDecoder
+
+MAX_RESPONSE_BYTES = (1 << 31) - 1
 
 
 class RawConnection:
@@ -15,6 +19,8 @@ class RawConnection:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._correlation = 0
+        self._decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+        self._frames: deque[bytes] = deque()
 
     def close(self) -> None:
         self.sock.close()
@@ -36,20 +42,12 @@ class RawConnection:
 
     def read_frame(self) -> bytes | None:
         """One response frame, or None if the broker closed the connection."""
-        size_bytes = self._read_exactly(4)
-        if size_bytes is None:
-            return None
-        (size,) = struct.unpack(">i", size_bytes)
-        return self._read_exactly(size)
-
-    def _read_exactly(self, n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
+        while not self._frames:
+            chunk = self.sock.recv(1 << 16)
             if not chunk:
                 return None
-            buf += chunk
-        return buf
+            self._frames.extend(self._decoder.feed(chunk))
+        return self._frames.popleft()
 
     def request(self, request: ApiMessage) -> ApiMessage:
         correlation = self.send(request)
@@ -59,9 +57,7 @@ class RawConnection:
         assert got == correlation
         version = request.API_VERSION
         schema = SCHEMAS[request.API_KEY]
-        pos = 4
-        if schema.flexible(version) and request.API_KEY != 18:
-            pos += 1  # empty tagged fields
+        pos = 4 + schema.response_header_version(version)  # v1 adds empty tagged fields
         return schema.response.decode(frame[pos:], version=version)
 
     def find_coordinator(self, group_id: str) -> None:

@@ -26,7 +26,8 @@ def operations_int32(operations: frozenset[int]) -> int:
     return sum(1 << op for op in operations)
 
 
-def resolve_topic(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> tuple[TopicRegistration | None, ErrorCode]:
+def resolve_topic(ctx: RequestContext, name: str | None,
+                  topic_id: uuid.UUID | None) -> tuple[TopicRegistration | None, ErrorCode]:
     """A topic named by id (newer versions) or by name, with the error Kafka gives when it is not there."""
     controller = ctx.broker.controller
     if topic_id is not None and topic_id != ZERO_UUID:

@@ -1,7 +1,20 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topic configs (and a read-only view of broker configs)."""
+"""DescribeConfigs (v1-4), AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1): topic configs, and a read-only
+view of broker configs.
+
+DescribeConfigs answers topic and broker resources (any other type is INVALID_REQUEST), each entry with its source
+(v1+); synonyms are always empty even when asked for (v1+), and v3's config type and documentation are unknown
+(0) and null. v4 is flexible. The legacy AlterConfigs replaces all of a topic's overrides with the given set;
+IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT, the last two only to list configs
+(INVALID_CONFIG otherwise). Both alter topics only, validate the result as a whole before applying it (so
+validate_only answers exactly as the change would), and are flexible from v2 and v1.
+"""
 from __future__ import annotations
 
+from kafka.protocol.admin.configs import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.api_message import ApiMessage
+
 from minikafka.config import BROKER_PROPERTIES
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log_config import SOURCE_DEFAULT_CONFIG, SOURCE_STATIC_BROKER_CONFIG, ConfigEntry, LogConfig
 
@@ -20,7 +33,7 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigEntry]
 
 def _broker_config_entries(broker) -> list[ConfigEntry]:
     entries = []
-    for name, (_kind, default) in sorted(BROKER_PROPERTIES.items()):
+    for name in sorted(BROKER_PROPERTIES):
         value = broker.config.get(name)
         if value is None:
             continue
@@ -30,7 +43,7 @@ def _broker_config_entries(broker) -> list[ConfigEntry]:
     return entries
 
 
-async def handle_describe_configs(ctx: RequestContext, request) -> object:
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> ApiMessage:
     R = ctx.response_class
     CR = R.DescribeConfigsResult.DescribeConfigsResourceResult
     broker = ctx.broker
@@ -110,7 +123,8 @@ def _alter_topic_configs(broker, resource, validate_only: bool, new_overrides) -
     return ErrorCode.NONE, None
 
 
-def _alter_response(ctx: RequestContext, request, new_overrides_for) -> object:
+def _alter_response(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest,
+                    new_overrides_for) -> ApiMessage:
     R = ctx.response_class
     responses = []
     for res in request.resources:
@@ -121,16 +135,18 @@ def _alter_response(ctx: RequestContext, request, new_overrides_for) -> object:
     return ctx.response(throttle_time_ms=0, responses=responses)
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
+async def handle_incremental_alter_configs(ctx: RequestContext,
+                                           request: IncrementalAlterConfigsRequest) -> ApiMessage:
     def new_overrides_for(res):
         return lambda topic: _altered(topic.configs, LogConfig.from_props(topic.configs, ctx.broker.log_defaults),
                                       res.configs)
     return _alter_response(ctx, request, new_overrides_for)
 
 
-async def handle_alter_configs(ctx: RequestContext, request) -> object:
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> ApiMessage:
     """The legacy AlterConfigs: the given set replaces all of the topic's overrides."""
     return _alter_response(ctx, request, lambda res: lambda topic: {c.name: c.value for c in res.configs})
 
 
-HANDLERS = {32: handle_describe_configs, 33: handle_alter_configs, 44: handle_incremental_alter_configs}
+HANDLERS = {ApiKey.DESCRIBE_CONFIGS: handle_describe_configs, ApiKey.ALTER_CONFIGS: handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs}

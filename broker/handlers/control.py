@@ -2,9 +2,10 @@
 
 It is served on the Kafka listener but never advertised in ApiVersions. A request is a JSON object with an
 "op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
-- describe: node, endpoints, log dirs, active faults, and per partition leader, leader epoch, replicas, ISR,
-  high watermark, log start offset and each replica's log end offset;
-- fault.add (kind error | latency | disk), fault.clear (kind, id), fault.list;
+- describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
+  leader, leader epoch, replicas, ISR, high watermark, log start offset and each replica's log end offset;
+- fault.add (kind error | latency | disk; error and latency rules may select a request source: "replica"
+  or "client"), fault.clear (kind, id), fault.list;
 - connections.close: close every other client connection;
 - shutdown: a clean stop, as on SIGTERM.
 """
@@ -23,7 +24,7 @@ from minikafka.protocol.control import (
     encode_response,
 )
 
-from ..faults import FaultError
+from ..faults.rules import FaultError
 from ..server import CloseConnection, ConnectionInfo
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ async def process_control(broker: BrokerServer, header: RequestHeader, frame: by
         raise CloseConnection(str(exc)) from None
     op = request.get("op")
     try:
-        operation = OPERATIONS.get(op)
+        operation = OPERATIONS.get(op) if isinstance(op, str) else None
         if operation is None:
             raise FaultError(f"unknown control operation {op!r}; known: {', '.join(sorted(OPERATIONS))}")
         result = await operation(broker, request, conn)
@@ -85,7 +86,8 @@ async def _describe(broker: BrokerServer, request: dict[str, Any], _conn: Connec
     return {"node_id": broker.node_id, "cluster_id": broker.controller.cluster_id, "pid": os.getpid(),
             "endpoints": [{"host": e.host, "port": e.port} for e in broker.endpoints],
             "log_dirs": [str(d) for d in broker.config.log_dirs], "faults": broker.faults.describe(),
-            "disk_usage_bytes": broker.faults.disk_usage(), "topics": topics}
+            "disk_usage_bytes": broker.disk_quota.used_bytes(),
+            "delayed_operations": broker.purgatory.delayed_operations, "topics": topics}
 
 
 async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
@@ -94,16 +96,15 @@ async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: Conne
     if kind == "error":
         count = request.get("count", 1)
         rule = faults.add_error(request["api"], request["error"], None if count is None else int(count),
-                                request.get("topic"), _optional_int(request, "partition"))
+                                request.get("topic"), _optional_int(request, "partition"), request.get("source"))
         return {"fault": rule.describe()}
     if kind == "latency":
         count = request.get("count")
-        rule = faults.add_latency(int(request["delay_ms"]), request.get("api"),
-                                  None if count is None else int(count))
-        return {"fault": rule.describe()}
+        latency = faults.add_latency(int(request["delay_ms"]), request.get("api"),
+                                     None if count is None else int(count), request.get("source"))
+        return {"fault": latency.describe()}
     if kind == "disk":
-        quota = faults.set_disk_quota(_optional_int(request, "quota_bytes"))
-        return {"fault": {"kind": "disk", "quota_bytes": quota, "used_bytes": faults.disk_usage()}}
+        return {"fault": broker.disk_quota.set(_optional_int(request, "quota_bytes"))}
     raise FaultError(f"unknown fault kind {kind!r}: expected error, latency or disk")
 
 

@@ -1,18 +1,49 @@
 """Consumer group APIs: FindCoordinator, the classic membership protocol, committed offsets, group admin.
 
-The group coordinator (broker/group_coordinator.py) holds the state; these handlers translate between the wire
-versions and it. KIP-848's ConsumerGroupHeartbeat (key 68) is deliberately absent: like a Kafka broker without
-the new protocol, it is not advertised and a request for it closes the connection.
+The group coordinator (broker/group_coordinator.py) and its offset manager (broker/offset_manager.py) hold the
+state; these handlers translate between the wire versions and them. KIP-848's ConsumerGroupHeartbeat (key 68) is
+deliberately absent: like a Kafka broker without the new protocol, it is not advertised and a request for it
+closes the connection.
+
+Versions served, and what changes between them:
+- FindCoordinator (v0-6): v1+ names a key type: a group's coordinator is the leader of its __consumer_offsets
+  partition (the first lookup creates that topic), a transaction's is this broker, any other type (share groups,
+  v6) is INVALID_REQUEST; v1+ carries error messages, v3+ is flexible, v4+ looks up a batch of keys (KIP-699).
+- JoinGroup (v0-9): v1+ brings the rebalance timeout (v0 uses the session timeout); from v4 a member without an id
+  gets MEMBER_ID_REQUIRED with its new id and joins again (KIP-394); v5+ group instance ids (static membership,
+  KIP-345); v6+ flexible; v7+ answers the protocol type, and a protocol name not yet chosen is null; v8+ carries a
+  reason (KIP-800); v9+ a rejoining static leader is told to skip the assignment (KIP-814).
+- SyncGroup (v0-5): v3+ group instance id; v4+ flexible; v5+ sends the protocol type and name, which must match the
+  group's (INCONSISTENT_GROUP_PROTOCOL, also when missing) and are answered back (KIP-559).
+- Heartbeat (v0-4): v3+ group instance id; v4+ flexible; REBALANCE_IN_PROGRESS is the signal to rejoin.
+- LeaveGroup (v0-5): v0-2 one member by id; v3+ a batch of members by id or instance id, each with its error;
+  v4+ flexible; v5+ a reason per member.
+- OffsetCommit (v2-10): v2-4 carry a retention time, later versions leave it to offsets.retention.minutes; v6+
+  the committed leader epoch; v7+ group instance id; v8+ flexible; v9+ GROUP_ID_NOT_FOUND for a commit with a
+  generation to an unknown group; v10 topics by id (UNKNOWN_TOPIC_ID).
+- OffsetFetch (v1-10): v1 has no top-level error, so every requested partition carries it; v2+ a null topic list
+  asks for all of the group's offsets; v5+ the committed leader epoch; v6+ flexible; v7's require_stable and v9's
+  member id and epoch are read past (no transactions, classic groups only); v8+ several groups per request; v10
+  topics by id.
+- OffsetDelete (v0): a group with members may delete only if it uses the "consumer" protocol type (NON_EMPTY_GROUP
+  otherwise), and only offsets of topics it does not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+- DescribeGroups (v0-6): v3+ authorized operations when asked for; v4+ members' group instance ids; v5+ flexible;
+  v6+ GROUP_ID_NOT_FOUND for an unknown group (before, a Dead group without error).
+- ListGroups (v0-5): v3+ flexible; v4+ filters by state (KIP-518); v5+ by type, every group being "classic".
+- DeleteGroups (v0-2): NON_EMPTY_GROUP for a group with members; v2 flexible.
 """
 from __future__ import annotations
 
 import logging
 
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
-from ..group_coordinator import GroupCoordinator, JoinRequest, OffsetCommitEntry, ensure_offsets_topic
+from ..group_coordinator import GroupCoordinator, JoinRequest
 from ..group_metadata_log import GROUP_METADATA_TOPIC
+from ..group_metadata_manager import ensure_offsets_topic
 from ..kafka_apis import RequestContext
+from ..offset_manager import OffsetCommitEntry, OffsetManager
 from .common import ZERO_UUID, resolve_topic
 
 log = logging.getLogger("minikafka.groups")
@@ -34,6 +65,10 @@ _MESSAGES = {
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.broker.group_coordinator
+
+
+def _offset_manager(ctx: RequestContext) -> OffsetManager:
+    return ctx.broker.group_coordinator.offset_manager
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -66,8 +101,10 @@ def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[Err
     coordinator = _coordinator(ctx)
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    ensure_offsets_topic(broker, coordinator)  # clients look up their coordinator before any other group API
-    partition = broker.replica_manager.get_partition(GROUP_METADATA_TOPIC, coordinator.partition_for(key))
+    # Clients look up their coordinator before any other group API.
+    ensure_offsets_topic(broker, coordinator.config.num_partitions)
+    partition = broker.replica_manager.get_partition(GROUP_METADATA_TOPIC,
+                                                     coordinator.group_manager.partition_for(key))
     if partition is None or not partition.is_leader:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return _this_broker(ctx)
@@ -189,7 +226,7 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
     entry_errors: list[ErrorCode] = []
     if entries:
         try:
-            entry_errors = _coordinator(ctx).commit_offsets(
+            entry_errors = _offset_manager(ctx).commit_offsets(
                 request.group_id, request.member_id or "",
                 request.group_instance_id if ctx.version >= 7 else None, request.generation_id_or_member_epoch,
                 request.retention_time_ms if ctx.version <= 4 else -1, entries, ctx.version)
@@ -214,7 +251,7 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
 
 def _fetch_group(ctx: RequestContext, group_id: str | None, topics, by_id: bool):
     """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
-    coordinator = _coordinator(ctx)
+    offset_manager = _offset_manager(ctx)
     controller = ctx.broker.controller
     requested = None
     unknown: list[tuple[object, list[int], ErrorCode]] = []
@@ -230,7 +267,7 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics, by_id: bool)
             else:
                 requested.append((t.name, list(t.partition_indexes)))
     try:
-        found = coordinator.fetch_offsets(group_id, requested)
+        found = offset_manager.fetch_offsets(group_id, requested)
     except KafkaError as exc:
         return exc.code, []
     out = []
@@ -293,7 +330,7 @@ async def handle_offset_delete(ctx: RequestContext, request) -> object:
         if indexes:
             known.append((t.name, indexes))
     try:
-        deleted = dict(_coordinator(ctx).delete_offsets(request.group_id, known))
+        deleted = dict(_offset_manager(ctx).delete_offsets(request.group_id, known))
     except KafkaError as exc:
         return ctx.response(error_code=exc.code, throttle_time_ms=0, topics=[])
     topics = []
@@ -352,15 +389,15 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
 
 
 HANDLERS = {
-    10: handle_find_coordinator,
-    11: handle_join_group,
-    14: handle_sync_group,
-    12: handle_heartbeat,
-    13: handle_leave_group,
-    8: handle_offset_commit,
-    9: handle_offset_fetch,
-    47: handle_offset_delete,
-    15: handle_describe_groups,
-    16: handle_list_groups,
-    42: handle_delete_groups,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
 }

@@ -1,8 +1,30 @@
-"""Metadata and DescribeTopicPartitions: brokers, topics, partitions, leaders, leader epochs, topic ids."""
+"""Metadata (v0-13) and DescribeTopicPartitions (v0): brokers, topics, partitions, leaders, leader epochs, topic ids.
+
+Metadata per version:
+- v0: an empty topic list asks for every topic; from v1 an empty list asks for none and a null list for all;
+- v1+: broker racks, the controller id and whether a topic is internal; v2+ the cluster id; v3+ throttle time;
+- v4+: allow_auto_topic_creation; before v4 a missing topic is auto-created whenever auto.create.topics.enable
+  allows it;
+- v5+: offline replicas (always none); v7+: each partition's leader epoch;
+- v8+: topic authorized operations when asked for (without authorization, all of them); cluster authorized
+  operations (v8-10) are never filled in: DescribeCluster answers them;
+- v9+: flexible; v10+: every topic carries its id, and a topic asked for by id alone (null name) is resolved by
+  it (UNKNOWN_TOPIC_ID when unknown), which Kafka serves from v12; v13 adds a top-level error code, always NONE.
+An invalid topic name is INVALID_TOPIC_EXCEPTION; a failed auto-creation answers the creation's error.
+
+DescribeTopicPartitions (KIP-966, the Java AdminClient's describeTopics) is flexible and pages through the topics
+in name order with a cursor, at most response_partition_limit partitions (capped at Kafka's 2000, at least 1) per
+answer.
+"""
 from __future__ import annotations
 
 import logging
 
+from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata.metadata import MetadataRequest
+
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log_dir import validate_topic_name
 
@@ -26,7 +48,7 @@ def _partition_entries(cls, topic: TopicRegistration, start: int = 0, limit: int
     return out
 
 
-async def handle_metadata(ctx: RequestContext, request) -> object:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiMessage:
     R = ctx.response_class
     broker = ctx.broker
     controller = broker.controller
@@ -74,7 +96,8 @@ async def handle_metadata(ctx: RequestContext, request) -> object:
                         error_code=ErrorCode.NONE)
 
 
-async def handle_describe_topic_partitions(ctx: RequestContext, request) -> object:
+async def handle_describe_topic_partitions(ctx: RequestContext,
+                                           request: DescribeTopicPartitionsRequest) -> ApiMessage:
     """KIP-966's paginated topic description (used by the Java AdminClient's describeTopics)."""
     R = ctx.response_class
     controller = ctx.broker.controller
@@ -115,4 +138,4 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
     return ctx.response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
 
-HANDLERS = {3: handle_metadata, 75: handle_describe_topic_partitions}
+HANDLERS = {ApiKey.METADATA: handle_metadata, ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions}

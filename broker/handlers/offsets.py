@@ -1,64 +1,42 @@
-"""ListOffsets and OffsetForLeaderEpoch: offsets by time and by leader epoch."""
+"""ListOffsets (v1-11) and OffsetForLeaderEpoch (v2-4): offsets by time and by leader epoch, from the leader.
+
+ListOffsets: one offset per partition from v1 on (v0, with its offset arrays, is gone since Kafka 4.0). v2+ carries
+the isolation level: read_committed stops at the last stable offset, read_uncommitted at the high watermark; a
+replica (replica id >= 0) may see up to the log end offset. v4+ fences by the caller's current leader epoch
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers the leader epoch of the offset found. The special
+timestamps (storage/special_timestamps.py) are answered at every version, as Kafka's broker does; clients ask for
+MAX_TIMESTAMP from v7, EARLIEST_LOCAL from v8, LATEST_TIERED from v9 and EARLIEST_PENDING_UPLOAD from v11, and
+with no tiered storage the last two find no offset (-1). v6+ is flexible; v10 (KIP-1075) changes nothing here,
+since every answer is local. An unknown negative timestamp is INVALID_REQUEST.
+
+OffsetForLeaderEpoch: the end offset of the largest leader epoch <= the one asked for, which a follower or a
+consumer that saw a leader change uses to detect truncation (KIP-101, KIP-320). v2+ fences by the current leader
+epoch; v3+ carries a replica id, and every caller is answered from the leader's log; v4+ is flexible.
+"""
 from __future__ import annotations
 
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsRequest, OffsetForLeaderEpochRequest
+
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 from ..kafka_apis import RequestContext
-from ..partition import Partition
 from .common import per_partition
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6
-READ_COMMITTED = 1
 
-
-def _epoch(epoch: int | None) -> int:
-    return -1 if epoch is None else epoch
-
-
-def _list_offset(partition: Partition, timestamp: int, isolation_level: int, replica_id: int) -> tuple[int, int, int]:
-    """(timestamp, offset, leader_epoch) for one ListOffsets partition, as Kafka's fetchOffsetForTimestamp."""
-    the_log = partition.log
-    if replica_id >= 0:
-        upper = the_log.log_end_offset
-    elif isolation_level == READ_COMMITTED:
-        upper = partition.last_stable_offset()
-    else:
-        upper = partition.high_watermark
-    if timestamp == LATEST:
-        return -1, upper, _epoch(the_log.leader_epoch_cache.latest_epoch)
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        start = the_log.log_start_offset
-        return -1, start, _epoch(the_log.leader_epoch_cache.epoch_for_offset(start))
-    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        return -1, -1, -1
-    if timestamp == MAX_TIMESTAMP:
-        found = the_log.offset_of_max_timestamp()
-    elif timestamp >= 0:
-        found = the_log.fetch_offset_by_timestamp(timestamp)
-    else:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
-    if found is None or found[0] >= upper:
-        return -1, -1, -1
-    offset, ts, epoch = found
-    return ts, offset, epoch
-
-
-async def handle_list_offsets(ctx: RequestContext, request) -> object:
+async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ApiMessage:
     R = ctx.response_class
     PR = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     replica_manager = ctx.broker.replica_manager
-    isolation = request.isolation_level if ctx.version >= 2 else 0
+    isolation = request.isolation_level if ctx.version >= 2 else IsolationLevel.READ_UNCOMMITTED
+    isolation_level = None if request.replica_id >= 0 else isolation
 
     def answer(t, p):
-        partition = replica_manager.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
-        ts, offset, epoch = _list_offset(partition, p.timestamp, isolation, request.replica_id)
-        return PR(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
-                  leader_epoch=epoch)
+        found = replica_manager.fetch_offset_for_timestamp((t.name, p.partition_index), p.timestamp, isolation_level,
+                                                           p.current_leader_epoch)
+        return PR(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=found.timestamp,
+                  offset=found.offset, leader_epoch=found.leader_epoch)
 
     def failed(p, code):
         return PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
@@ -68,14 +46,14 @@ async def handle_list_offsets(ctx: RequestContext, request) -> object:
         for t, parts in per_partition(request.topics, answer, failed)])
 
 
-async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object:
+async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> ApiMessage:
     R = ctx.response_class
     EO = R.OffsetForLeaderTopicResult.EpochEndOffset
     replica_manager = ctx.broker.replica_manager
 
     def answer(t, p):
-        partition = replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
-        epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
+        epoch, end_offset = replica_manager.last_offset_for_leader_epoch((t.topic, p.partition), p.leader_epoch,
+                                                                         p.current_leader_epoch)
         return EO(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
 
     def failed(p, code):
@@ -86,4 +64,4 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object
         for t, parts in per_partition(request.topics, answer, failed)])
 
 
-HANDLERS = {2: handle_list_offsets, 23: handle_offset_for_leader_epoch}
+HANDLERS = {ApiKey.LIST_OFFSETS: handle_list_offsets, ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch}

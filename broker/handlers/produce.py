@@ -1,8 +1,30 @@
-"""Produce and InitProducerId: appends to partition leaders, idempotent producer ids."""
+"""Produce (v3-13, advertised from v0) and InitProducerId (v0-6): appends to partition leaders, producer ids.
+
+Produce: Kafka 4 dropped v0-2 but still advertises them, because librdkafka needs to see them (KAFKA-18659); a
+v0-2 request closes the connection, as any version outside the accepted range does. Per version:
+- v3+: message format v2 only, exactly one record batch per partition (INVALID_RECORD otherwise); a transactional
+  id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as transactions are not served; acks must be 0, 1 or
+  -1 (INVALID_REQUIRED_ACKS);
+- v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467);
+- v9+: flexible; v10-12 add nothing this broker sends (KIP-951 leader hints, KIP-890 error codes);
+- v13: topics by id (UNKNOWN_TOPIC_ID when the id is not known).
+acks=0 gets no response at all; when such a produce fails the connection is closed, the only signal that
+producer gets. acks=-1 needs the ISR to reach min.insync.replicas (NOT_ENOUGH_REPLICAS).
+
+InitProducerId: an idempotent producer gets a fresh producer id at epoch 0 on every call (so the v3+ producer id
+and epoch a producer sends to resume are read past); a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal. v2+ is flexible; v6's two-phase commit
+fields (KIP-939) are read past.
+"""
 from __future__ import annotations
 
 import logging
 
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
 
@@ -25,17 +47,17 @@ def _more_than_one_batch(records: bytes) -> bool:
     return header.magic == MAGIC_V2 and 0 <= header.size < len(records)
 
 
-async def handle_produce(ctx: RequestContext, request) -> object | None:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMessage | None:
     R = ctx.response_class
     PR = R.TopicProduceResponse.PartitionProduceResponse
     by_id = ctx.version >= 13
     acks = request.acks
     entries: dict[tuple[str, int], bytearray] = {}
+    # Keyed by (topic's position in the request, partition): the error to answer, or the partition appended to.
     errors: dict[tuple[int, int], ErrorCode] = {}
-    resolved = []
+    targets: dict[tuple[int, int], tuple[str, int]] = {}
     for ti, t in enumerate(request.topic_data):
         topic, err = resolve_topic(ctx, None if by_id else t.name, t.topic_id if by_id else None)
-        resolved.append(topic)
         for p in t.partition_data:
             if acks not in (0, 1, -1):
                 errors[(ti, p.index)] = ErrorCode.INVALID_REQUIRED_ACKS
@@ -48,6 +70,7 @@ async def handle_produce(ctx: RequestContext, request) -> object | None:
             elif p.records is None or len(p.records) == 0 or _more_than_one_batch(p.records):
                 errors[(ti, p.index)] = ErrorCode.INVALID_RECORD
             else:
+                targets[(ti, p.index)] = (topic.name, p.index)
                 entries[(topic.name, p.index)] = bytearray(p.records)
     results = ctx.broker.replica_manager.append_records(acks, entries)
     if acks == 0:
@@ -57,7 +80,6 @@ async def handle_produce(ctx: RequestContext, request) -> object | None:
         return None
     topics_out = []
     for ti, t in enumerate(request.topic_data):
-        topic = resolved[ti]
         parts = []
         for p in t.partition_data:
             code = errors.get((ti, p.index))
@@ -65,12 +87,13 @@ async def handle_produce(ctx: RequestContext, request) -> object | None:
                 parts.append(PR(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                                 log_start_offset=-1, record_errors=[], error_message=None))
                 continue
-            result = results[(topic.name, p.index)]
+            result = results[targets[(ti, p.index)]]
             if result.error is not None:
                 parts.append(PR(index=p.index, error_code=result.error.code, base_offset=-1, log_append_time_ms=-1,
                                 log_start_offset=-1, record_errors=[], error_message=result.error.message))
             else:
                 info = result.info
+                assert info is not None  # an append without an error has its outcome
                 parts.append(PR(index=p.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
                                 log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset,
                                 record_errors=[], error_message=None))
@@ -80,7 +103,7 @@ async def handle_produce(ctx: RequestContext, request) -> object | None:
     return ctx.response(responses=topics_out, throttle_time_ms=0)
 
 
-async def handle_init_producer_id(ctx: RequestContext, request) -> object:
+async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> ApiMessage:
     if request.transactional_id is not None:
         # A fatal error in every client, so a transactional producer fails at once instead of retrying
         # until its max.block.ms; the log says why.
@@ -93,5 +116,5 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
 
 
-HANDLERS = {0: handle_produce, 22: handle_init_producer_id}
-VERSIONS = {0: (PRODUCE_ADVERTISED_MIN, 13)}
+HANDLERS = {ApiKey.PRODUCE: handle_produce, ApiKey.INIT_PRODUCER_ID: handle_init_producer_id}
+VERSIONS = {ApiKey.PRODUCE: (PRODUCE_ADVERTISED_MIN, 13)}

@@ -1,8 +1,28 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords: topic and partition lifecycle."""
+"""CreateTopics (v2-7), DeleteTopics (v1-6), CreatePartitions (v0-3), DeleteRecords (v0-2): topic and partition
+lifecycle.
+
+CreateTopics: a partition count or replication factor of -1 takes num.partitions / default.replication.factor
+(KIP-464, v4+; older clients never send -1); a topic listed twice is INVALID_REQUEST; validate_only checks without
+creating. v5+ is flexible and answers the topic's partition count, replication factor and configs (KIP-525); v7
+answers its topic id. DeleteTopics: by name, and from v6 by name or id (UNKNOWN_TOPIC_ID); v4+ is flexible, v5+
+carries error messages; delete.topic.enable=false answers TOPIC_DELETION_DISABLED. CreatePartitions: only ever
+more partitions (INVALID_PARTITIONS otherwise), with or without explicit assignments; v2+ is flexible.
+DeleteRecords: moves each partition's log start offset on its leader; offset -1 means the high watermark, beyond
+it is OFFSET_OUT_OF_RANGE; the answer is the new low watermark; v2 is flexible.
+"""
 from __future__ import annotations
 
 import logging
 
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+)
+from kafka.protocol.api_message import ApiMessage
+
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..kafka_apis import RequestContext
@@ -11,7 +31,8 @@ from .configs import topic_config_entries
 
 log = logging.getLogger("minikafka.topics")
 
-async def handle_create_topics(ctx: RequestContext, request) -> object:
+
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> ApiMessage:
     R = ctx.response_class
     broker = ctx.broker
     results = []
@@ -53,7 +74,7 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
     return ctx.response(throttle_time_ms=0, topics=results)
 
 
-async def handle_delete_topics(ctx: RequestContext, request) -> object:
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> ApiMessage:
     R = ctx.response_class
     if ctx.version >= 6:
         targets = [(t.name, t.topic_id) for t in request.topics]
@@ -74,7 +95,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> object:
     return ctx.response(throttle_time_ms=0, responses=results)
 
 
-async def handle_create_partitions(ctx: RequestContext, request) -> object:
+async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> ApiMessage:
     R = ctx.response_class
     results = []
     for t in request.topics:
@@ -88,19 +109,14 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
     return ctx.response(throttle_time_ms=0, results=results)
 
 
-async def handle_delete_records(ctx: RequestContext, request) -> object:
+async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> ApiMessage:
     """Move log start offsets forward; -1 means up to the high watermark, as in Kafka."""
     R = ctx.response_class
     PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
     replica_manager = ctx.broker.replica_manager
 
     def answer(t, p):
-        partition = replica_manager.leader_partition(t.name, p.partition_index)
-        offset = partition.high_watermark if p.offset == -1 else p.offset
-        if offset < 0 or offset > partition.high_watermark:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"offset {p.offset} is beyond the high watermark {partition.high_watermark}")
-        low = partition.log.maybe_increment_log_start_offset(offset)
+        low = replica_manager.delete_records((t.name, p.partition_index), p.offset)
         return PR(partition_index=p.partition_index, low_watermark=low, error_code=ErrorCode.NONE)
 
     def failed(p, code):
@@ -111,5 +127,5 @@ async def handle_delete_records(ctx: RequestContext, request) -> object:
         for t, parts in per_partition(request.topics, answer, failed)])
 
 
-HANDLERS = {19: handle_create_topics, 20: handle_delete_topics, 37: handle_create_partitions,
-            21: handle_delete_records}
+HANDLERS = {ApiKey.CREATE_TOPICS: handle_create_topics, ApiKey.DELETE_TOPICS: handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: handle_create_partitions, ApiKey.DELETE_RECORDS: handle_delete_records}

@@ -14,11 +14,13 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.producer.produce import ProduceRequest
 
+from tests.helpers import create_topic, produce
 from tests.raw_client import RawConnection, record_batch
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
 MESSAGE_TOO_LARGE = 10
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -113,7 +115,9 @@ class ConfluentAdmin:
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def close(self) -> None:
-        pass
+        # librdkafka's admin client has no close(): dropping the last reference destroys it (its threads and
+        # connections), rather than whenever a collector breaks a traceback cycle that reaches this wrapper.
+        del self.admin
 
     @staticmethod
     def _code(future) -> int:
@@ -482,3 +486,44 @@ def test_delete_records_moves_low_watermark(admin, broker, unique_topic):
     # The partition stays writable after the start offset reached its end.
     assert produce_values(broker, unique_topic, 1, [b"after"]) == [50]
     assert consume_from_beginning(broker, unique_topic, 1, 1) == [(50, b"after")]
+
+
+def test_delete_records_and_special_timestamps_at_the_wire(broker, unique_topic):
+    """DeleteRecords' offset -1 (the high watermark) and ListOffsets' special timestamps no admin adapter sends."""
+    from kafka.protocol.admin.topics import DeleteRecordsRequest
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetSpec
+
+    earliest_pending_upload = -6  # KIP-1023; kafka-python's OffsetSpec stops at LATEST_TIERED
+
+    with RawConnection(broker.bootstrap_servers) as conn:
+        create_topic(conn, unique_topic, partitions=2)
+        for i in range(3):
+            assert produce(conn, unique_topic, 0, record_batch([b"v%d" % i])).error_code == NONE
+
+        def list_offset(timestamp: int, partition: int = 0) -> tuple[int, int]:
+            R = ListOffsetsRequest[11]
+            resp = conn.request(R(replica_id=-1, isolation_level=0, timeout_ms=10_000, topics=[R.ListOffsetsTopic(
+                name=unique_topic, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])]))
+            found = resp.topics[0].partitions[0]
+            return found.error_code, found.offset
+
+        def delete_records(offset: int, partition: int = 0) -> tuple[int, int]:
+            D = DeleteRecordsRequest[2]
+            resp = conn.request(D(timeout_ms=10_000, topics=[D.DeleteRecordsTopic(
+                name=unique_topic, partitions=[D.DeleteRecordsTopic.DeleteRecordsPartition(
+                    partition_index=partition, offset=offset)])]))
+            result = resp.topics[0].partitions[0]
+            return result.error_code, result.low_watermark
+
+        assert list_offset(OffsetSpec.EARLIEST_LOCAL) == (NONE, 0)
+        assert list_offset(OffsetSpec.LATEST_TIERED) == (NONE, -1)  # no tiered storage: no offset, no error
+        assert list_offset(earliest_pending_upload) == (NONE, -1)
+        assert list_offset(OffsetSpec.MAX_TIMESTAMP, partition=1) == (NONE, -1)  # an empty partition
+        assert list_offset(-7) == (INVALID_REQUEST, -1)
+
+        assert delete_records(4) == (OFFSET_OUT_OF_RANGE, -1)  # beyond the high watermark
+        assert delete_records(-1) == (NONE, 3)
+        assert list_offset(OffsetSpec.EARLIEST) == list_offset(OffsetSpec.EARLIEST_LOCAL) == (NONE, 3)
+        assert list_offset(OffsetSpec.LATEST) == (NONE, 3)
+        assert delete_records(0, partition=5) == (UNKNOWN_TOPIC_OR_PARTITION, -1)

@@ -6,11 +6,10 @@ import struct
 
 import pytest
 from kafka.protocol.admin.topics import CreateTopicsRequest
-from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
-from kafka.protocol.producer.produce import ProduceRequest
 
+from tests.helpers import create_topic, fetch, produce
 from tests.raw_client import RawConnection, record_batch
 
 CORRUPT_MESSAGE = 2
@@ -20,33 +19,6 @@ INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
 INVALID_PARTITIONS = 37
 INVALID_RECORD = 87
-
-
-def create_topic(conn: RawConnection, name: str, partitions: int = 1, **configs: str) -> None:
-    R = CreateTopicsRequest[7]
-    entries = [R.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()]
-    resp = conn.request(R(topics=[R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
-                                                   assignments=[], configs=entries)], timeout_ms=10000))
-    assert resp.topics[0].error_code == 0, resp
-
-
-def produce(conn: RawConnection, topic: str, partition: int, records: bytes, version: int = 9):
-    R = ProduceRequest[version]
-    resp = conn.request(R(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
-        R.TopicProduceData(name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(
-            index=partition, records=records)])]))
-    return resp.responses[0].partition_responses[0]
-
-
-def fetch(conn: RawConnection, topic: str, partition: int, offset: int):
-    R = FetchRequest[12]
-    resp = conn.request(R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                          session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=topic, partitions=[
-                              R.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=-1,
-                                                          fetch_offset=offset, last_fetched_epoch=-1,
-                                                          log_start_offset=-1, partition_max_bytes=1 << 20)])],
-                          forgotten_topics_data=[], rack_id=""))
-    return resp.responses[0].partitions[0]
 
 
 def metadata_works(bootstrap: str) -> bool:

@@ -11,9 +11,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from tests.raw_client import RawConnection
-
-from .helpers import (
+from tests.helpers import (
     CODECS,
     PARTITIONS,
     PRODUCE_TIMEOUT_S,
@@ -28,6 +26,7 @@ from .helpers import (
     make_records,
     normalize_headers,
 )
+from tests.raw_client import RawConnection
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:

@@ -10,9 +10,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from tests.raw_client import RawConnection
-
-from .helpers import (
+from tests.helpers import (
     CODECS,
     PARTITIONS,
     PRODUCE_TIMEOUT_S,
@@ -27,6 +25,7 @@ from .helpers import (
     make_records,
     normalize_headers,
 )
+from tests.raw_client import RawConnection
 
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45

@@ -2,58 +2,41 @@
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.helpers import SMALL_BATCHES, admin_create_topic, produce_acked, wait_until
 
 PARTITIONS = 3
-SMALL_BATCHES = {"batch.size": 16384}  # so no batch outgrows a test's small segment.bytes
-
-
-def create(bootstrap: str, topic: str, **configs: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=configs)])[topic].result(20)
-
-
-def produce_acked(bootstrap: str, topic: str, count: int, start: int = 0, **conf) -> dict[tuple[int, int], bytes]:
-    """Produce with acks=1; returns {(partition, offset): value} of every acknowledged record."""
-    acked: dict[tuple[int, int], bytes] = {}
-
-    def on_delivery(err, msg):
-        if err is None:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, **conf})
-    for i in range(start, start + count):
-        producer.produce(topic, value=b"value-%06d" % i, key=b"k%d" % i, partition=i % PARTITIONS,
-                         on_delivery=on_delivery)
-        if i % 500 == 0:
-            producer.poll(0)
-    assert producer.flush(30) == 0
-    return acked
 
 
 def consume_all(bootstrap: str, topic: str, expected: int) -> dict[tuple[int, int], bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "durability", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got: dict[tuple[int, int], bytes] = {}
-    for _ in range(200):
+
+    def enough() -> bool:
         for msg in consumer.consume(1000, 0.2):
             assert msg.error() is None, msg.error()
             got[(msg.partition(), msg.offset())] = msg.value()
-        if len(got) >= expected:
-            break
-    consumer.close()
+        return len(got) >= expected
+
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        with suppress(TimeoutError):  # the caller's comparison says what is missing
+            wait_until(enough, interval=0, message=f"{expected} records of {topic}")
+    finally:
+        consumer.close()
     return got
 
 
 @pytest.mark.parametrize("stop", ["clean", "kill -9"])
 def test_restart_keeps_acknowledged_records_and_offsets(broker_factory, stop):
     broker = broker_factory()
-    create(broker.bootstrap_servers, "durable")
-    acked = produce_acked(broker.bootstrap_servers, "durable", 3000)
+    admin_create_topic(broker.bootstrap_servers, "durable", PARTITIONS)
+    acked = produce_acked(broker.bootstrap_servers, "durable", 3000, partitions=PARTITIONS)
     assert len(acked) == 3000
     if stop == "clean":
         assert broker.stop() == 0
@@ -61,31 +44,30 @@ def test_restart_keeps_acknowledged_records_and_offsets(broker_factory, stop):
         broker.kill()
     broker.start()
     assert consume_all(broker.bootstrap_servers, "durable", len(acked)) == acked
-    more = produce_acked(broker.bootstrap_servers, "durable", 300, start=3000)
-    for (partition, offset) in more:
-        assert offset >= 1000, "offsets continue after the restart"
+    more = produce_acked(broker.bootstrap_servers, "durable", 300, partitions=PARTITIONS, start=3000)
+    assert all(offset >= 1000 for (_partition, offset) in more), "offsets continue after the restart"
     assert consume_all(broker.bootstrap_servers, "durable", 3300) == {**acked, **more}
 
 
 def test_torn_tail_after_kill_is_truncated_and_the_rest_kept(broker_factory):
     broker = broker_factory()
-    create(broker.bootstrap_servers, "torn")
-    acked = produce_acked(broker.bootstrap_servers, "torn", 900)
+    admin_create_topic(broker.bootstrap_servers, "torn", PARTITIONS)
+    acked = produce_acked(broker.bootstrap_servers, "torn", 900, partitions=PARTITIONS)
     broker.kill()
     segment = sorted(Path(broker.data_dir, "torn-0").glob("*.log"))[-1]
     with open(segment, "ab") as f:
         f.write(os.urandom(37))  # a write torn mid-batch by the crash
     broker.start()
     assert consume_all(broker.bootstrap_servers, "torn", len(acked)) == acked
-    assert "torn-0" in broker.log_text()  # recovery says what it truncated
-    more = produce_acked(broker.bootstrap_servers, "torn", 30, start=900)
+    assert "torn-0" in broker.log_path.read_text()  # recovery says what it truncated
+    more = produce_acked(broker.bootstrap_servers, "torn", 30, partitions=PARTITIONS, start=900)
     assert sorted(o for (p, o) in more if p == 0) == list(range(300, 310))
 
 
 def test_clean_shutdown_writes_kafka_checkpoints(broker_factory):
     broker = broker_factory()
-    create(broker.bootstrap_servers, "ckpt")
-    produce_acked(broker.bootstrap_servers, "ckpt", 30)
+    admin_create_topic(broker.bootstrap_servers, "ckpt", PARTITIONS)
+    produce_acked(broker.bootstrap_servers, "ckpt", 30, partitions=PARTITIONS)
     assert broker.stop() == 0
     data = Path(broker.data_dir)
     lines = (data / "recovery-point-offset-checkpoint").read_text().splitlines()
@@ -103,20 +85,20 @@ def test_clean_shutdown_writes_kafka_checkpoints(broker_factory):
 
 
 def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_factory):
-    import time
-
     broker = broker_factory(log_flush_offset_checkpoint_interval_ms=200)
-    create(broker.bootstrap_servers, "rolled", **{"segment.bytes": "32768"})
-    assert len(produce_acked(broker.bootstrap_servers, "rolled", 12000, **SMALL_BATCHES)) == 12000
+    admin_create_topic(broker.bootstrap_servers, "rolled", PARTITIONS, **{"segment.bytes": "32768"})
+    acked = produce_acked(broker.bootstrap_servers, "rolled", 12000, partitions=PARTITIONS, **SMALL_BATCHES)
+    assert len(acked) == 12000
     checkpoint = Path(broker.data_dir, "recovery-point-offset-checkpoint")
     points: dict[str, int] = {}
-    for _ in range(100):
+
+    def every_partition_checkpointed() -> bool:
         if checkpoint.exists():
             rows = [line.split() for line in checkpoint.read_text().splitlines()[2:]]
-            points = {f"{t}-{p}": int(o) for t, p, o in rows if t == "rolled"}
-            if len(points) == PARTITIONS and all(v > 0 for v in points.values()):
-                break
-        time.sleep(0.1)
+            points.update({f"{t}-{p}": int(o) for t, p, o in rows if t == "rolled"})
+        return len(points) == PARTITIONS and all(v > 0 for v in points.values())
+
+    wait_until(every_partition_checkpointed, message="a recovery point past 0 for every partition")
     for partition in range(PARTITIONS):
         segments = sorted(Path(broker.data_dir, f"rolled-{partition}").glob("*.log"))
         assert len(segments) > 1
@@ -126,18 +108,12 @@ def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_fact
 
 
 def test_a_failing_checkpoint_write_is_logged_and_the_broker_keeps_serving(broker_factory):
-    import time
-
     broker = broker_factory(log_flush_offset_checkpoint_interval_ms=100)
-    create(broker.bootstrap_servers, "steady")
+    admin_create_topic(broker.bootstrap_servers, "steady", PARTITIONS)
     blocker = Path(broker.data_dir, "recovery-point-offset-checkpoint.tmp")
     blocker.mkdir()  # the atomic write's temp file cannot be created: every checkpoint fails with an OSError
-    for _ in range(100):
-        if "checkpoint failed" in broker.log_text():
-            break
-        time.sleep(0.05)
-    assert "checkpoint failed" in broker.log_text()
-    assert len(produce_acked(broker.bootstrap_servers, "steady", 30)) == 30
+    wait_until(lambda: "checkpoint failed" in broker.log_path.read_text(), message="a logged checkpoint failure")
+    assert len(produce_acked(broker.bootstrap_servers, "steady", 30, partitions=PARTITIONS)) == 30
     blocker.rmdir()
     assert broker.stop() == 0
     assert "steady 0 10" in Path(broker.data_dir, "recovery-point-offset-checkpoint").read_text()

@@ -8,7 +8,7 @@ import uuid
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from tests.clients.test_bad_input import create_topic, produce
+from tests.helpers import create_topic, produce, wait_until
 from tests.raw_client import RawConnection, record_batch
 
 OFFSET_OUT_OF_RANGE = 1
@@ -61,7 +61,7 @@ def test_long_poll_returns_when_data_arrives_and_times_out_empty(broker):
         assert resp.responses[0].partitions[0].records in (b"", None) and waited >= 0.5
 
         def later():
-            time.sleep(0.3)
+            wait_until(lambda: broker.state.delayed_operations() == 1, message="the fetch to wait in the purgatory")
             with RawConnection(broker.bootstrap_servers) as other:
                 produce(other, "poll", 0, record_batch([b"wake"]))
 

@@ -9,7 +9,8 @@ from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
-from minikafka.broker.group_coordinator import COMPACTION_MIN_DEAD_RECORDS, partition_for
+from minikafka.broker.group_metadata_manager import partition_for
+from minikafka.broker.offset_manager import COMPACTION_MIN_DEAD_RECORDS
 from tests.raw_client import RawConnection
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -91,13 +92,13 @@ def test_superseded_commits_are_dropped_from_the_log_on_restart(broker_factory):
 
     broker.stop()
     broker.start()  # loading sees a log that is almost all superseded commits and rewrites it
-    assert f"loaded 1 groups from {rounds * topic_partitions} coordinator records" in broker.log_text()
+    assert f"loaded 1 groups from {rounds * topic_partitions} coordinator records" in broker.log_path.read_text()
     with RawConnection(broker.bootstrap_servers) as conn:
         assert fetch(conn, group) == expected
         assert log_start(conn, partition_for(group, PARTITIONS)) == rounds * topic_partitions
 
     broker.kill()
     broker.start()
-    assert f"loaded 1 groups from {topic_partitions} coordinator records" in broker.log_text()
+    assert f"loaded 1 groups from {topic_partitions} coordinator records" in broker.log_path.read_text()
     with RawConnection(broker.bootstrap_servers) as conn:
         assert fetch(conn, group) == expected

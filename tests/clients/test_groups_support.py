@@ -139,7 +139,7 @@ def wait_members(broker, group: str, count: int, workers: list[GroupWorker], tim
         if found.get("group_state") == "Stable" and len(found.get("members", [])) == count:
             return found
         time.sleep(0.2)
-    coordinator_log = "\n".join(line for line in broker.log_text().splitlines() if "group" in line)
+    coordinator_log = "\n".join(line for line in broker.log_path.read_text().splitlines() if "group" in line)
     raise AssertionError(f"group {group} did not become Stable with {count} members: {found}\n"
                          f"coordinator log:\n{coordinator_log[-6000:]}\nworker logs:\n"
                          + "\n".join(f"-- {w.log}:\n{w.log_text()[-4000:]}" for w in workers))
@@ -174,12 +174,17 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, out, instance_id: s
                              auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
                              heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, client_id=f"kp-{os.getpid()}",
                              group_instance_id=instance_id)
-    # kafka-python 3.0.12 race: a leader that assigns before it has the topic's metadata rejoins at once, and
-    # if a poll() times out during that rejoin the client never re-enables its heartbeat (need_rejoin() turns
-    # False before the finished join is collected), so the coordinator expires it. Knowing the topic first
-    # avoids that rejoin; with group.initial.rebalance.delay.ms=0 joins are fast enough to hit it otherwise.
-    consumer.partitions_for_topic(topic)
+    # kafka-python 3.0.12 loses a member when a rebalance it started only because of a metadata change ends
+    # while poll() is not waiting for it: the leader's join task (on the client's IO thread) runs the assignment,
+    # which makes need_rejoin() False before the finished join is collected, so no later poll() collects it; the
+    # heartbeat stays disabled, the coordinator expires the member after its session timeout, and the client,
+    # which thinks it is still rebalancing, never joins again. Such a rebalance follows a first assignment made
+    # before the coordinator's metadata snapshot has the topic: that snapshot changes only on a metadata update
+    # received after subscribe(), and with group.initial.rebalance.delay.ms=0 the first join completes before
+    # that update (retry_backoff_ms after the last one) arrives. topics() waits for a metadata update after
+    # subscribe(), so the first assignment already sees the topic and no such rebalance follows.
     consumer.subscribe([topic])
+    consumer.topics()
     while not _stop:
         polled = consumer.poll(timeout_ms=200)
         if not polled:

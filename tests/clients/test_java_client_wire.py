@@ -19,9 +19,9 @@ import uuid
 import pytest
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+import minikafka
 from minikafka.integration.control_client import ControlClient
 from minikafka.protocol.codec import SCHEMAS
-from tests.conftest import BrokerProcess
 from tests.raw_client import RawConnection
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -78,12 +78,9 @@ FETCH_MAX_WAIT_MS, FETCH_MAX_BYTES, MAX_PARTITION_FETCH_BYTES = 500, 52_428_800,
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("java-wire") / "broker").start()
-    yield proc
-    try:
-        proc.stop()
-    finally:
-        proc.kill()  # only if the clean stop failed
+    base = tmp_path_factory.mktemp("java-wire")
+    with minikafka.Broker(data_dir=base / "data", log_path=base / "broker.log") as broker:
+        yield broker
 
 
 @pytest.fixture

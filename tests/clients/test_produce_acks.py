@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka import Producer
 from kafka.protocol.producer.produce import ProduceRequest
 
-from tests.clients.test_bad_input import create_topic, fetch
+from tests.helpers import create_topic, fetch
 from tests.raw_client import RawConnection, record_batch
 
 NOT_ENOUGH_REPLICAS = 19
@@ -44,6 +44,9 @@ def test_acks_all_needs_min_insync_replicas(broker):
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "retries": 0,
                          "message.timeout.ms": 3000})
     errors = []
-    producer.produce("strict", b"z", on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(10)
+    try:
+        producer.produce("strict", b"z", on_delivery=lambda err, msg: errors.append(err))
+        assert producer.flush(10) == 0
+    finally:
+        del producer
     assert errors and errors[0] is not None and errors[0].name() == "NOT_ENOUGH_REPLICAS"

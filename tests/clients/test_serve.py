@@ -1,89 +1,109 @@
 """`minikafka serve` as an operator runs it: properties file, flags, readiness line, clean exit, clear errors."""
 from __future__ import annotations
 
+import os
+import re
+import selectors
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import READY_PREFIX, free_port
+from tests.helpers import create_topic, fetch, wait_until
 from tests.raw_client import RawConnection
 
+READY_LINE = re.compile(rb"minikafka listening on 127\.0\.0\.1:(\d+)")
+START_TIMEOUT_S = 30.0
+EXIT_TIMEOUT_S = 20.0
 
-def run_serve(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "minikafka", "serve", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+
+@contextmanager
+def serve(*args: str) -> Iterator[subprocess.Popen]:
+    """A `minikafka serve` process for the block; killed (if still running) and reaped when it ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.communicate(timeout=EXIT_TIMEOUT_S)
+
+
+def ready_port(proc: subprocess.Popen, timeout_s: float = START_TIMEOUT_S) -> int:
+    """The port of the process's readiness line, read within `timeout_s` (a plain readline could block forever)."""
+    deadline = time.monotonic() + timeout_s
+    line = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            assert remaining > 0 and selector.select(remaining), f"no readiness line in {timeout_s:g} s: {line!r}"
+            chunk = os.read(proc.stdout.fileno(), 1)  # byte by byte: nothing past the line is consumed
+            assert chunk, f"minikafka serve exited before its readiness line: {line!r}"
+            line += chunk
+    match = READY_LINE.fullmatch(line.strip())
+    assert match, f"not a readiness line: {line!r}"
+    return int(match.group(1))
 
 
 def test_properties_file_flags_and_clean_sigterm(tmp_path):
-    port = free_port()
     props = tmp_path / "server.properties"
-    props.write_text(f"# a Kafka-style file\nnode.id=7\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
+    props.write_text(f"# a Kafka-style file\nnode.id=7\nlisteners=PLAINTEXT://127.0.0.1:0\n"
                      f"log.dirs={tmp_path / 'data'}\nnum.partitions=5\n")
-    proc = run_serve("--config", str(props))
-    try:
-        assert proc.stdout.readline().strip() == f"{READY_PREFIX}127.0.0.1:{port}"
+    with serve("--config", str(props)) as proc:
+        port = ready_port(proc)
+        assert port != 0  # port 0 asks for a free port; the readiness line tells which one was bound
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         md = admin.list_topics(timeout=10)
         assert list(md.brokers) == [7]
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0
-    finally:
-        proc.kill()
-        proc.communicate(timeout=10)
+        assert proc.wait(EXIT_TIMEOUT_S) == 0
     assert "node.id=7" in (tmp_path / "data" / "meta.properties").read_text()
 
 
 def test_override_beats_file_and_sigint_exits_zero(tmp_path):
-    port = free_port()
     props = tmp_path / "server.properties"
     props.write_text("listeners=PLAINTEXT://127.0.0.1:1\n")
-    proc = run_serve("--config", str(props), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                     "--log-dirs", str(tmp_path / "d"))
-    try:
-        assert proc.stdout.readline().strip() == f"{READY_PREFIX}127.0.0.1:{port}"
+    with serve("--config", str(props), "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+               "--log-dirs", str(tmp_path / "d")) as proc:
+        assert ready_port(proc) not in (0, 1)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(20) == 0
-    finally:
-        proc.kill()
-        proc.communicate(timeout=10)
+        assert proc.wait(EXIT_TIMEOUT_S) == 0
 
 
 def test_bad_config_value_is_a_clear_cli_error(tmp_path):
-    proc = run_serve("--log-dirs", str(tmp_path), "--override", "num.partitions=lots")
-    out, err = proc.communicate(timeout=20)
+    with serve("--log-dirs", str(tmp_path), "--override", "num.partitions=lots") as proc:
+        _out, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
     assert proc.returncode == 2
-    assert "num.partitions" in err and "lots" in err
-    assert "Traceback" not in err
+    assert b"num.partitions" in err and b"lots" in err
+    assert b"Traceback" not in err
 
 
 def test_port_in_use_is_a_clear_cli_error(tmp_path, broker):
-    proc = run_serve("--listeners", f"PLAINTEXT://{broker.bootstrap_servers}", "--log-dirs", str(tmp_path / "x"))
-    out, err = proc.communicate(timeout=20)
+    with serve("--listeners", f"PLAINTEXT://{broker.bootstrap_servers}", "--log-dirs", str(tmp_path / "x")) as proc:
+        _out, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
     assert proc.returncode == 1
-    assert "cannot start" in err and "Traceback" not in err
+    assert b"cannot start" in err and b"Traceback" not in err
 
 
 def test_sigterm_answers_a_long_poll_in_flight_then_exits_zero(broker):
-    import threading
-    import time
-
-    from tests.clients.test_bad_input import create_topic
-    from tests.clients.test_fetch import fetch
-
     with RawConnection(broker.bootstrap_servers) as conn:
         create_topic(conn, "waiting")
         answered = {}
 
         def long_poll():
-            answered["response"] = fetch(conn, [("waiting", 0, 0, 1 << 20)], min_bytes=1, max_wait_ms=30_000)
+            answered["partition"] = fetch(conn, "waiting", 0, 0, min_bytes=1, max_wait_ms=30_000)
 
         poller = threading.Thread(target=long_poll)
         poller.start()
-        time.sleep(0.5)  # the fetch is now parked in the purgatory
+        wait_until(lambda: broker.state.delayed_operations() == 1, message="the fetch to wait in the purgatory")
         started = time.monotonic()
         assert broker.stop() == 0
         poller.join(10)
         assert not poller.is_alive() and time.monotonic() - started < 10
-        assert answered["response"].responses[0].partitions[0].error_code == 0
+        assert answered["partition"].error_code == 0

@@ -4,8 +4,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
-import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -13,6 +11,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 import minikafka
 from minikafka.integration.control_client import ControlClient
 from minikafka.integration.subprocess_runner import BrokerStartError
+from tests.helpers import held_free_port, wait_until
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partition: int | None = None) -> list[int]:
@@ -80,11 +79,8 @@ def test_keep_data_leaves_kafka_layout_to_inspect():
 
 
 def test_given_data_dir_and_port_are_used_and_kept(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     data = tmp_path / "mydata"
-    with minikafka.Broker(port=port, data_dir=data) as broker:
+    with held_free_port() as port, minikafka.Broker(port=port, data_dir=data) as broker:
         assert broker.bootstrap_servers == f"127.0.0.1:{port}"
         produce(broker.bootstrap_servers, "t", [b"1"])
     assert (data / "t-0").is_dir()
@@ -109,7 +105,7 @@ def test_kill_is_a_crash_and_acknowledged_records_survive_it():
         broker.kill()
         assert not process_alive(pid) and not broker.running
         with pytest.raises(RuntimeError, match="not running"):
-            broker.bootstrap_servers
+            _ = broker.bootstrap_servers
         broker.start()
         values = consume_all(broker.bootstrap_servers, "t", expected=50)
         assert values == [b"v%d" % i for i in range(50)]
@@ -146,11 +142,7 @@ def test_broker_that_cannot_start_raises_with_its_log(tmp_path):
 def test_sigterm_from_outside_is_seen_by_the_handle():
     with minikafka.Broker() as broker:
         os.kill(broker.pid, signal.SIGTERM)
-        for _ in range(200):
-            if not broker.running:
-                break
-            time.sleep(0.05)
-        assert not broker.running
+        wait_until(lambda: not broker.running, message="the broker to exit on SIGTERM")
         broker.start()
         assert produce(broker.bootstrap_servers, "t", [b"x"]) == [0]
 
@@ -199,9 +191,5 @@ def test_cluster_of_more_brokers_says_why_not_yet():
 def test_control_shutdown_stops_an_in_process_broker_but_not_the_test_process():
     with minikafka.Broker(in_process=True) as broker:
         ControlClient(broker.bootstrap_servers).call("shutdown")
-        for _ in range(200):
-            if not broker.running:
-                break
-            time.sleep(0.05)
-        assert not broker.running
+        wait_until(lambda: not broker.running, message="the in-process broker to stop")
     # Reaching this line is the check: a SIGTERM would have ended the test process.

@@ -10,6 +10,8 @@ import time
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
+from tests.helpers import wait_until
+
 CLI_TIMEOUT_S = 60
 
 
@@ -76,10 +78,12 @@ def test_consume_json_offsets_counts_and_timestamps(minikafka_session_broker):
     broker = minikafka_session_broker
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=0)
     base = int(time.time() * 1000) - 100_000
-    for i in range(6):
-        producer.send("cli-json", value=b"v%d" % i, key=b"k%d" % i, timestamp_ms=base + i * 1000,
-                      headers=[("h", b"x%d" % i)]).get(timeout=20)
-    producer.close()
+    try:
+        for i in range(6):
+            producer.send("cli-json", value=b"v%d" % i, key=b"k%d" % i, timestamp_ms=base + i * 1000,
+                          headers=[("h", b"x%d" % i)]).get(timeout=20)
+    finally:
+        producer.close()
 
     first = json.loads(cli(broker, "consume", "-t", "cli-json", "-J", "-c", "1").stdout)
     assert first == {"topic": "cli-json", "partition": 0, "offset": 0, "tstype": "create", "ts": base,
@@ -142,9 +146,11 @@ def test_groups_describe_members_of_a_live_group(minikafka_session_broker):
     consumer = KafkaConsumer("cli-live", bootstrap_servers=broker.bootstrap_servers, group_id="cli-live-group",
                              client_id="live-client", auto_offset_reset="earliest")
     try:
-        deadline = time.monotonic() + 30
-        while not consumer.assignment() and time.monotonic() < deadline:
+        def assigned() -> bool:
             consumer.poll(timeout_ms=200)
+            return bool(consumer.assignment())
+
+        wait_until(assigned, interval=0, message="the consumer's partition assignment")
         members = cli(broker, "groups", "describe", "--group", "cli-live-group", "--members", "--verbose")
         rows = [line.split() for line in members.stdout.decode().splitlines() if line.strip()]
         assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
@@ -205,10 +211,7 @@ def test_close_connections_and_shutdown_from_cli(minikafka_broker):
         producer.close()
     pid = broker.pid
     assert cli(broker, "fault", "shutdown").stdout == b"Broker shutting down.\n"
-    deadline = time.monotonic() + 20
-    while broker.running and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not broker.running  # the `minikafka serve` process exited, as on SIGTERM
+    wait_until(lambda: not broker.running, message="the `minikafka serve` process to exit, as on SIGTERM")
     log_text = broker.log_path.read_text()
     assert "shutdown requested through the control API" in log_text and "broker 1 stopped" in log_text
     assert pid is not None
@@ -218,10 +221,10 @@ def test_close_connections_and_shutdown_from_cli(minikafka_broker):
 
 @pytest.mark.parametrize("command", [["topics", "list"], ["fault", "list"], ["groups", "list"]])
 def test_unreachable_broker_is_a_one_line_error(command):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.run([sys.executable, "-m", "minikafka", *command, "--bootstrap-server", f"127.0.0.1:{port}"],
-                          capture_output=True, timeout=CLI_TIMEOUT_S)
+    with socket.socket() as unreachable:  # bound, never listening: connections are refused and no one else binds it
+        unreachable.bind(("127.0.0.1", 0))
+        address = "{}:{}".format(*unreachable.getsockname())
+        proc = subprocess.run([sys.executable, "-m", "minikafka", *command, "--bootstrap-server", address],
+                              capture_output=True, timeout=CLI_TIMEOUT_S)
     assert proc.returncode == 1
     assert proc.stderr.startswith(b"Error: ") and b"Traceback" not in proc.stderr

@@ -2,7 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import shlex
+import subprocess
+import sys
 import time
+import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -26,6 +32,10 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 
 from minikafka.integration.control_client import ControlError
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import SCHEMAS
+from minikafka.protocol.errors import ErrorCode
+from tests.raw_client import RawConnection, record_batch
 
 
 def kp_producer(broker, **overrides) -> KafkaProducer:
@@ -465,3 +475,239 @@ def test_refused_delete_records_for_one_partition(minikafka_broker):
     finally:
         admin.close()
     assert [p.log_start_offset for p in broker.state.partitions("x")] == [0, 1]
+
+
+# ---- replica requests and client requests ---------------------------------------------------------------------------
+
+FOLLOWER_ID = 2
+
+
+def topic_id_of(conn: RawConnection, topic: str) -> uuid.UUID:
+    R = SCHEMAS[ApiKey.METADATA].request[12]
+    response = conn.request(R(topics=[R.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False))
+    return response.topics[0].topic_id
+
+
+def raw_fetch(conn: RawConnection, topic: str, *, replica_id: int, version: int = 12,
+              topic_id: uuid.UUID | None = None) -> tuple[int, bytes]:
+    """One Fetch of partition 0 from offset 0, from a follower (replica_id >= 0) or a consumer (-1): its error and
+    records. From version 15 the replica id travels in ReplicaState, as brokers send it (KIP-903)."""
+    R = SCHEMAS[ApiKey.FETCH].request[version]
+    partition = R.FetchTopic.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
+    fetch_topic = (R.FetchTopic(topic=topic, partitions=[partition]) if version < 13
+                   else R.FetchTopic(topic_id=topic_id, partitions=[partition]))
+    fields = dict(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                  topics=[fetch_topic], forgotten_topics_data=[], rack_id="")
+    if version >= 15:
+        fields["replica_state"] = R.ReplicaState(replica_id=replica_id, replica_epoch=-1)
+    else:
+        fields["replica_id"] = replica_id
+    data = conn.request(R(**fields)).responses[0].partitions[0]
+    return data.error_code, bytes(data.records or b"")
+
+
+def raw_offset_for_leader_epoch(conn: RawConnection, topic: str, *, replica_id: int) -> int:
+    R = SCHEMAS[ApiKey.OFFSET_FOR_LEADER_EPOCH].request[4]
+    P = R.OffsetForLeaderTopic.OffsetForLeaderPartition
+    response = conn.request(R(replica_id=replica_id, topics=[R.OffsetForLeaderTopic(
+        topic=topic, partitions=[P(partition=0, current_leader_epoch=-1, leader_epoch=0)])]))
+    return response.topics[0].partitions[0].error_code
+
+
+def consume_all(broker, topic: str) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", retry_backoff_ms=20)
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got += [r.value for r in records]
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("version", [12, 15])
+def test_replica_fetch_fault_leaves_consumers_alone(minikafka_broker, version):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker)
+    producer.send("t", b"v").get(timeout=30)
+    producer.close()
+    fault = broker.faults.fail_requests("Fetch", "NOT_LEADER_OR_FOLLOWER", count=None, source="replica")
+    assert fault.description["source"] == "replica"
+    with RawConnection(broker.bootstrap_servers) as conn:
+        topic_id = topic_id_of(conn, "t")
+        error, records = raw_fetch(conn, "t", replica_id=FOLLOWER_ID, version=version, topic_id=topic_id)
+        assert (error, records) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, b"")
+        error, records = raw_fetch(conn, "t", replica_id=-1, version=version, topic_id=topic_id)
+        assert error == ErrorCode.NONE and records
+    assert consume_all(broker, "t") == [b"v"]
+    assert [f["id"] for f in broker.faults.list()] == [fault.id]  # still there: only replicas spend it
+
+
+def test_client_fetch_fault_leaves_replicas_alone(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    producer = kp_producer(broker)
+    producer.send("t", b"v").get(timeout=30)
+    producer.close()
+    broker.faults.fail_requests("Fetch", "NOT_LEADER_OR_FOLLOWER", count=1, topic="t", source="client")
+    with RawConnection(broker.bootstrap_servers) as conn:
+        error, records = raw_fetch(conn, "t", replica_id=FOLLOWER_ID)
+        assert error == ErrorCode.NONE and records
+        assert len(broker.faults.list()) == 1  # a replica's fetch did not spend it
+        assert raw_fetch(conn, "t", replica_id=-1) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, b"")
+    assert broker.faults.list() == []
+
+
+def test_offset_for_leader_epoch_from_a_replica_is_a_replica_request(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.fail_requests("OffsetForLeaderEpoch", "FENCED_LEADER_EPOCH", count=None, source="replica")
+    with RawConnection(broker.bootstrap_servers) as conn:
+        assert raw_offset_for_leader_epoch(conn, "t", replica_id=-1) == ErrorCode.NONE
+        assert raw_offset_for_leader_epoch(conn, "t", replica_id=FOLLOWER_ID) == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def test_latency_for_replica_requests_only(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.faults.add_latency(300, api="Fetch", count=1, source="replica")
+    with RawConnection(broker.bootstrap_servers) as conn:
+        raw_fetch(conn, "t", replica_id=-1)
+        assert len(broker.faults.list()) == 1  # a consumer's fetch was not held back
+        started = time.monotonic()
+        raw_fetch(conn, "t", replica_id=FOLLOWER_ID)
+        assert time.monotonic() - started >= 0.3
+    assert broker.faults.list() == []
+
+
+def test_source_selectors_that_can_never_match_are_refused(minikafka_broker):
+    faults = minikafka_broker.faults
+    with pytest.raises(ControlError, match="Produce requests never come from replicas"):
+        faults.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", source="replica")
+    with pytest.raises(ControlError, match="never come from replicas"):
+        faults.add_latency(100, api="Metadata", source="replica")
+    with pytest.raises(ControlError, match="unknown request source 'broker'"):
+        faults.fail_requests("Fetch", "NOT_LEADER_OR_FOLLOWER", source="broker")
+    assert faults.list() == []
+
+
+def test_api_names_and_keys_name_the_same_rule(minikafka_broker):
+    faults = minikafka_broker.faults
+    named = [faults.fail_requests(api, "NOT_LEADER_OR_FOLLOWER").description
+             for api in ("ListOffsets", "ListOffsetsRequest", "list_offsets", 2, "2")]
+    assert {(d["api"], d["api_key"]) for d in named} == {("ListOffsets", 2)}
+
+
+# ---- a full disk: the figures, the broker's log, the CLI ------------------------------------------------------------
+
+QUOTA_REFUSAL = re.compile(r"appending (\d+) bytes would take the log dirs to (\d+) bytes, past the disk quota of "
+                           r"(\d+) \((\d+) in use, (\d+) free\)")
+
+
+def raw_produce(conn: RawConnection, topic: str, records: bytes) -> tuple[int, str | None]:
+    R = SCHEMAS[ApiKey.PRODUCE].request[9]
+    response = conn.request(R(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[R.TopicProduceData(
+        name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=records)])]))
+    answer = response.responses[0].partition_responses[0]
+    return answer.error_code, answer.error_message
+
+
+def bytes_under(paths: list[str]) -> int:
+    return sum(os.path.getsize(os.path.join(root, name)) for path in paths for root, _dirs, names in os.walk(path)
+               for name in names)
+
+
+def refusals_logged(broker, topic: str) -> int:
+    return broker.log_path.read_text().count(f"ERROR minikafka.faults: append to {topic}-0 refused")
+
+
+def test_disk_quota_figures_add_up(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    log_dirs = broker.state.describe()[0]["log_dirs"]
+    with RawConnection(broker.bootstrap_servers) as conn:
+        assert raw_produce(conn, "t", record_batch([b"before"]))[0] == ErrorCode.NONE
+        used = bytes_under(log_dirs)
+        fault = broker.faults.fill_disk(quota_bytes=used + 1000)
+        assert fault.description == {"kind": "disk", "quota_bytes": used + 1000, "used_bytes": used,
+                                     "free_bytes": 1000}
+        assert broker.faults.list() == [fault.description]
+        big = record_batch([b"x" * 2000])
+        code, message = raw_produce(conn, "t", big)
+    assert code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "No space left on device" in message
+    size, total, quota, in_use, free = map(int, QUOTA_REFUSAL.search(message).groups())
+    assert (size, in_use, quota, free) == (len(big), used, used + 1000, 1000)
+    assert total == in_use + size > quota
+    fault.clear()
+
+
+def test_full_disk_is_logged_once_per_partition_and_episode(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    broker.state.create_topic("u")
+    big, small = record_batch([b"x" * 3000]), record_batch([b"y"])
+    with RawConnection(broker.bootstrap_servers) as conn:
+        broker.faults.fill_disk(quota_bytes=broker.state.describe()[0]["disk_usage_bytes"] + 2000)
+        for _ in range(5):  # a producer retrying against the full disk
+            assert raw_produce(conn, "t", big)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert raw_produce(conn, "u", big)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert (refusals_logged(broker, "t"), refusals_logged(broker, "u")) == (1, 1)
+
+        assert raw_produce(conn, "t", small)[0] == ErrorCode.NONE  # an append that fits ends t's episode
+        for _ in range(3):
+            assert raw_produce(conn, "t", big)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert raw_produce(conn, "u", big)[0] == ErrorCode.KAFKA_STORAGE_ERROR  # u's episode goes on
+        assert (refusals_logged(broker, "t"), refusals_logged(broker, "u")) == (2, 1)
+
+        broker.faults.clear("disk")  # clearing the fault ends every episode
+        broker.faults.fill_disk()
+        assert raw_produce(conn, "u", big)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert (refusals_logged(broker, "t"), refusals_logged(broker, "u")) == (2, 2)
+
+
+def run_cli(broker, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minikafka", *args, "--bootstrap-server", broker.bootstrap_servers],
+                          input=stdin, capture_output=True, timeout=60)
+
+
+def test_cli_produce_on_a_full_disk_shows_the_brokers_error(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    added = run_cli(broker, "fault", "disk-full")
+    assert added.returncode == 0 and b"Added fault: disk quota " in added.stdout
+    quota = broker.faults.list()[0]["quota_bytes"]
+    assert f"disk quota {quota} bytes: ".encode() in run_cli(broker, "fault", "list").stdout
+    failed = run_cli(broker, "produce", "-t", "t", "--delivery-timeout-ms", "1500", stdin=b"x\n")
+    stderr = failed.stderr.decode()
+    assert failed.returncode == 1
+    # said at once, while the producer still retries, and again in the final error
+    assert "% t-0: the broker answered KAFKA_STORAGE_ERROR ([Errno 28] No space left on device" in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: 1 message(s) not delivered within --delivery-timeout-ms (1500 ms); "
+                           "the broker last answered t-0 with KAFKA_STORAGE_ERROR (")
+    assert "No space left on device" in last
+    assert refusals_logged(broker, "t") == 1
+
+
+def test_cli_fault_error_with_source_and_the_readme_line(minikafka_broker):
+    broker = minikafka_broker
+    added = run_cli(broker, "fault", "error", "--api", "Fetch", "--error", "NOT_LEADER_OR_FOLLOWER", "--forever",
+                    "--source", "replica")
+    assert added.stdout == b"Added fault 1: Fetch from replicas fails with NOT_LEADER_OR_FOLLOWER until cleared\n"
+    assert broker.faults.list()[0]["source"] == "replica"
+    refused = run_cli(broker, "fault", "error", "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER",
+                      "--source", "replica")
+    assert refused.returncode == 1 and b"never come from replicas" in refused.stderr
+    readme = run_cli(broker, *shlex.split(
+        "fault error --api Produce --error NOT_LEADER_OR_FOLLOWER --count 3 --topic orders --partition 0"))
+    assert readme.returncode == 0, readme.stderr
+    assert readme.stdout == (b"Added fault 2: Produce fails with NOT_LEADER_OR_FOLLOWER for orders-0 "
+                             b"for the next 3 request(s)\n")

@@ -1,11 +1,12 @@
 """The pytest plugin as a user meets it: installed, fixtures available, options honoured, failures name the log."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from tests.helpers import held_free_port
 
 INNER_TIMEOUT_S = 180
 
@@ -93,11 +94,9 @@ def test_fixtures_options_and_failure_report(tmp_path):
 
 
 def test_in_process_option_and_fixed_session_port(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    result = run_inner(tmp_path, "--minikafka-in-process", "--minikafka-port", str(port), "-k",
-                       "function_broker or session")
+    with held_free_port() as port:
+        result = run_inner(tmp_path, "--minikafka-in-process", "--minikafka-port", str(port), "-k",
+                           "function_broker or session")
     out = result.stdout
     assert "3 passed" in out, out + result.stderr
     (function_broker,) = printed(out, "FUNCTION")

@@ -11,6 +11,7 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from minikafka.integration.state import GroupState, PartitionState, Record
+from tests.helpers import wait_until
 from tests.raw_client import RawConnection
 
 
@@ -86,11 +87,15 @@ def test_group_members_assignment_and_committed_offsets(minikafka_broker):
     try:
         consumer.subscribe(["work"])
         got = 0
-        deadline = time.monotonic() + 30
-        while got < 3 and time.monotonic() < deadline:
+
+        def consumed_three() -> bool:
+            nonlocal got
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 got += 1
+            return got >= 3
+
+        wait_until(consumed_three, interval=0, message="3 records through the group")
         assert got == 3
         consumer.commit(asynchronous=False)
         assert broker.state.groups() == ["workers"]

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from contextlib import suppress
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+
+from tests.helpers import wait_until
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:
-    """Poll `condition` until true; a bounded loop that fails with `what` on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -56,10 +48,16 @@ def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)
         records: list = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(consumer.position(tp) < ends[tp] for tp in tps):
+
+        def read_to_the_end() -> bool:
+            if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                return True
             for batch in consumer.poll(timeout_ms=500).values():
                 records.extend(batch)
+            return False
+
+        with suppress(TimeoutError):  # the count check below, or the caller's, says what is missing
+            wait_until(read_to_the_end, timeout, interval=0, message=f"the end of {topic}")
         if expected is not None:
             assert len(records) == expected, f"{topic}: {len(records)} records, expected {expected}"
         return sorted(records, key=lambda r: (r.partition, r.offset))

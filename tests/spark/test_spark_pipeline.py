@@ -87,7 +87,7 @@ class SparkDaemon:
             assert self.proc.poll() is None, f"{self.name} exited:\n{self.log.read_text()[-3000:]}"
             return line in self.log.read_text(errors="replace")
 
-        wait_until(ready, timeout, f"{self.name}: {line!r}")
+        wait_until(ready, timeout, interval=0.5, message=f"{self.name}: {line!r}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

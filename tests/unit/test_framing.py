@@ -39,3 +39,9 @@ def test_random_bytes_either_frame_or_raise_frame_error(chunks):
                 assert len(f) <= 1000
     except FrameError:
         pass
+
+
+def test_frame_of_several_pieces_is_the_frame_of_their_join():
+    assert frame(b"ab", b"", b"cde") == frame(b"abcde") == struct.pack(">i", 5) + b"abcde"
+    assert frame() == struct.pack(">i", 0)
+    assert FrameDecoder(10).feed(frame(b"x", b"yz")) == [b"xyz"]

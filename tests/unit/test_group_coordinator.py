@@ -6,17 +6,10 @@ from collections import defaultdict
 import pytest
 import trio
 
+from minikafka.broker.coordinator_timer import CoordinatorTimer
 from minikafka.broker.group import GroupState, OffsetAndMetadata
-from minikafka.broker.group_coordinator import (
-    COMPACTION_MIN_DEAD_RECORDS,
-    CoordinatorConfig,
-    DelayTimer,
-    GroupCoordinator,
-    JoinRequest,
-    OffsetCommitEntry,
-    java_string_hashcode,
-    partition_for,
-)
+from minikafka.broker.group_coordinator import GroupCoordinator, JoinRequest
+from minikafka.broker.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.group_metadata_log import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -27,6 +20,8 @@ from minikafka.broker.group_metadata_log import (
     group_metadata_record,
     offset_commit_record,
 )
+from minikafka.broker.group_metadata_manager import java_string_hashcode, partition_for
+from minikafka.broker.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode
@@ -68,7 +63,7 @@ class Clock:
 
 
 def make(log: MemoryLog | None = None, clock: Clock | None = None, **overrides) -> GroupCoordinator:
-    config = CoordinatorConfig(num_partitions=5, initial_rebalance_delay_ms=overrides.pop("delay", 0),
+    config = GroupCoordinatorConfig(num_partitions=5, initial_rebalance_delay_ms=overrides.pop("delay", 0),
                                min_session_timeout_ms=1000, **overrides)
     coordinator = GroupCoordinator(config, log or MemoryLog(), clock or Clock())
     coordinator.load()
@@ -224,52 +219,54 @@ async def test_inconsistent_protocols_against_an_existing_group(running):
 async def test_offsets_commit_fetch_and_survive_replay(running):
     log = MemoryLog()
     coordinator = await running(make(log))
+    offsets = coordinator.offset_manager
     (a, _b), generation = await stable_group(coordinator)
     entries = [OffsetCommitEntry("t", 0, 10, 3, "meta"), OffsetCommitEntry("t", 1, 20, -1, None),
                OffsetCommitEntry("t", 2, 30, -1, "x" * 5000)]
-    errors = coordinator.commit_offsets("g", a, None, generation, -1, entries, 8)
+    errors = offsets.commit_offsets("g", a, None, generation, -1, entries, 8)
     assert errors == [E.NONE, E.NONE, E.OFFSET_METADATA_TOO_LARGE]
     with pytest.raises(KafkaError) as stale:
-        coordinator.commit_offsets("g", a, None, generation - 1, -1, entries[:1], 8)
+        offsets.commit_offsets("g", a, None, generation - 1, -1, entries[:1], 8)
     assert stale.value.code == E.ILLEGAL_GENERATION
     with pytest.raises(KafkaError) as unknown:
-        coordinator.commit_offsets("g", "ghost", None, generation, -1, entries[:1], 8)
+        offsets.commit_offsets("g", "ghost", None, generation, -1, entries[:1], 8)
     assert unknown.value.code == E.UNKNOWN_MEMBER_ID
     with pytest.raises(KafkaError) as no_membership:
-        coordinator.commit_offsets("g", "", None, -1, -1, entries[:1], 8)
+        offsets.commit_offsets("g", "", None, -1, -1, entries[:1], 8)
     assert no_membership.value.code == E.UNKNOWN_MEMBER_ID
     # A simple (assign()-only) consumer commits to a group that does not exist yet.
-    assert coordinator.commit_offsets("simple", "", None, -1, -1, [OffsetCommitEntry("t", 0, 7, -1, "")], 8) \
-        == [E.NONE]
+    assert offsets.commit_offsets("simple", "", None, -1, -1, [OffsetCommitEntry("t", 0, 7, -1, "")], 8) == [E.NONE]
     with pytest.raises(KafkaError) as missing:
-        coordinator.commit_offsets("nope", "m", None, 3, -1, entries[:1], 9)
+        offsets.commit_offsets("nope", "m", None, 3, -1, entries[:1], 9)
     assert missing.value.code == E.GROUP_ID_NOT_FOUND
 
     restarted = make(log)
-    fetched = dict(restarted.fetch_offsets("g", [("t", [0, 1, 2])]))["t"]
+    fetched = dict(restarted.offset_manager.fetch_offsets("g", [("t", [0, 1, 2])]))["t"]
     assert [(p, v.offset if v else None, v.leader_epoch if v else None, v.metadata if v else None)
             for p, v in fetched] == [(0, 10, 3, "meta"), (1, 20, -1, ""), (2, None, None, None)]
     assert restarted.groups["g"].state is GroupState.STABLE and restarted.groups["g"].generation_id == generation
-    assert dict(restarted.fetch_offsets("simple", None))["t"][0][1].offset == 7
-    assert restarted.fetch_offsets("unknown", [("t", [0])]) == [("t", [(0, None)])]
+    assert dict(restarted.offset_manager.fetch_offsets("simple", None))["t"][0][1].offset == 7
+    assert restarted.offset_manager.fetch_offsets("unknown", [("t", [0])]) == [("t", [(0, None)])]
 
 
 async def test_failed_append_changes_nothing(running):
     log = MemoryLog()
     coordinator = await running(make(log))
-    coordinator.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
+    offsets = coordinator.offset_manager
+    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
     log.fail_with = E.NOT_COORDINATOR
     with pytest.raises(KafkaError) as failed:
-        coordinator.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 99, -1, "")], 8)
+        offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 99, -1, "")], 8)
     assert failed.value.code == E.NOT_COORDINATOR
-    assert dict(coordinator.fetch_offsets("s", [("t", [0])]))["t"][0][1].offset == 5
+    assert dict(offsets.fetch_offsets("s", [("t", [0])]))["t"][0][1].offset == 5
 
 
 async def test_delete_groups_only_when_empty(running):
     log = MemoryLog()
     coordinator = await running(make(log))
+    offsets = coordinator.offset_manager
     (a, b), generation = await stable_group(coordinator)
-    coordinator.commit_offsets("g", a, None, generation, -1, [OffsetCommitEntry("t", 0, 1, -1, "")], 8)
+    offsets.commit_offsets("g", a, None, generation, -1, [OffsetCommitEntry("t", 0, 1, -1, "")], 8)
     assert coordinator.delete_groups(["g", "missing", None]) == [
         ("g", E.NON_EMPTY_GROUP), ("missing", E.GROUP_ID_NOT_FOUND), (None, E.INVALID_GROUP_ID)]
     coordinator.leave_group("g", [(a, None, None), (b, None, None)])
@@ -281,23 +278,25 @@ async def test_delete_groups_only_when_empty(running):
 
 async def test_offset_delete(running):
     coordinator = await running(make())
-    coordinator.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, ""),
-                                                       OffsetCommitEntry("t", 1, 6, -1, "")], 8)
-    assert coordinator.delete_offsets("s", [("t", [0])]) == [("t", [(0, E.NONE)])]
-    assert dict(coordinator.fetch_offsets("s", None)) == {"t": [(1, coordinator.groups["s"].offsets[("t", 1)])]}
+    offsets = coordinator.offset_manager
+    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, ""),
+                                                   OffsetCommitEntry("t", 1, 6, -1, "")], 8)
+    assert offsets.delete_offsets("s", [("t", [0])]) == [("t", [(0, E.NONE)])]
+    assert dict(offsets.fetch_offsets("s", None)) == {"t": [(1, coordinator.groups["s"].offsets[("t", 1)])]}
     with pytest.raises(KafkaError) as missing:
-        coordinator.delete_offsets("nope", [("t", [0])])
+        offsets.delete_offsets("nope", [("t", [0])])
     assert missing.value.code == E.GROUP_ID_NOT_FOUND
 
 
 async def test_offsets_of_empty_groups_expire_after_retention(running):
     log, clock = MemoryLog(), Clock()
     coordinator = await running(make(log, clock, offsets_retention_ms=60_000))
-    coordinator.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
+    offsets = coordinator.offset_manager
+    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
     clock.now += 59_999
-    assert coordinator.cleanup_group_metadata() == 0 and "s" in coordinator.groups
+    assert offsets.cleanup_group_metadata() == 0 and "s" in coordinator.groups
     clock.now += 1
-    assert coordinator.cleanup_group_metadata() == 1 and "s" not in coordinator.groups
+    assert offsets.cleanup_group_metadata() == 1 and "s" not in coordinator.groups
     assert "s" not in make(log, clock).groups
 
 
@@ -334,7 +333,7 @@ async def test_shutdown_answers_parked_requests_not_coordinator(running):
 
 
 async def test_timer_replaces_cancels_and_defers_zero_delay_reschedules(autojump_clock):
-    timer = DelayTimer()
+    timer = CoordinatorTimer()
     fired: list[str] = []
     timer.schedule("a", 100, lambda: fired.append("a-old"))
     timer.schedule("a", 300, lambda: fired.append("a"))
@@ -354,28 +353,30 @@ async def test_timer_replaces_cancels_and_defers_zero_delay_reschedules(autojump
 async def test_superseded_records_are_rewritten_away(running):
     log = MemoryLog()
     coordinator = await running(make(log))
+    offsets = coordinator.offset_manager
     (a, b), generation = await stable_group(coordinator)
     for i in range(COMPACTION_MIN_DEAD_RECORDS // 4 + 1):
-        coordinator.commit_offsets("g", a, None, generation, -1,
-                                   [OffsetCommitEntry("t", p, i, -1, f"m{i}") for p in range(4)], 8)
-    partition = coordinator.partition_for("g")
-    assert coordinator.maybe_compact() == 1
+        offsets.commit_offsets("g", a, None, generation, -1,
+                               [OffsetCommitEntry("t", p, i, -1, f"m{i}") for p in range(4)], 8)
+    partition = coordinator.group_manager.partition_for("g")
+    assert offsets.maybe_compact() == 1
     assert len(log.records[partition]) == 5  # the group's metadata and its four offsets
-    assert coordinator.maybe_compact() == 0
+    assert offsets.maybe_compact() == 0
     restarted = make(log)
     assert restarted.groups["g"].generation_id == generation and set(restarted.groups["g"].members) == {a, b}
-    assert [(p, v.offset, v.metadata) for p, v in dict(restarted.fetch_offsets("g", None))["t"]] == [
+    assert [(p, v.offset, v.metadata) for p, v in dict(restarted.offset_manager.fetch_offsets("g", None))["t"]] == [
         (p, COMPACTION_MIN_DEAD_RECORDS // 4, f"m{COMPACTION_MIN_DEAD_RECORDS // 4}") for p in range(4)]
 
 
 async def test_deleting_a_topic_removes_its_committed_offsets(running):
     log = MemoryLog()
     coordinator = await running(make(log))
-    coordinator.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("gone", 0, 5, -1, ""),
-                                                       OffsetCommitEntry("kept", 0, 6, -1, "")], 8)
-    assert coordinator.on_topic_deleted("gone") == 1
-    assert dict(coordinator.fetch_offsets("s", None)).keys() == {"kept"}
-    assert dict(make(log).fetch_offsets("s", None)).keys() == {"kept"}
+    offsets = coordinator.offset_manager
+    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("gone", 0, 5, -1, ""),
+                                                   OffsetCommitEntry("kept", 0, 6, -1, "")], 8)
+    assert offsets.on_topic_deleted("gone") == 1
+    assert dict(offsets.fetch_offsets("s", None)).keys() == {"kept"}
+    assert dict(make(log).offset_manager.fetch_offsets("s", None)).keys() == {"kept"}
 
 
 def test_a_stored_group_with_inconsistent_members_still_loads():
@@ -385,7 +386,7 @@ def test_a_stored_group_with_inconsistent_members_still_loads():
     log.records[0].append(group_metadata_record("broken", GroupMetadataValue("consumer", 4, "range", "m-1", 1,
                                                                              [twice, again])))
     log.records[0].append(offset_commit_record("broken", "t", 0, OffsetAndMetadata(3, -1, "", 1)))
-    coordinator = GroupCoordinator(CoordinatorConfig(num_partitions=5), log, Clock())
+    coordinator = GroupCoordinator(GroupCoordinatorConfig(num_partitions=5), log, Clock())
     coordinator.load()
     group = coordinator.groups["broken"]
     assert group.state is GroupState.EMPTY and group.generation_id == 4 and group.members == {}

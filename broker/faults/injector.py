@@ -1,0 +1,206 @@
+"""The fault injector: the one hook every Kafka request passes through (KafkaApis.process), and the active faults.
+
+Faults are added and cleared through the control API. An error rule answers the next N matching requests with an
+error code, either for the whole request (the handler does not run, so nothing is appended, committed or created)
+or only for the entries of one topic or topic-partition (see `shaping`). A latency rule holds responses back for
+a while, released early when cleared or at shutdown. The disk quota is the broker's own object; the injector
+only lists and clears it with the other faults.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
+
+from ..server import CloseConnection
+from .disk_quota import DiskQuota
+from .rules import ErrorRule, FaultError, LatencyRule, api_key_of, error_code_of, request_source, source_of
+from .shaping import (
+    PARTITION,
+    TOPIC,
+    Shape,
+    build_error_response,
+    entry_kinds,
+    has_top_error,
+    overwrite_topic_errors,
+    prune,
+    shape_for,
+    splice,
+    target_depth,
+)
+
+if TYPE_CHECKING:
+    from ..kafka_apis import RequestContext
+    from ..purgatory import Purgatory
+
+log = logging.getLogger("minikafka.faults")
+
+# The purgatory key that held-back responses wait on; checking it releases them.
+LATENCY_KEY = ("minikafka", "latency")
+KINDS = ("error", "latency", "disk")
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+class FaultInjector:
+    def __init__(self, purgatory: Purgatory, disk_quota: DiskQuota) -> None:
+        self._purgatory = purgatory
+        self.disk_quota = disk_quota
+        self._ids = itertools.count(1)
+        self.error_rules: list[ErrorRule] = []
+        self.latency_rules: list[LatencyRule] = []
+
+    # ---- adding and clearing ------------------------------------------------------------------------------------
+
+    def add_error(self, api: int | str, error: int | str, count: int | None = 1, topic: str | None = None,
+                  partition: int | None = None, source: str | None = None) -> ErrorRule:
+        api_key = api_key_of(api)
+        code = error_code_of(error)
+        if code == ErrorCode.NONE:
+            raise FaultError("error code NONE is not an error")
+        _check_count(count)
+        if partition is not None and topic is None:
+            raise FaultError("a partition needs its topic")
+        kinds = entry_kinds(api_key)
+        if topic is not None and TOPIC not in kinds:
+            raise FaultError(f"{api_key.api_name} requests do not name topics; inject the error for the whole "
+                             "request instead")
+        if partition is not None and PARTITION not in kinds:
+            raise FaultError(f"{api_key.api_name} errors are per topic, not per partition")
+        if topic is None and not kinds and not has_top_error(api_key):
+            raise FaultError(f"{api_key.api_name} responses carry no error code to inject")
+        selected = source_of(source, api_key)
+        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected)
+        self.error_rules.append(rule)
+        log.warning("fault added: %s", rule.describe())
+        return rule
+
+    def add_latency(self, delay_ms: int, api: int | str | None = None, count: int | None = None,
+                    source: str | None = None) -> LatencyRule:
+        if delay_ms < 0:
+            raise FaultError(f"latency must not be negative, got {delay_ms} ms")
+        _check_count(count)
+        api_key = None if api is None else api_key_of(api)
+        selected = source_of(source, api_key)
+        rule = LatencyRule(next(self._ids), int(delay_ms), api_key, count, selected)
+        self.latency_rules.append(rule)
+        log.warning("fault added: %s", rule.describe())
+        return rule
+
+    def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
+        """Remove faults (all, one kind: "error", "latency" or "disk", or one rule by id); returns how many."""
+        if kind is not None and kind not in KINDS:
+            raise FaultError(f"unknown fault kind {kind!r}: expected error, latency or disk")
+        cleared = 0
+        if kind in (None, "error"):
+            kept = [r for r in self.error_rules if rule_id is not None and r.id != rule_id]
+            cleared += len(self.error_rules) - len(kept)
+            self.error_rules = kept
+        if kind in (None, "latency"):
+            kept_latency = [r for r in self.latency_rules if rule_id is not None and r.id != rule_id]
+            cleared += len(self.latency_rules) - len(kept_latency)
+            self.latency_rules = kept_latency
+            self._purgatory.check_and_complete(LATENCY_KEY)
+        if kind in (None, "disk") and rule_id is None and self.disk_quota.clear():
+            cleared += 1
+        if cleared:
+            log.warning("faults cleared: %d (%s)", cleared, kind or "all")
+        return cleared
+
+    def describe(self) -> list[dict[str, Any]]:
+        faults = [r.describe() for r in self.error_rules] + [r.describe() for r in self.latency_rules]
+        disk = self.disk_quota.describe()
+        return faults if disk is None else faults + [disk]
+
+    # ---- the request hook ---------------------------------------------------------------------------------------
+
+    async def handle(self, ctx: RequestContext, request: Any, handler: Handler) -> Any:
+        """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
+        if not (self.error_rules or self.latency_rules):
+            return await handler(ctx, request)
+        source = request_source(ctx.header.api_key, request)
+        response = await self._respond(ctx, request, handler, source)
+        delay_ms = self._take_latency(ctx.header.api_key, source)
+        if delay_ms:
+            await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
+        return response
+
+    async def _respond(self, ctx: RequestContext, request: Any, handler: Handler, source: str) -> Any:
+        api_key = ctx.header.api_key
+        shape = shape_for(api_key, ctx.version)
+        for rule in list(self.error_rules):
+            if not rule.matches(api_key, source):
+                continue
+            code = rule.error_code
+            if rule.topic is None:
+                self._spend(rule)
+                log.info("injecting %s into %s from %s", code.name, rule.api_key.api_name, ctx.conn.peer)
+                if api_key == ApiKey.PRODUCE and request.acks == 0:
+                    raise CloseConnection(f"injected {code.name} into an acks=0 produce")
+                return build_error_response(ctx, request, shape, code)
+            if shape is None:
+                continue
+            target = target_depth(shape, TOPIC if rule.partition is None else PARTITION)
+            pruned = prune(ctx, request, shape, target, functools.partial(_rule_matches, rule))
+            if pruned:
+                self._spend(rule)
+                log.info("injecting %s into %s for %s from %s", code.name, rule.api_key.api_name,
+                         _describe_target(rule), ctx.conn.peer)
+                return await self._finish(ctx, request, handler, shape, [(path, code) for path in pruned])
+            if api_key == ApiKey.METADATA and request.topics is None:
+                response = await handler(ctx, request)
+                if overwrite_topic_errors(response, rule.topic, code):
+                    self._spend(rule)
+                return response
+        return await handler(ctx, request)
+
+    async def _finish(self, ctx: RequestContext, request: Any, handler: Handler, shape: Shape,
+                      errors: list[tuple[list[Any], ErrorCode]]) -> Any:
+        if hasattr(request, "max_wait_ms"):
+            request.max_wait_ms = 0  # as in Kafka, a fetch with a partition in error is answered at once
+        response = await handler(ctx, request)
+        if response is None:
+            # An acks=0 produce: Kafka closes the connection when any partition fails.
+            raise CloseConnection("injected error into an acks=0 produce")
+        for path, code in errors:
+            splice(ctx, response, shape, path, code)
+        return response
+
+    def _spend(self, rule: ErrorRule) -> None:
+        if rule.remaining is not None:
+            rule.remaining -= 1
+            if rule.remaining <= 0:
+                self.error_rules.remove(rule)
+
+    def _take_latency(self, api_key: int, source: str) -> int:
+        for rule in self.latency_rules:
+            if rule.matches(api_key, source):
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                    if rule.remaining <= 0:
+                        self.latency_rules.remove(rule)
+                return rule.delay_ms
+        return 0
+
+
+def _check_count(count: int | None) -> None:
+    if count is not None and count < 1:
+        raise FaultError(f"count must be at least 1 (or none for every request), got {count}")
+
+
+def _describe_target(rule: ErrorRule) -> str:
+    return str(rule.topic) if rule.partition is None else f"{rule.topic}-{rule.partition}"
+
+
+def _rule_matches(rule: ErrorRule, keys: list[tuple[str, Any]]) -> bool:
+    for kind, key in keys:
+        if kind == TOPIC and key != rule.topic:
+            return False
+        if kind == PARTITION and rule.partition is not None and key != rule.partition:
+            return False
+    return True

@@ -1,0 +1,114 @@
+"""Fault rules: which requests an injected error or latency applies to, and how many times.
+
+A rule names an API (by Kafka's name or key), optionally the topic (and partition) whose entries fail, and
+optionally the request's source: "replica" for the requests a follower broker sends its leader (a Fetch or an
+OffsetForLeaderEpoch carrying a replica id of 0 or more), "client" for every other request.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import SCHEMAS
+from minikafka.protocol.errors import ErrorCode
+
+REPLICA = "replica"
+CLIENT = "client"
+SOURCES = (REPLICA, CLIENT)
+# The APIs a follower uses to replicate from its leader, the only requests that can come from a replica.
+REPLICA_APIS = (ApiKey.FETCH, ApiKey.OFFSET_FOR_LEADER_EPOCH)
+
+
+class FaultError(ValueError):
+    """A fault that cannot be added as asked; the message says why."""
+
+
+def api_key_of(api: int | str) -> ApiKey:
+    """An API key from its number or its Kafka name ("ListOffsets", "ListOffsetsRequest", "list_offsets")."""
+    if isinstance(api, int) or api.strip().lstrip("-").isdigit():
+        number = int(api)
+        if number not in SCHEMAS:
+            raise FaultError(f"unknown API key {number}")
+        return ApiKey(number)
+    wanted = api.strip().replace("_", "").lower().removesuffix("request")
+    for key in ApiKey:
+        if key.api_name.lower() == wanted and key in SCHEMAS:
+            return key
+    raise FaultError(f"unknown API {api!r}")
+
+
+def error_code_of(error: int | str) -> ErrorCode:
+    """An error code from its number or its Kafka name ("NOT_LEADER_OR_FOLLOWER")."""
+    try:
+        if isinstance(error, int) or error.strip().lstrip("-").isdigit():
+            return ErrorCode(int(error))
+        return ErrorCode[error.strip().upper()]
+    except (KeyError, ValueError):
+        raise FaultError(f"unknown error code {error!r}") from None
+
+
+def source_of(source: str | None, api_key: ApiKey | None) -> str | None:
+    """A rule's source selector, checked: a rule for replica requests of an API replicas never send never fires."""
+    if source is None:
+        return None
+    if source not in SOURCES:
+        raise FaultError(f"unknown request source {source!r}: expected {' or '.join(SOURCES)}")
+    if source == REPLICA and api_key is not None and api_key not in REPLICA_APIS:
+        raise FaultError(f"{api_key.api_name} requests never come from replicas; replicas send only "
+                         f"{' and '.join(key.api_name for key in REPLICA_APIS)}")
+    return source
+
+
+def request_source(api_key: int, request: Any) -> str:
+    """Who sent a request: a replica (a follower's Fetch or OffsetForLeaderEpoch, replica id 0 or more) or a
+    client (everything else)."""
+    if api_key not in REPLICA_APIS:
+        return CLIENT
+    replica_id = getattr(request, "replica_id", None)
+    state = getattr(request, "replica_state", None)
+    if state is not None:  # Fetch v15+ (KIP-903) moved the replica id into ReplicaState
+        replica_id = state.replica_id
+    return REPLICA if replica_id is not None and replica_id >= 0 else CLIENT
+
+
+def _name(api_key: int | None) -> str | None:
+    return None if api_key is None else ApiKey(api_key).api_name
+
+
+@dataclass
+class ErrorRule:
+    """Answer matching requests (or only their entries for one topic or partition) with an error code."""
+
+    id: int
+    api_key: ApiKey
+    error_code: ErrorCode
+    remaining: int | None  # None: every matching request until cleared
+    topic: str | None = None
+    partition: int | None = None
+    source: str | None = None  # "replica", "client" or None for both
+
+    def matches(self, api_key: int, source: str) -> bool:
+        return self.api_key == api_key and self.source in (None, source)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "error", **asdict(self), "api_key": int(self.api_key), "api": _name(self.api_key),
+                "error_code": int(self.error_code), "error": self.error_code.name}
+
+
+@dataclass
+class LatencyRule:
+    """Hold back the responses to matching requests by `delay_ms`."""
+
+    id: int
+    delay_ms: int
+    api_key: ApiKey | None  # None: every API
+    remaining: int | None
+    source: str | None = None
+
+    def matches(self, api_key: int, source: str) -> bool:
+        return self.api_key in (None, api_key) and self.source in (None, source)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "latency", **asdict(self), "api_key": None if self.api_key is None else int(self.api_key),
+                "api": _name(self.api_key)}

@@ -1,0 +1,276 @@
+"""Error responses shaped from the request they answer, driven by the APIs' message schemas.
+
+Where topics, partitions, groups and config resources sit differs per API and version; `SHAPES` records it, and
+from it an error can be given to a whole request (every entry it named answers with the code, as Kafka's
+AbstractRequest.getErrorResponse) or to some entries only: those are pruned from the request before its handler
+runs and spliced back into the response carrying the code, as a Kafka broker answers a partition it cannot serve.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import SCHEMAS
+from minikafka.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ..controller import Controller
+    from ..kafka_apis import RequestContext
+
+INJECTED_MESSAGE = "injected by minikafka fault injection"
+
+GROUP = "group"
+TOPIC = "topic"
+PARTITION = "partition"
+RESOURCE = "resource"
+
+
+@dataclass(frozen=True)
+class Level:
+    """One nesting level of an API's per-entity entries: the request field and its response twin."""
+
+    kind: str  # GROUP, TOPIC, PARTITION or RESOURCE
+    request: str
+    response: str
+
+
+Shape = tuple[Level, ...]
+
+
+def _g(req: str, resp: str) -> Level:
+    return Level(GROUP, req, resp)
+
+
+def _t(req: str, resp: str) -> Level:
+    return Level(TOPIC, req, resp)
+
+
+def _p(req: str, resp: str) -> Level:
+    return Level(PARTITION, req, resp)
+
+
+def _r(req: str, resp: str) -> Level:
+    return Level(RESOURCE, req, resp)
+
+
+# Per API, the shapes its versions use (the first whose outer request field exists in the request's version).
+SHAPES: dict[ApiKey, list[Shape]] = {
+    ApiKey.PRODUCE: [(_t("topic_data", "responses"), _p("partition_data", "partition_responses"))],
+    ApiKey.FETCH: [(_t("topics", "responses"), _p("partitions", "partitions"))],
+    ApiKey.LIST_OFFSETS: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    ApiKey.METADATA: [(_t("topics", "topics"),)],
+    ApiKey.OFFSET_COMMIT: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    ApiKey.OFFSET_FETCH: [(_g("groups", "groups"), _t("topics", "topics"), _p("partition_indexes", "partitions")),
+                          (_t("topics", "topics"), _p("partition_indexes", "partitions"))],
+    ApiKey.DESCRIBE_GROUPS: [(_g("groups", "groups"),)],
+    ApiKey.CREATE_TOPICS: [(_t("topics", "topics"),)],
+    ApiKey.DELETE_TOPICS: [(_t("topics", "responses"),), (_t("topic_names", "responses"),)],
+    ApiKey.DELETE_RECORDS: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    ApiKey.TXN_OFFSET_COMMIT: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    ApiKey.DESCRIBE_CONFIGS: [(_r("resources", "results"),)],
+    ApiKey.ALTER_CONFIGS: [(_r("resources", "responses"),)],
+    ApiKey.CREATE_PARTITIONS: [(_t("topics", "results"),)],
+    ApiKey.DELETE_GROUPS: [(_g("groups_names", "results"),)],
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: [(_r("resources", "responses"),)],
+    ApiKey.OFFSET_DELETE: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: [(_t("topics", "topics"),)],
+}
+
+_IDENTITY = {
+    GROUP: ("group_id",),
+    TOPIC: ("name", "topic"),
+    PARTITION: ("partition_index", "partition", "index"),
+    RESOURCE: ("resource_type", "resource_name"),
+}
+
+
+def _field_in_version(obj_cls: type, name: str, version: int) -> bool:
+    field = obj_cls._struct.fields.get(name)  # type: ignore[attr-defined]
+    return field is not None and field.for_version_q(version)
+
+
+def shape_for(api_key: int, version: int) -> Shape | None:
+    """Where this version of the API keeps its entries, or None for an API without per-entity entries."""
+    request_cls = SCHEMAS[api_key].request
+    for shape in SHAPES.get(ApiKey(api_key), ()):
+        if _field_in_version(request_cls, shape[0].request, version):
+            return shape
+    return None
+
+
+def entry_kinds(api_key: ApiKey) -> set[str]:
+    """The kinds of entity this API's requests name, in any version."""
+    return {level.kind for shape in SHAPES.get(api_key, ()) for level in shape}
+
+
+def has_top_error(api_key: ApiKey) -> bool:
+    """Whether the API's response has a request-wide error code."""
+    return "error_code" in SCHEMAS[api_key].response._struct.fields
+
+
+def target_depth(shape: Shape, kind: str) -> int:
+    """The nesting level at which entries of `kind` sit in this shape."""
+    return next(i for i, level in enumerate(shape) if level.kind == kind)
+
+
+def _entry_class(container_cls: type, field_name: str) -> type:
+    return container_cls._struct.fields[field_name].data_class  # type: ignore[attr-defined]
+
+
+def _controller(ctx: RequestContext) -> Controller:
+    controller = ctx.broker.controller
+    assert controller is not None, "requests are served only once the broker has loaded its metadata"
+    return controller
+
+
+def entry_key(ctx: RequestContext, kind: str, entry: Any) -> Any:
+    """The identity of a request or response entry: a group id, topic name, partition index or config resource."""
+    if isinstance(entry, (str, int)):
+        return entry
+    if kind == RESOURCE:
+        return (entry.resource_type, entry.resource_name)
+    for name in _IDENTITY[kind]:
+        if _field_in_version(type(entry), name, ctx.version):
+            value = getattr(entry, name)
+            if value is not None:
+                return value
+    if kind == TOPIC and _field_in_version(type(entry), "topic_id", ctx.version):
+        topic = _controller(ctx).topics_by_id.get(entry.topic_id)
+        return topic.name if topic is not None else entry.topic_id
+    return None
+
+
+def prune(ctx: RequestContext, container: Any, shape: Shape, target: int,
+          matches: Callable[[list[tuple[str, Any]]], bool]) -> list[list[Any]]:
+    """Remove the entries at depth `target` whose keys (outermost first) `matches`; returns their paths."""
+    removed: list[list[Any]] = []
+
+    def walk(holder: Any, depth: int, path: list[Any], keys: list[tuple[str, Any]]) -> None:
+        level = shape[depth]
+        entries = getattr(holder, level.request, None)
+        if not entries:
+            return
+        kept = []
+        for entry in entries:
+            entry_keys = keys + [(level.kind, entry_key(ctx, level.kind, entry))]
+            if depth == target:
+                if matches(entry_keys):
+                    removed.append(path + [entry])
+                    continue
+            elif depth < target and not isinstance(entry, (str, int)):
+                walk(entry, depth + 1, path + [entry], entry_keys)
+            kept.append(entry)
+        if len(kept) != len(entries):
+            setattr(holder, level.request, kept)
+
+    walk(container, 0, [], [])
+    return removed
+
+
+def _set_error(obj: Any, code: ErrorCode) -> None:
+    fields = obj._struct.fields
+    if "error_code" in fields:
+        obj.error_code = int(code)
+    if "error_message" in fields:
+        obj.error_message = INJECTED_MESSAGE
+    for name, field in fields.items():
+        # Offsets and watermarks of an entry in error are unknown (-1), as Kafka answers.
+        if field.type_str == "int64" and (name.endswith("offset") or name == "high_watermark"):
+            setattr(obj, name, -1)
+
+
+def _identity_entry(ctx: RequestContext, cls: type, level: Level, request_entry: Any) -> Any:
+    fields = cls._struct.fields  # type: ignore[attr-defined]
+    values: dict[str, Any] = {}
+    key = entry_key(ctx, level.kind, request_entry)
+    if level.kind == RESOURCE:
+        values = {"resource_type": request_entry.resource_type, "resource_name": request_entry.resource_name}
+    elif level.kind == TOPIC:
+        topic_id = None if isinstance(request_entry, str) else getattr(request_entry, "topic_id", None)
+        for name in ("name", "topic"):
+            if name in fields:
+                values[name] = key if isinstance(key, str) else None
+        if "topic_id" in fields and topic_id is not None:
+            values["topic_id"] = topic_id
+        elif "topic_id" in fields and isinstance(key, str):
+            known = _controller(ctx).topics.get(key)
+            if known is not None:
+                values["topic_id"] = known.uuid
+    else:
+        for name in _IDENTITY[level.kind]:
+            if name in fields:
+                values[name] = key
+                break
+    entry = cls(**{k: v for k, v in values.items() if k in fields})
+    for name, field in fields.items():
+        if name not in values and field.is_array() and not field.is_struct_array() and getattr(entry, name) is None:
+            setattr(entry, name, [])
+    return entry
+
+
+def mirror(ctx: RequestContext, cls: type, shape: Shape, request_entry: Any, code: ErrorCode) -> Any:
+    """A response entry for `request_entry` and everything under it, all carrying `code`."""
+    entry = _identity_entry(ctx, cls, shape[0], request_entry)
+    _set_error(entry, code)
+    if len(shape) > 1 and not isinstance(request_entry, (str, int)):
+        child = shape[1]
+        child_cls = _entry_class(cls, child.response)
+        children = getattr(request_entry, child.request, None) or []
+        setattr(entry, child.response, [mirror(ctx, child_cls, shape[1:], c, code) for c in children])
+    elif len(shape) > 1:
+        setattr(entry, shape[1].response, [])
+    return entry
+
+
+def build_error_response(ctx: RequestContext, request: Any, shape: Shape | None, code: ErrorCode) -> Any:
+    """The whole request answered with `code`, like Kafka's AbstractRequest.getErrorResponse."""
+    response = ctx.response()
+    fields = response._struct.fields
+    if "throttle_time_ms" in fields:
+        response.throttle_time_ms = 0
+    if "error_code" in fields:
+        response.error_code = int(code)
+    if "error_message" in fields:
+        response.error_message = INJECTED_MESSAGE
+    if shape is not None:
+        top = shape[0]
+        cls = _entry_class(ctx.response_class, top.response)
+        entries = getattr(request, top.request, None) or []
+        setattr(response, top.response, [mirror(ctx, cls, shape, e, code) for e in entries])
+    return response
+
+
+def splice(ctx: RequestContext, response: Any, shape: Shape, path: list[Any], code: ErrorCode) -> None:
+    """Put the request entries at `path` back into `response`, carrying `code`."""
+    holder, holder_cls = response, ctx.response_class
+    for depth, request_entry in enumerate(path):
+        level = shape[depth]
+        cls = _entry_class(holder_cls, level.response)
+        entries = getattr(holder, level.response, None)
+        if entries is None:
+            entries = []
+            setattr(holder, level.response, entries)
+        if depth == len(path) - 1:
+            entries.append(mirror(ctx, cls, shape[depth:], request_entry, code))
+            return
+        key = entry_key(ctx, level.kind, request_entry)
+        found = next((e for e in entries if entry_key(ctx, level.kind, e) == key), None)
+        if found is None:
+            found = _identity_entry(ctx, cls, level, request_entry)
+            setattr(found, shape[depth + 1].response, [])
+            entries.append(found)
+        holder, holder_cls = found, cls
+
+
+def overwrite_topic_errors(response: Any, topic: str, code: ErrorCode) -> bool:
+    """Metadata for all topics: give `topic`'s entry the error (and no partitions); True if it was there."""
+    hit = False
+    for entry in response.topics or ():
+        if entry.name == topic:
+            entry.error_code = int(code)
+            entry.partitions = []
+            hit = True
+    return hit

@@ -1,0 +1,225 @@
+"""Which groups exist, and what persists them: the group cache, its replay at start-up, stored group metadata.
+
+As Kafka's GroupMetadataManager, it places each group on a partition of `__consumer_offsets`, rebuilds every
+group and committed offset by replaying those partitions when the broker starts, and writes a group's metadata
+when a generation completes (tombstones when the group is deleted). It also counts the records each partition's
+log holds since its start, so the offset manager can tell when rewriting a partition to its live records pays.
+The record formats and the log itself are group_metadata_log's.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from .group import Group, GroupState, Member
+from .group_coordinator_config import GroupCoordinatorConfig
+from .group_metadata_log import (
+    GROUP_METADATA_TOPIC,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    Record,
+    RecordKey,
+    RecordValue,
+    group_metadata_record,
+    offset_commit_record,
+)
+
+log = logging.getLogger("minikafka.group_metadata_manager")
+
+
+class MetadataLog(Protocol):
+    """Where coordinator records live: `__consumer_offsets` (GroupMetadataLog), or memory in unit tests."""
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
+
+    def replay(self, partition: int) -> Iterable[tuple[RecordKey, RecordValue]]: ...
+
+    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
+
+
+@functools.lru_cache(maxsize=65536)
+def java_string_hashcode(value: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow), which Kafka uses to place groups."""
+    h = 0
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions."""
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class GroupMetadataManager:
+    """The groups this coordinator serves, and the records in `__consumer_offsets` that rebuild them."""
+
+    def __init__(self, config: GroupCoordinatorConfig, metadata_log: MetadataLog,
+                 clock_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.metadata_log = metadata_log
+        self.clock_ms = clock_ms
+        self.groups: dict[str, Group] = {}
+        # False until loaded and after shutdown: every group API then answers COORDINATOR_NOT_AVAILABLE.
+        self.active = False
+        # The group metadata last written for each group (what a rewrite of its partition must keep), and how
+        # many records each partition's log holds since its start.
+        self._stored_metadata: dict[str, GroupMetadataValue] = {}
+        self._log_records: Counter[int] = Counter()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_partitions)
+
+    def check_active(self, group_id: str | None, allow_empty: bool = False) -> None:
+        """COORDINATOR_NOT_AVAILABLE when not serving; INVALID_GROUP_ID for a null (or, for the membership
+        APIs, empty) group id, as Kafka checks before a request reaches the group."""
+        if not self.active:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not active")
+        if group_id is None or (not group_id and not allow_empty):
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+
+    # ---- loading -------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Replay every partition of `__consumer_offsets`, then serve."""
+        started = time.monotonic()
+        records = 0
+        for partition in range(self.config.num_partitions):
+            for key, value in self.metadata_log.replay(partition):
+                self._replay(key, value)
+                records += 1
+                self._log_records[partition] += 1
+        self.active = True
+        log.info("loaded %d groups from %d coordinator records in %.0f ms", len(self.groups), records,
+                 1000 * (time.monotonic() - started))
+
+    def _replay(self, key: RecordKey, value: RecordValue) -> None:
+        if isinstance(key, OffsetCommitKey):
+            group = self.groups.get(key.group)
+            if value is None:
+                if group is not None:
+                    group.offsets.pop((key.topic, key.partition), None)
+                return
+            assert not isinstance(value, GroupMetadataValue)  # an offset key decodes to an offset value
+            if group is None:
+                group = self.groups[key.group] = Group(key.group, self.clock_ms())
+            group.offsets[(key.topic, key.partition)] = value
+        elif isinstance(key, GroupMetadataKey):
+            previous = self.groups.pop(key.group, None)
+            self._stored_metadata.pop(key.group, None)
+            if value is None:
+                return
+            assert isinstance(value, GroupMetadataValue)  # a group key decodes to a group value
+            self._stored_metadata[key.group] = value
+            try:
+                group = self._group_from_record(key.group, value)
+            except ValueError as exc:
+                log.error("group %s: unusable stored membership (%s); loading it without members", key.group, exc)
+                group = Group(key.group, self.clock_ms(), GroupState.EMPTY, value.generation,
+                              value.protocol_type or None)
+            if previous is not None:
+                group.offsets = previous.offsets
+            self.groups[key.group] = group
+
+    def _group_from_record(self, group_id: str, value: GroupMetadataValue) -> Group:
+        members = value.members if value.protocol is not None else []
+        group = Group(group_id, self.clock_ms(), GroupState.STABLE if members else GroupState.EMPTY,
+                      value.generation, value.protocol_type or None, value.protocol, value.leader,
+                      None if value.current_state_timestamp == -1 else value.current_state_timestamp)
+        for m in members:
+            assert value.protocol is not None  # members are loaded only with a selected protocol
+            rebalance_timeout = m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
+            group.add(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, rebalance_timeout,
+                             m.session_timeout, value.protocol_type, [(value.protocol, m.subscription)],
+                             m.assignment))
+        if value.leader is not None:
+            group.leader_id = value.leader
+        return group
+
+    # ---- storing -------------------------------------------------------------------------------------------
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        """Write records to one partition of the log; NONE, or the group API error to answer."""
+        error = self.metadata_log.append(partition, records, now_ms)
+        if error == ErrorCode.NONE:
+            self._log_records[partition] += len(records)
+        return error
+
+    def store_group(self, group: Group, assignment: dict[str, bytes]) -> ErrorCode:
+        """Persist the group's generation, members and their assignments (Kafka's GroupMetadataValue)."""
+        value = self._group_metadata(group, assignment)
+        error = self.append(self.partition_for(group.group_id), [group_metadata_record(group.group_id, value)],
+                            self.clock_ms())
+        if error == ErrorCode.NONE:
+            self._stored_metadata[group.group_id] = value
+        return error
+
+    def _group_metadata(self, group: Group, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        members = [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                  m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(group.protocol_name),
+                                  assignment.get(m.member_id, b""))
+                   for m in group.members.values()]
+        return GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
+                                  group.leader_id, group.state_timestamp if group.state_timestamp is not None else -1,
+                                  members)
+
+    def delete_group(self, group: Group) -> ErrorCode:
+        """Tombstone the group and all its committed offsets, then forget it; nothing changes if writing fails."""
+        records = [offset_commit_record(group.group_id, topic, p, None) for topic, p in group.offsets]
+        records.append(group_metadata_record(group.group_id, None))
+        error = self.append(self.partition_for(group.group_id), records, self.clock_ms())
+        if error == ErrorCode.NONE:
+            group.transition_to(GroupState.DEAD, self.clock_ms())
+            group.offsets.clear()
+            self.groups.pop(group.group_id, None)
+            self._stored_metadata.pop(group.group_id, None)
+        return error
+
+    # ---- rewriting a partition to its live records ----------------------------------------------------------
+
+    def record_counts(self) -> dict[int, tuple[int, int]]:
+        """Per partition written to: (records its log holds since its start, how many of them are superseded)."""
+        live: Counter[int] = Counter()
+        for group_id, group in self.groups.items():
+            live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets)
+        return {partition: (count, count - live[partition]) for partition, count in self._log_records.items()}
+
+    def rewrite(self, partition: int) -> tuple[ErrorCode, int]:
+        """Rewrite one partition's log to the records that rebuild its groups and offsets exactly as stored now;
+        returns the error and how many records were kept."""
+        live = self._live_records(partition)
+        error = self.metadata_log.rewrite(partition, live, self.clock_ms())
+        if error == ErrorCode.NONE:
+            self._log_records[partition] = len(live)
+        return error, len(live)
+
+    def _live_records(self, partition: int) -> list[Record]:
+        records: list[Record] = []
+        for group_id, group in self.groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            stored = self._stored_metadata.get(group_id)
+            if stored is not None:
+                records.append(group_metadata_record(group_id, stored))
+            records.extend(offset_commit_record(group_id, topic, p, value)
+                           for (topic, p), value in group.offsets.items())
+        return records
+
+
+def ensure_offsets_topic(broker: Any, num_partitions: int) -> None:
+    """Create `__consumer_offsets` (offsets.topic.num.partitions, compacted) the first time a group needs it.
+    `broker` is the BrokerServer (typed loosely: this module sits below it)."""
+    if GROUP_METADATA_TOPIC in broker.controller.topics:
+        return
+    replication = min(broker.config.get("offsets.topic.replication.factor"), len(broker.controller.live_brokers))
+    broker.create_topic(GROUP_METADATA_TOPIC, num_partitions, replication, {}, {"cleanup.policy": "compact"})

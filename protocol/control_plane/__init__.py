@@ -1,0 +1,37 @@
+"""Kafka's control-plane APIs (broker registration and heartbeats, ISR changes, leader and metadata updates,
+replica stops, controlled shutdown): message classes and their table by API key, never advertised to clients."""
+from .messages import (
+    CONTROL_PLANE_SCHEMAS,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+
+__all__ = [
+    "CONTROL_PLANE_SCHEMAS",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
+    "StopReplicaRequest",
+    "StopReplicaResponse",
+    "UpdateMetadataRequest",
+    "UpdateMetadataResponse",
+]
