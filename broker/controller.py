@@ -107,7 +107,7 @@ class Controller:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown broker ids {unknown}")
         if sorted(assignments) != list(range(first_index, first_index + len(assignments))):
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "partitions must be numbered consecutively from %d" % first_index)
+                             f"partitions must be numbered consecutively from {first_index}")
 
     def _default_assignment(self, first_index: int, count: int, replication_factor: int) -> dict[int, list[int]]:
         brokers = self.live_brokers
@@ -161,7 +161,8 @@ class Controller:
         self._persist()
         return topic
 
-    def validate_new_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> dict[int, list[int]]:
+    def validate_new_partitions(self, name: str, count: int,
+                                assignments: list[list[int]] | None) -> dict[int, list[int]]:
         topic = self.topic(name)
         current = len(topic.partitions)
         if count < current:

@@ -110,9 +110,10 @@ def _raise_open_file_limit() -> None:
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
-    while isinstance(group, BaseExceptionGroup):
-        group = group.exceptions[0]
-    return group
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 def build_parser() -> argparse.ArgumentParser:

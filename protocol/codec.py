@@ -13,44 +13,10 @@ from kafka.protocol.api_message import ApiMessage
 
 from . import framing
 from .api_keys import ApiKey
+from .request_header import InvalidRequestError, RequestHeader
 from .varint import VarintError, encode_uvarint, read_uvarint
 
-_HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
-
-
-class InvalidRequestError(Exception):
-    """The frame is not a request this broker can parse; Kafka closes the connection on this."""
-
-
-class RequestHeader(NamedTuple):
-    """The v1 part of a request header, which every request header version starts with (v2 adds tagged fields,
-    skipped with the body's decoding since only the flexibility of the API version says they are there)."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-
-    def encode(self) -> bytes:
-        client = self.client_id.encode() if self.client_id is not None else b""
-        length = -1 if self.client_id is None else len(client)
-        return _HEADER.pack(self.api_key, self.api_version, self.correlation_id, length) + client
-
-    @classmethod
-    def parse(cls, frame: bytes | memoryview) -> tuple["RequestHeader", int]:
-        """The header of a request frame (without its size prefix), and the position after client_id."""
-        if len(frame) < _HEADER.size:
-            raise InvalidRequestError(f"request of {len(frame)} bytes is shorter than a request header")
-        api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
-        pos = _HEADER.size
-        client_id = None
-        if client_len >= 0:
-            if pos + client_len > len(frame):
-                raise InvalidRequestError("client_id runs past the end of the request")
-            client_id = bytes(frame[pos:pos + client_len]).decode("utf-8", "replace")
-            pos += client_len
-        return cls(api_key, api_version, correlation_id, client_id), pos
 
 
 class ApiSchema(NamedTuple):
@@ -79,7 +45,9 @@ def _load_schemas() -> dict[int, ApiSchema]:
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        if getattr(cls, "_class_version", None) is None and ".old" not in cls.__module__:
+        # kafka-python's own client APIs only: the control plane's classes are never advertised to clients.
+        from_client_schemas = cls.__module__.startswith("kafka.") and ".old" not in cls.__module__
+        if getattr(cls, "_class_version", None) is None and from_client_schemas:
             found[(cls.API_KEY, cls.type)] = cls
     schemas = {}
     for (key, kind), req in found.items():

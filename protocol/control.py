@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from . import framing
-from .codec import RequestHeader
+from .request_header import RequestHeader
 
 CONTROL_API_KEY = 10000
 CONTROL_API_VERSION = 0

@@ -86,7 +86,8 @@ def _read(path: Path, parse_line: Callable[[list[str]], T]) -> list[T]:
     except (ValueError, IndexError, TypeError) as e:
         raise KafkaStorageError(f"Malformed line in checkpoint file [{path}]: {e}") from e
     if len(entries) != expected:
-        raise KafkaStorageError(f"Expected [{expected}] entries in checkpoint file [{path}], but found only [{len(entries)}]")
+        raise KafkaStorageError(
+            f"Expected [{expected}] entries in checkpoint file [{path}], but found only [{len(entries)}]")
     return entries
 
 

@@ -91,7 +91,8 @@ class LogDir:
                 raise ValueError(f"Stored node id {stored_node} in {path} doesn't match the node id {node_id}")
             stored_cluster = props.get("cluster.id")
             if cluster_id is not None and stored_cluster is not None and stored_cluster != cluster_id:
-                raise ValueError(f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored_cluster} in {path}")
+                raise ValueError(
+                    f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored_cluster} in {path}")
             cluster_id = stored_cluster or cluster_id
         cluster_id = cluster_id or uuid_to_str(random_uuid())
         directory_id = props.get("directory.id") or uuid_to_str(random_uuid())

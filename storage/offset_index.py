@@ -50,7 +50,8 @@ class OffsetIndex(IndexFile):
             or not all(map(lt, relative, islice(relative, 1, None)))
             or not all(map(lt, positions, islice(positions, 1, None)))
         ):
-            raise CorruptIndexError(f"Corrupt offset index {self.path}: entries are not increasing or point past the log")
+            raise CorruptIndexError(
+                f"Corrupt offset index {self.path}: entries are not increasing or point past the log")
         self._relative, self._positions = relative, positions
 
     @property

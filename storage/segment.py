@@ -141,10 +141,10 @@ class LogSegment:
         self._offset_index = offset_index
 
     def _next_offset_from(self, position: int) -> int:
-        last = None
-        for last in self.batches(position):
-            pass
-        return last.header.last_offset + 1 if last else self.base_offset
+        next_offset = self.base_offset
+        for batch in self.batches(position):
+            next_offset = batch.header.last_offset + 1
+        return next_offset
 
     @property
     def next_offset(self) -> int:

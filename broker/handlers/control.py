@@ -15,7 +15,6 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from minikafka.protocol.codec import RequestHeader
 from minikafka.protocol.control import (
     CONTROL_API_KEY,
     CONTROL_API_VERSION,
@@ -23,6 +22,7 @@ from minikafka.protocol.control import (
     decode_request_body,
     encode_response,
 )
+from minikafka.protocol.request_header import RequestHeader
 
 from ..faults.rules import FaultError
 from ..server import CloseConnection, ConnectionInfo

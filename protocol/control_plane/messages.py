@@ -10,9 +10,6 @@ from kafka.protocol.api_message import ApiMessage
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import ApiSchema
 
-# Importing codec above builds codec.SCHEMAS before these classes exist; its scan of ApiMessage subclasses must
-# not see them.
-#
 # `load_json` names the package holding a class's spec (kafka-python's metaclass reads it); mypy, to which
 # kafka-python is untyped, checks the class keyword against object.__init_subclass__ instead.
 

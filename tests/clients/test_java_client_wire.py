@@ -701,8 +701,9 @@ def test_idempotent_producer_as_transaction_manager_expects(conn, advertised, cl
     topic = f"jidem-{client}"
     topic_id = create_topic(conn, topic, 2)
     produce_version = picked(advertised, client, PRODUCE)
-    I = SCHEMAS[INIT_PRODUCER_ID].request[picked(advertised, client, INIT_PRODUCER_ID)]
-    init = call(conn, I(transactional_id=None, transaction_timeout_ms=INT32_MAX, producer_id=-1, producer_epoch=-1))
+    init_producer_id = SCHEMAS[INIT_PRODUCER_ID].request[picked(advertised, client, INIT_PRODUCER_ID)]
+    init = call(conn, init_producer_id(transactional_id=None, transaction_timeout_ms=INT32_MAX,
+                                       producer_id=-1, producer_epoch=-1))
     assert (init.error_code, init.producer_epoch, init.throttle_time_ms) == (NONE, 0, 0)
     pid = init.producer_id
     assert pid >= 0
@@ -733,5 +734,6 @@ def test_idempotent_producer_as_transaction_manager_expects(conn, advertised, cl
     assert [(b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence) for b in batches(p.records)] == [
         (0, pid, 0, 0), (5, pid, 0, 5), (10, pid, 1, 0)]
     # KIP-360's InitProducerId with the current id and epoch: an idempotent producer gets a fresh identity.
-    again = call(conn, I(transactional_id=None, transaction_timeout_ms=INT32_MAX, producer_id=pid, producer_epoch=1))
+    again = call(conn, init_producer_id(transactional_id=None, transaction_timeout_ms=INT32_MAX,
+                                        producer_id=pid, producer_epoch=1))
     assert again.error_code == NONE and again.producer_id not in (-1, pid) and again.producer_epoch == 0

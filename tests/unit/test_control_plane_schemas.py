@@ -4,7 +4,8 @@ import uuid
 import pytest
 
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import SCHEMAS, RequestHeader, decode_request, encode_response
+from minikafka.protocol.codec import SCHEMAS, decode_request, encode_response
+from minikafka.protocol.request_header import RequestHeader
 from minikafka.protocol.control_plane import (
     CONTROL_PLANE_SCHEMAS,
     AlterPartitionRequest,

@@ -24,7 +24,7 @@ def batches_at(base_offset: int, sizes: list[int], *, timestamps: list[int] | No
     for i, count in enumerate(sizes):
         builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 30)
         ts = timestamps[i] if timestamps else T0 + i
-        for j in range(count):
+        for _ in range(count):
             builder.append(timestamp=ts, key=None, value=b"x" * 100)
         builder.close()
         buf += builder.buffer()

@@ -338,7 +338,8 @@ def test_idempotent_retry_returns_original_offsets(tmp_path: Path) -> None:
     log.append_as_leader(make_batch(4, producer_id=9, producer_epoch=0, base_sequence=3), 0, NOW)
     leo = log.log_end_offset
     retry = log.append_as_leader(make_batch(3, producer_id=9, producer_epoch=0, base_sequence=0), 0, NOW)
-    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset) == (2, 4)
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset) == (2, 4)
     assert log.log_end_offset == leo
     with pytest.raises(OutOfOrderSequenceError) as gap:
         log.append_as_leader(make_batch(1, producer_id=9, producer_epoch=0, base_sequence=9), 0, NOW)
@@ -456,7 +457,8 @@ def test_open_existing_log_and_topic_id_check(tmp_path: Path) -> None:
     assert reopened.topic_id == TOPIC_ID
     assert reopened.log_end_offset == leo and reopened.log_start_offset == 4 and reopened.recovery_point == leo
     assert reopened.leader_epoch_cache.epochs == [EpochEntry(1, 4)]
-    leftovers = [n for n in os.listdir(directory) if n.endswith((".tmp", ".deleted", ".swap")) or n.startswith("000000000000000999")]
+    leftovers = [n for n in os.listdir(directory)
+                 if n.endswith((".tmp", ".deleted", ".swap")) or n.startswith("000000000000000999")]
     assert leftovers == []
     reopened.close()
     with pytest.raises(InconsistentTopicIdError):
@@ -495,7 +497,8 @@ def test_expired_producers_are_not_rebuilt(tmp_path: Path) -> None:
     log = open_log(tmp_path, **{"segment.bytes": "1000"})
     for i in range(6):
         log.append_as_leader(make_batch(3, producer_id=1, producer_epoch=0, base_sequence=i * 3), 0, NOW)
-    log.append_as_leader(make_batch(3, producer_id=2, producer_epoch=0, base_sequence=0, timestamp=NOW + 86_400_000), 0, NOW + 86_400_000)
+    later = NOW + 86_400_000
+    log.append_as_leader(make_batch(3, producer_id=2, producer_epoch=0, base_sequence=0, timestamp=later), 0, later)
     log.close()
     later = Log.open(tmp_path / "topic-0", "topic", 0, LogConfig(), now_ms=NOW + 86_400_500)
     assert set(later.producer_state.last_entries()) == {2}

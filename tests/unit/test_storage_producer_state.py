@@ -11,7 +11,8 @@ from minikafka.storage.producer_state import ProducerStateManager
 PID = 1000
 
 
-def header(seq: int, count: int = 1, *, epoch: int = 0, offset: int = 0, pid: int = PID, control: bool = False) -> BatchHeader:
+def header(seq: int, count: int = 1, *, epoch: int = 0, offset: int = 0, pid: int = PID,
+           control: bool = False) -> BatchHeader:
     return BatchHeader(
         base_offset=offset,
         batch_length=100,

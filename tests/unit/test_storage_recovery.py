@@ -44,7 +44,8 @@ def fill(directory: Path, config: LogConfig, batches: int) -> tuple[Log, list[tu
     log = Log.open(directory, "t", 0, config, now_ms=NOW)
     spans = []
     for i in range(batches):
-        info = log.append_as_leader(make_batch(1 + i % 3, NOW + i * 10, producer_id=7, sequence=log.log_end_offset), i // 4, NOW)
+        batch = make_batch(1 + i % 3, NOW + i * 10, producer_id=7, sequence=log.log_end_offset)
+        info = log.append_as_leader(batch, i // 4, NOW)
         spans.append((info.first_offset, info.last_offset))
     return log, spans
 
