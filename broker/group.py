@@ -1,8 +1,8 @@
 """A classic consumer group and its members: Kafka's group state machine and membership bookkeeping.
 
-This is the in-memory model (Kafka's ClassicGroup / ClassicGroupMember); the coordinator drives it, decides
-when to rebalance and persists it. Members waiting on a JoinGroup or SyncGroup response hold a `Completion`
-that the coordinator fills in when the rebalance reaches that point.
+This is the in-memory model (Kafka's ClassicGroup / ClassicGroupMember); the coordinator drives it and decides
+when to rebalance, the group metadata manager persists it. Members waiting on a JoinGroup or SyncGroup response
+hold a `Completion` that the coordinator fills in when the rebalance reaches that point.
 """
 from __future__ import annotations
 

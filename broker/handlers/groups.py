@@ -35,6 +35,8 @@ Versions served, and what changes between them:
 from __future__ import annotations
 
 import logging
+import uuid
+from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -249,19 +251,23 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
     return ctx.response(throttle_time_ms=0, topics=topics)
 
 
-def _fetch_group(ctx: RequestContext, group_id: str | None, topics, by_id: bool):
+FetchedPartition = tuple[int, int, int, str | None, ErrorCode]
+
+
+def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: bool
+                 ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
     """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
     offset_manager = _offset_manager(ctx)
     controller = ctx.broker.controller
     requested = None
-    unknown: list[tuple[object, list[int], ErrorCode]] = []
+    unknown: list[tuple[uuid.UUID, list[int], ErrorCode]] = []
     if topics is not None:
         requested = []
         for t in topics:
             if by_id:
                 topic = controller.topics_by_id.get(t.topic_id)
                 if topic is None:
-                    unknown.append((t, list(t.partition_indexes), ErrorCode.UNKNOWN_TOPIC_ID))
+                    unknown.append((t.topic_id, list(t.partition_indexes), ErrorCode.UNKNOWN_TOPIC_ID))
                     continue
                 requested.append((topic.name, list(t.partition_indexes)))
             else:
@@ -270,7 +276,7 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics, by_id: bool)
         found = offset_manager.fetch_offsets(group_id, requested)
     except KafkaError as exc:
         return exc.code, []
-    out = []
+    out: list[tuple[str | None, uuid.UUID, list[FetchedPartition]]] = []
     for name, parts in found:
         topic = controller.topics.get(name)
         if by_id and topic is None:
@@ -278,8 +284,8 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics, by_id: bool)
         out.append((name, topic.uuid if topic is not None else ZERO_UUID,
                     [(p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE) if v is not None
                      else (p, -1, -1, "", ErrorCode.NONE) for p, v in parts]))
-    for t, indexes, code in unknown:
-        out.append((None, t.topic_id, [(p, -1, -1, "", code) for p in indexes]))
+    for topic_id, indexes, code in unknown:
+        out.append((None, topic_id, [(p, -1, -1, "", code) for p in indexes]))
     return ErrorCode.NONE, out
 
 
@@ -304,7 +310,7 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
     code, found = _fetch_group(ctx, request.group_id, request.topics, False)
     if code != ErrorCode.NONE and ctx.version < 2:
         # v1 has no top-level error: every requested partition carries it.
-        found = [(t.name, None, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in request.topics]
+        found = [(t.name, ZERO_UUID, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in request.topics]
     topics = [TopicR(name=name, partitions=[PartR(partition_index=p, committed_offset=offset,
                                                   committed_leader_epoch=epoch, metadata=metadata, error_code=err)
                                             for p, offset, epoch, metadata, err in parts])

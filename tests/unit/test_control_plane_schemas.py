@@ -5,7 +5,6 @@ import pytest
 
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, decode_request, encode_response
-from minikafka.protocol.request_header import RequestHeader
 from minikafka.protocol.control_plane import (
     CONTROL_PLANE_SCHEMAS,
     AlterPartitionRequest,
@@ -23,6 +22,7 @@ from minikafka.protocol.control_plane import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from minikafka.protocol.request_header import RequestHeader
 from minikafka.protocol.varint import encode_uvarint as _uvarint
 
 ORDERS_ID = uuid.UUID("6b1d3a4e-2f0c-4c59-9a57-0e3c1f2d8a10")

@@ -1,0 +1,293 @@
+"""The inter-broker side of Kafka's NetworkClient: one connection to one remote node, requests pipelined on it.
+
+Follower fetchers, the controller channel and broker-to-controller calls all need the same thing: send a request
+in Kafka's wire format, get its response back, and learn at once when the node is gone. Responses arrive in the
+order the requests were sent (Kafka answers each connection in order), so a single reader task matches each
+response to the oldest request in flight. Any failure — a timeout, an I/O error, a response that does not
+match — closes the connection and fails every request in flight with `DisconnectedError`, as Kafka's client
+does; the next request reconnects after an exponential backoff.
+
+The client owns no task of its own: its owner runs `run()` in a nursery (or uses `NetworkClient.open`); `aclose()`
+or cancelling that nursery shuts it down.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+from kafka.protocol.api_message import ApiMessage
+
+from minikafka.protocol import framing
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import SCHEMAS, ApiSchema, RequestHeader, skip_tagged_fields
+from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
+
+log = logging.getLogger("minikafka.network_client")
+
+RECEIVE_BYTES = 1 << 18
+MAX_RESPONSE_BYTES = (1 << 31) - 1  # a response is as large as the request asked for; Kafka sets no cap either
+BACKOFF_JITTER = 0.2  # Kafka's: spreads the reconnects of many clients to one node that came back
+
+# Answers whether the link from this broker to a node is cut (fault injection): a request to it then fails as if
+# the node were unreachable.
+LinkIsCut = Callable[[int], bool]
+
+
+class DisconnectedError(Exception):
+    """The node could not be reached, or the connection to it closed before the response came: the one failure
+    callers handle (back off, then retry or pick another node)."""
+
+
+@dataclass(frozen=True)
+class NetworkClientConfig:
+    """Kafka's client settings for a connection, under their property names' defaults."""
+
+    connection_setup_timeout_ms: int = 10_000  # socket.connection.setup.timeout.ms
+    reconnect_backoff_ms: int = 50  # reconnect.backoff.ms
+    reconnect_backoff_max_ms: int = 1000  # reconnect.backoff.max.ms
+    request_timeout_ms: int = 30_000  # request.timeout.ms
+
+    def reconnect_backoff_s(self, failures: int) -> float:
+        """Doubles with each consecutive failure up to the maximum, with Kafka's jitter."""
+        backoff_ms = min(self.reconnect_backoff_ms * 2 ** min(failures, 32), self.reconnect_backoff_max_ms)
+        return backoff_ms * random.uniform(1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER) / 1000
+
+
+def schema_of(request: ApiMessage) -> ApiSchema:
+    """The schema a request belongs to: a client API from kafka-python or a control-plane API of this project."""
+    for table in (CONTROL_PLANE_SCHEMAS, SCHEMAS):
+        schema = table.get(request.API_KEY)
+        if schema is not None and isinstance(request, schema.request):
+            return schema
+    raise ValueError(f"no schema for {type(request).__name__}")
+
+
+class _InFlight:
+    """A request sent and not yet answered: the reader completes it with a response or an error."""
+
+    __slots__ = ("correlation_id", "schema", "version", "done", "response", "error")
+
+    def __init__(self, correlation_id: int, schema: ApiSchema, version: int) -> None:
+        self.correlation_id = correlation_id
+        self.schema = schema
+        self.version = version
+        self.done = trio.Event()
+        self.response: ApiMessage | None = None
+        self.error: DisconnectedError | None = None
+
+    def result(self) -> ApiMessage:
+        if self.error is not None:
+            raise self.error
+        assert self.response is not None
+        return self.response
+
+
+class _Connection:
+    """One TCP connection and the requests in flight on it, oldest first."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.in_flight: deque[_InFlight] = deque()
+        self.closed = False
+
+    def close(self, reason: str) -> None:
+        """Fail every request in flight and close the socket; synchronous, so no cancellation can cut it short
+        (closing a trio socket wakes the tasks blocked on it)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.stream.socket.close()
+        while self.in_flight:
+            request = self.in_flight.popleft()
+            request.error = DisconnectedError(reason)
+            request.done.set()
+
+
+class NetworkClient:
+    """Requests to one node over one connection, opened on demand; `client_id` is the request header's, e.g.
+    `broker-1-fetcher-0`, so the remote node's logs say who is asking."""
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str,
+                 config: NetworkClientConfig | None = None, link_is_cut: LinkIsCut | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.config = config or NetworkClientConfig()
+        self._link_is_cut = link_is_cut
+        self._connection: _Connection | None = None
+        self._readers: trio.Nursery | None = None
+        self._send_lock = trio.Lock()  # one writer at a time, and requests queued in the order they are written
+        self._correlation_id = 0
+        self._failures = 0  # disconnects and failed connects since the last successful connect
+        self._reconnect_at = float("-inf")
+        self._stopped = trio.Event()  # set by aclose(): ends run(), and no connection is opened again
+
+    def __repr__(self) -> str:
+        return f"NetworkClient(node {self.node_id} at {self.host}:{self.port}, {self.client_id})"
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, node_id: int, host: str, port: int, client_id: str,
+                   config: NetworkClientConfig | None = None,
+                   link_is_cut: LinkIsCut | None = None) -> AsyncIterator[NetworkClient]:
+        """A client whose reader runs in a nursery of this block; leaving the block closes it."""
+        client = cls(node_id, host, port, client_id, config, link_is_cut)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.run)
+            try:
+                yield client
+            finally:
+                await client.aclose()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read the responses of every connection this client opens, until `aclose()` or cancellation."""
+        try:
+            async with trio.open_nursery() as readers:
+                self._readers = readers
+                task_status.started()
+                await self._stopped.wait()
+                readers.cancel_scope.cancel()
+        finally:
+            self._readers = None
+            self._close("the network client stopped")
+
+    async def aclose(self) -> None:
+        """Close the connection, failing requests in flight, and end `run()`; later requests fail with
+        DisconnectedError."""
+        self._close("the network client was closed")
+        await trio.lowlevel.checkpoint()
+
+    def _close(self, reason: str) -> None:
+        self._stopped.set()
+        self._disconnect(reason)
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and not self._connection.closed
+
+    async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage:
+        """Send `request` at `version` (default: the version it was built at) and return the decoded response.
+
+        Raises DisconnectedError when the node is unreachable, the link to it is cut, the connection closes or
+        the response does not come within request.timeout.ms; the connection is closed in each case.
+        """
+        version = request.API_VERSION if version is None else version
+        schema = schema_of(request)
+        if version is None or not schema.min_version <= version <= schema.max_version:
+            raise ValueError(f"{type(request).__name__} has no version {version}")
+        api = ApiKey(request.API_KEY).api_name
+        if self._link_is_cut is not None and self._link_is_cut(self.node_id):
+            self._disconnect(f"the link to node {self.node_id} is cut")
+            raise DisconnectedError(f"cannot send {api} to node {self.node_id}: the link is cut")
+        body = request.encode(version=version)
+        async with self._send_lock:
+            connection = await self._ready()
+            self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+            in_flight = _InFlight(self._correlation_id, schema, version)
+            header = RequestHeader(request.API_KEY, version, in_flight.correlation_id, self.client_id).encode()
+            if schema.flexible(version):
+                header += b"\x00"  # request header v2: no tagged fields
+            connection.in_flight.append(in_flight)
+            deadline = trio.current_time() + self.config.request_timeout_ms / 1000
+            sent = False
+            try:
+                with trio.move_on_at(deadline):
+                    await connection.stream.send_all(framing.frame(header, body))
+                    sent = True
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._disconnect(f"cannot send {api} to node {self.node_id}: {exc!r}", connection)
+            finally:  # a write cut short leaves part of a frame on the wire: the connection is unusable
+                if not sent:
+                    self._disconnect(f"sending {api} to node {self.node_id} did not complete", connection)
+        with trio.move_on_at(deadline):
+            await in_flight.done.wait()
+        if not in_flight.done.is_set():
+            self._disconnect(f"{api} to node {self.node_id} timed out after {self.config.request_timeout_ms} ms",
+                             connection)
+        return in_flight.result()
+
+    async def _ready(self) -> _Connection:
+        """The open connection, or a new one once the reconnect backoff has passed."""
+        if self._connection is not None and not self._connection.closed:
+            return self._connection
+        if self._reconnect_at > trio.current_time():
+            await trio.sleep_until(self._reconnect_at)
+        if self._stopped.is_set():
+            raise DisconnectedError(f"the network client to node {self.node_id} is closed")
+        if self._readers is None:
+            raise RuntimeError(f"{self!r} is not running: start run() in a nursery first")
+        stream = None
+        with trio.move_on_after(self.config.connection_setup_timeout_ms / 1000):
+            try:
+                stream = await trio.open_tcp_stream(self.host, self.port)
+            except OSError as exc:
+                self._back_off()
+                raise DisconnectedError(f"cannot connect to node {self.node_id} at {self.host}:{self.port}: "
+                                        f"{exc}") from exc
+        if stream is None:
+            self._back_off()
+            raise DisconnectedError(f"connecting to node {self.node_id} at {self.host}:{self.port} timed out "
+                                    f"after {self.config.connection_setup_timeout_ms} ms")
+        self._failures = 0
+        self._connection = _Connection(stream)
+        self._readers.start_soon(self._read_responses, self._connection)
+        log.debug("%r connected", self)
+        return self._connection
+
+    def _back_off(self) -> None:
+        self._reconnect_at = trio.current_time() + self.config.reconnect_backoff_s(self._failures)
+        self._failures += 1
+
+    def _disconnect(self, reason: str, connection: _Connection | None = None) -> None:
+        """Close `connection` (default: the current one) if still open, and start the reconnect backoff."""
+        connection = connection or self._connection
+        if connection is None or connection.closed:
+            return
+        log.info("%r disconnected: %s", self, reason)
+        connection.close(reason)
+        self._back_off()
+
+    async def _read_responses(self, connection: _Connection) -> None:
+        """Complete the requests of one connection in order, until it closes."""
+        decoder = framing.FrameDecoder(MAX_RESPONSE_BYTES)
+        try:
+            while not connection.closed:
+                data = await connection.stream.receive_some(RECEIVE_BYTES)
+                if not data:
+                    self._disconnect(f"node {self.node_id} closed the connection", connection)
+                    return
+                for frame in decoder.feed(data):
+                    self._complete(connection, frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, framing.FrameError) as exc:
+            self._disconnect(f"reading from node {self.node_id} failed: {exc!r}", connection)
+
+    def _complete(self, connection: _Connection, frame: bytes) -> None:
+        if connection.closed:
+            return
+        if not connection.in_flight:
+            self._disconnect(f"node {self.node_id} sent a response to no request", connection)
+            return
+        request = connection.in_flight[0]
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
+        if correlation_id != request.correlation_id:
+            self._disconnect(f"correlation id mismatch from node {self.node_id}: expected "
+                             f"{request.correlation_id}, got {correlation_id}", connection)
+            return
+        try:
+            pos = 4
+            if request.schema.response_header_version(request.version) >= 1:
+                pos = skip_tagged_fields(frame, pos)
+            response = request.schema.response.decode(memoryview(frame)[pos:], version=request.version)
+        except Exception as exc:  # a malformed header raises InvalidRequestError, the generated decoders anything
+            self._disconnect(f"cannot decode {request.schema.response.__name__} v{request.version} from node "
+                             f"{self.node_id}: {exc!r}", connection)
+            return
+        connection.in_flight.popleft()
+        request.response = response
+        request.done.set()
