@@ -24,8 +24,9 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.protocol import framing
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import SCHEMAS, ApiSchema, RequestHeader, skip_tagged_fields
+from minikafka.protocol.codec import SCHEMAS, ApiSchema, skip_tagged_fields
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
+from minikafka.protocol.request_header import RequestHeader
 
 log = logging.getLogger("minikafka.network_client")
 

@@ -4,6 +4,7 @@ and Kafka's partition layout on disk."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -242,21 +243,27 @@ _WRITER = textwrap.dedent(
 
 def test_replay_after_kill_9(tmp_path: Path) -> None:
     """Every append acknowledged before a kill -9 is replayed; whatever was being written then is whole or gone."""
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
     acknowledged = -1
     try:
-        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        pending = b""
         deadline = time.monotonic() + 60
-        while acknowledged < 50 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
+        for _ in range(100_000):
+            remaining = deadline - time.monotonic()
+            if acknowledged >= 50 or remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
                 break
-            acknowledged = int(line)
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            if lines:
+                acknowledged = int(lines[-1])
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        proc.stdout.close()
     assert acknowledged >= 50, "the writer did not get going"
     log = MetadataLog.open(tmp_path)
     replayed = list(log.replay())

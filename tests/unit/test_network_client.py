@@ -16,9 +16,10 @@ from minikafka.broker.broker_server import BrokerServer
 from minikafka.broker.network_client import DisconnectedError, NetworkClient, NetworkClientConfig
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import SCHEMAS, RequestHeader, decode_request, encode_response
+from minikafka.protocol.codec import SCHEMAS, decode_request, encode_response
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS, BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from minikafka.protocol.framing import FrameDecoder
+from minikafka.protocol.request_header import RequestHeader
 
 LOOPBACK = "127.0.0.1"
 NODE = 2
