@@ -1,7 +1,8 @@
 """Runs one broker inside this process: a background thread with its own trio loop, for the fastest start.
 
 The broker is the same BrokerServer `minikafka serve` runs; only the process boundary is missing: `kill` makes it
-stop as a killed process would (nothing flushed or checkpointed). Its log lines (the `minikafka` loggers, from the broker's thread) go to its log file.
+stop as a killed process would (nothing flushed or checkpointed). Its log lines (the `minikafka` loggers, from the
+broker's thread) go to its log file.
 """
 from __future__ import annotations
 

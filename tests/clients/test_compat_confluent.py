@@ -50,11 +50,14 @@ def produce(bootstrap: str, topic: str, records: list[Record], **config) -> list
                 acked[index] = (msg.partition(), msg.offset())
         return report
 
-    for i, r in enumerate(records):
-        producer.produce(topic, value=r.value, key=r.key, partition=r.partition, timestamp=r.timestamp,
-                         headers=list(r.headers), on_delivery=on_delivery(i))
-        producer.poll(0)
-    remaining = producer.flush(PRODUCE_TIMEOUT_S)
+    try:
+        for i, r in enumerate(records):
+            producer.produce(topic, value=r.value, key=r.key, partition=r.partition, timestamp=r.timestamp,
+                             headers=list(r.headers), on_delivery=on_delivery(i))
+            producer.poll(0)
+        remaining = producer.flush(PRODUCE_TIMEOUT_S)
+    finally:
+        del producer  # librdkafka's threads and connections go now, also when a failure keeps this frame
     assert remaining == 0, f"{remaining} records still undelivered after {PRODUCE_TIMEOUT_S}s"
     assert not errors, f"delivery failed: {errors[:3]}"
     return acked
@@ -134,13 +137,16 @@ def test_offsets_for_times_and_watermarks(broker, unique_topic):
     """p0: timestamps 1000..10000 ascending; p1: 5000, 9000, 7000 (max not last); p2: empty."""
     create_topic(broker.bootstrap_servers, unique_topic, 3, {"retention.ms": "-1"})
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
-    for i in range(10):
-        producer.produce(unique_topic, value=b"p0-%d" % i, partition=0, timestamp=1000 * (i + 1))
-        if i % 4 == 3:
+    try:
+        for i in range(10):
+            producer.produce(unique_topic, value=b"p0-%d" % i, partition=0, timestamp=1000 * (i + 1))
+            if i % 4 == 3:
+                assert producer.flush(10) == 0
+        for ts in (5000, 9000, 7000):
+            producer.produce(unique_topic, value=b"p1-%d" % ts, partition=1, timestamp=ts)
             assert producer.flush(10) == 0
-    for ts in (5000, 9000, 7000):
-        producer.produce(unique_topic, value=b"p1-%d" % ts, partition=1, timestamp=ts)
-        assert producer.flush(10) == 0
+    finally:
+        del producer
     p0, p1, p2 = (TopicPartition(unique_topic, p) for p in range(3))
     consumer = consumer_for(broker.bootstrap_servers)
     try:
@@ -176,8 +182,7 @@ def test_offsets_for_times_and_watermarks(broker, unique_topic):
 def test_auto_create_topic_on_producer_metadata(broker_factory, unique_topic):
     """A producer's metadata request may create a topic (allow.auto.create.topics defaults to true for producers)."""
     broker = broker_factory(num_partitions=3)
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    metadata = producer.list_topics(unique_topic, timeout=10)
+    metadata = Producer({"bootstrap.servers": broker.bootstrap_servers}).list_topics(unique_topic, timeout=10)
     topic = metadata.topics[unique_topic]
     assert topic.error is None
     assert sorted(topic.partitions) == [0, 1, 2]
@@ -189,11 +194,14 @@ def test_unknown_topic_without_auto_create(broker_factory, unique_topic):
     broker = broker_factory(auto_create_topics_enable="false")
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "topic.metadata.propagation.max.ms": 1000,
                          "message.timeout.ms": 5000})
-    topic = producer.list_topics(unique_topic, timeout=10).topics[unique_topic]
-    assert topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     errors = []
-    producer.produce(unique_topic, value=b"v", on_delivery=lambda err, msg: errors.append(err))
-    assert producer.flush(15) == 0
+    try:
+        topic = producer.list_topics(unique_topic, timeout=10).topics[unique_topic]
+        assert topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        producer.produce(unique_topic, value=b"v", on_delivery=lambda err, msg: errors.append(err))
+        assert producer.flush(15) == 0
+    finally:
+        del producer
     assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})

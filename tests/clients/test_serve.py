@@ -34,18 +34,21 @@ def serve(*args: str) -> Iterator[subprocess.Popen]:
         proc.communicate(timeout=EXIT_TIMEOUT_S)
 
 
-def ready_port(proc: subprocess.Popen, timeout_s: float = START_TIMEOUT_S) -> int:
-    """The port of the process's readiness line, read within `timeout_s` (a plain readline could block forever)."""
-    deadline = time.monotonic() + timeout_s
+def ready_port(proc: subprocess.Popen) -> int:
+    """The port of the process's readiness line, read within START_TIMEOUT_S (a plain readline could block forever)."""
     line = b""
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            assert remaining > 0 and selector.select(remaining), f"no readiness line in {timeout_s:g} s: {line!r}"
+
+    def line_read() -> bool:
+        nonlocal line
+        if selector.select(0.1):
             chunk = os.read(proc.stdout.fileno(), 1)  # byte by byte: nothing past the line is consumed
             assert chunk, f"minikafka serve exited before its readiness line: {line!r}"
             line += chunk
+        return line.endswith(b"\n")
+
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        wait_until(line_read, START_TIMEOUT_S, interval=0, message="the readiness line")
     match = READY_LINE.fullmatch(line.strip())
     assert match, f"not a readiness line: {line!r}"
     return int(match.group(1))
@@ -58,8 +61,7 @@ def test_properties_file_flags_and_clean_sigterm(tmp_path):
     with serve("--config", str(props)) as proc:
         port = ready_port(proc)
         assert port != 0  # port 0 asks for a free port; the readiness line tells which one was bound
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-        md = admin.list_topics(timeout=10)
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)  # client gone after
         assert list(md.brokers) == [7]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(EXIT_TIMEOUT_S) == 0

@@ -18,9 +18,12 @@ from tests.raw_client import RawConnection
 def confluent_produce(bootstrap: str, topic: str, messages: list[dict]) -> None:
     producer = ConfluentProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     errors = []
-    for m in messages:
-        producer.produce(topic, on_delivery=lambda err, _msg: errors.append(err) if err else None, **m)
-    assert producer.flush(30) == 0
+    try:
+        for m in messages:
+            producer.produce(topic, on_delivery=lambda err, _msg: errors.append(err) if err else None, **m)
+        assert producer.flush(30) == 0
+    finally:
+        del producer  # librdkafka's threads and connections go now, also when a failure keeps this frame
     assert errors == []
 
 
