@@ -15,7 +15,7 @@ from kafka import KafkaConsumer
 from kafka.protocol.admin.groups import ListGroupsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
-from tests.clients.test_groups_support import GROUP_BROKER, committed_offsets, create_topic, produce
+from tests.group_worker import GROUP_BROKER, committed_offsets, create_topic, produce
 from tests.raw_client import RawConnection
 
 CONSUMER_GROUP_HEARTBEAT = 68

@@ -1,13 +1,13 @@
 """Consumer groups as applications use them, with kafka-python, confluent-kafka and aiokafka consumers.
 
-Every consumer is a real process (tests/clients/test_groups_support.py) committing synchronously; the tests
+Every consumer is a real process (tests/group_worker.py) committing synchronously; the tests
 account for every record across all members of a group.
 """
 from __future__ import annotations
 
 import pytest
 
-from tests.clients.test_groups_support import (
+from tests.group_worker import (
     GROUP_BROKER,
     LIBRARIES,
     GroupWorker,

@@ -149,7 +149,7 @@ def test_groups_describe_members_of_a_live_group(minikafka_session_broker):
     try:
         # A metadata update between subscribe() and the first poll, so that the first assignment has the topic:
         # kafka-python 3.0.12 can lose a member in the rebalance a later metadata change would start (see the
-        # group scenario worker in tests/clients/test_groups_support.py).
+        # group scenario worker in tests/group_worker.py).
         consumer.subscribe(["cli-live"])
         consumer.topics()
         def assigned() -> bool:

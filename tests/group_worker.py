@@ -7,7 +7,7 @@ writes it to its output file right after; when a commit fails (a rebalance took 
 generation moved on) it seeks back and reads the batch again if it still owns the partition. So across all
 workers of a group every record is written exactly once, provided a worker is killed only while idle.
 
-Run as `python -m tests.clients.test_groups_support LIBRARY BOOTSTRAP TOPIC GROUP OUTFILE [INSTANCE_ID]`.
+Run as `python -m tests.group_worker LIBRARY BOOTSTRAP TOPIC GROUP OUTFILE [INSTANCE_ID]`.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class GroupWorker:
         out.touch()
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.clients.test_groups_support", library, bootstrap, topic, group,
+                [sys.executable, "-m", "tests.group_worker", library, bootstrap, topic, group,
                  str(out), *([instance_id] if instance_id else [])], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
     def records(self) -> list[tuple[int, int, str]]:
