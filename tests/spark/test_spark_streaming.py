@@ -62,13 +62,13 @@ def test_stream_with_restart_reads_every_record_exactly_once(spark, broker, uniq
     query = start()
     for burst in range(3):
         send(f"running{burst}", 20)
-    wait_until(lambda: len(_sink_rows(spark, out)) >= len(produced), 90, "the first run to catch up")
+    wait_until(lambda: len(_sink_rows(spark, out)) >= len(produced), 90, message="the first run to catch up")
     query.stop()
 
     send("stopped", 25)
     query = start()
     send("restarted", 25)
-    wait_until(lambda: len(_sink_rows(spark, out)) >= len(produced), 90, "the second run to catch up")
+    wait_until(lambda: len(_sink_rows(spark, out)) >= len(produced), 90, message="the second run to catch up")
     query.stop()
 
     rows = _sink_rows(spark, out)
@@ -125,7 +125,7 @@ def test_stream_reports_a_recreated_topic_as_data_loss(spark, broker, unique_top
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     try:
         admin.delete_topics([unique_topic])
-        wait_until(lambda: unique_topic not in admin.list_topics(), 30, "the topic to be deleted")
+        wait_until(lambda: unique_topic not in admin.list_topics(), 30, message="the topic to be deleted")
     finally:
         admin.close()
     create_topic(broker.bootstrap_servers, unique_topic)
