@@ -21,7 +21,7 @@ from pathlib import Path
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 LIBRARIES = ["kafka-python", "confluent-kafka", "aiokafka"]
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
