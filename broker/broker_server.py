@@ -1,48 +1,66 @@
-"""The broker server: builds the broker's parts from its config, runs them in one nursery, stops them cleanly.
+"""The broker role of a node (Kafka's BrokerServer): builds the broker's parts from its config, runs them in one
+nursery, stops them cleanly.
 
-Start-up order: log dirs and meta.properties, controller metadata, logs (with recovery), partitions, then the
-listeners, and only then the readiness line. Shutdown: stop accepting, answer requests in flight, flush logs,
-write checkpoints.
+Start-up order, as a KRaft broker starts: bind the broker listeners (so a listener on port 0 has its port), learn
+the cluster id from the controller, open the log dirs (meta.properties), start replicating the cluster metadata,
+register with the controller, wait until the metadata is replayed up to this registration, then open the logs
+(with recovery) and make each replica the leader or follower the metadata says, start the group coordinator and
+the replication tasks, serve the listeners, ask to be unfenced, and once unfenced (and caught up with the
+controller's decisions about this broker) report ready. Shutdown: a controlled shutdown (leaderships move away
+first, when another live broker can take them), stop accepting, answer requests in flight, flush logs, write
+checkpoints.
+
+The controller is reached through a ControllerChannel: over the network for a broker-only node, in process for a
+combined node, whose controller is passed in.
 """
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
+from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.config import BrokerConfig, ConfigError, Endpoint
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import topic_defaults_from_broker_props
 
 from . import handlers
-from .controller import Controller, TopicRegistration
+from .auto_topic_creation import AutoTopicCreationManager
+from .broker_lifecycle_manager import BrokerLifecycleManager, RegistrationError
+from .controller_channel import ControllerChannel, ControllerHandler, LocalControllerChannel, NetworkControllerChannel
 from .faults.disk_quota import DiskQuota
 from .faults.injector import FaultInjector
+from .forwarding import ForwardingManager
 from .group_coordinator import GroupCoordinator, load_group_coordinator
+from .group_metadata_log import GROUP_METADATA_TOPIC
 from .kafka_apis import KafkaApis
 from .log_manager import LogManager
+from .metadata_cache import MetadataCache
+from .metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
+from .metadata_loader import MetadataLoader
+from .network_client import DisconnectedError, NetworkClientConfig
+from .producer_id_manager import ProducerIdManager
 from .purgatory import Purgatory
-from .replica_manager import ReplicaManager, now_ms
+from .replica_manager import ReplicaManager, TopicPartition, now_ms
+from .replication_config import ReplicationConfig
 from .server import SocketServer
 
 log = logging.getLogger("minikafka.broker")
 
+T = TypeVar("T")
+
 SHUTDOWN_DRAIN_S = 10.0
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
+PLAINTEXT = 0  # SecurityProtocol id: every minikafka listener is plaintext
+DESCRIBE_CLUSTER_VERSION = 1
+CONTROLLER_ENDPOINT_TYPE = 2  # DescribeCluster asks a controller about the controllers (KIP-919)
 
 
 class BrokerServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, local_controller: ControllerHandler | None = None) -> None:
         self.config = config
         self.node_id: int = config.node_id
         try:
@@ -50,94 +68,258 @@ class BrokerServer:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.purgatory = Purgatory()
-        self.endpoints: list[BrokerEndpoint] = []
+        self.endpoints: list[BrokerEndpointInfo] = []  # this broker's listeners as clients reach them
         self._stop = trio.Event()
         self._crashed = False
-        # Built by _load(), from the log dirs, when run() starts.
-        self.log_manager: LogManager
-        self.controller: Controller
-        self.replica_manager: ReplicaManager
-        self.group_coordinator: GroupCoordinator
+        self._startup: trio.CancelScope | None = None
+        self._network_channels: list[NetworkControllerChannel] = []
         self.disk_quota = DiskQuota(config.log_dirs)
         self.faults = FaultInjector(self.purgatory, self.disk_quota)
+        # One channel per concern, as Kafka's broker has: a heartbeat never waits behind a metadata long poll or a
+        # forwarded request.
+        self._heartbeat_channel = self._channel(local_controller, "heartbeat",
+                                                config.get("broker.heartbeat.interval.ms"))
+        metadata_channel = self._channel(local_controller, "metadata", config.get("request.timeout.ms"))
+        self.controller_channel = self._channel(local_controller, "to-controller", config.get("request.timeout.ms"))
+        self.loader = MetadataLoader(self.node_id, metadata_channel, MetadataImage())
+        self.forwarding = ForwardingManager(self.controller_channel, self.loader, config.get("request.timeout.ms"))
+        self.auto_topic_creation = AutoTopicCreationManager(config, self.forwarding)
+        # Built once the broker has registered and caught up with the metadata, when run() starts.
+        self.metadata_cache: MetadataCache
+        self.lifecycle: BrokerLifecycleManager
+        self.log_manager: LogManager
+        self.replica_manager: ReplicaManager
+        self.group_coordinator: GroupCoordinator
+        self.producer_ids: ProducerIdManager
         self.apis = KafkaApis(self, handlers.MODULES)
         self.socket_server = SocketServer(self.apis.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000)
 
+    def _channel(self, local_controller: ControllerHandler | None, purpose: str,
+                 retry_timeout_ms: int) -> ControllerChannel:
+        if local_controller is not None:
+            return LocalControllerChannel(local_controller)
+        addresses = self.config.controller_addresses
+        if not addresses:
+            raise ConfigError("a broker without a controller in its own process needs controller.quorum.voters or "
+                              "controller.quorum.bootstrap.servers")
+        config = NetworkClientConfig(
+            connection_setup_timeout_ms=self.config.get("socket.connection.setup.timeout.ms"),
+            reconnect_backoff_ms=self.config.get("reconnect.backoff.ms"),
+            reconnect_backoff_max_ms=self.config.get("reconnect.backoff.max.ms"),
+            request_timeout_ms=self.config.get("request.timeout.ms"))
+        channel = NetworkControllerChannel(addresses, f"broker-{self.node_id}-{purpose}", config, retry_timeout_ms,
+                                           self.faults.links.is_cut)
+        self._network_channels.append(channel)
+        return channel
+
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        dirs = self.config.log_dirs
-        self.log_manager = LogManager(dirs, self.node_id, self.config.get("cluster.id") or None, self.log_defaults,
-                                      self.disk_quota)
-        self.controller = Controller(dirs[0], self.node_id, self.log_manager.cluster_id, self.log_defaults)
-        self.log_manager.load_logs({name: t.configs for name, t in self.controller.topics.items()})
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.purgatory)
-        for topic in self.controller.topics.values():
-            self._host_partitions(topic)
-        for tp in set(self.log_manager.logs) - set(self.replica_manager.partitions):
-            log.warning("partition dir for %s-%s has no topic in the cluster metadata; left untouched", *tp)
-        self.group_coordinator = load_group_coordinator(self)
-
-    def _host_partitions(self, topic: TopicRegistration, indexes: list[int] | None = None) -> None:
-        for index, reg in topic.partitions.items():
-            if (indexes is None or index in indexes) and self.node_id in reg.replicas:
-                self.replica_manager.make_leader(topic.name, index, topic.uuid, reg.leader_epoch, reg.replicas,
-                                                 reg.isr, topic.configs)
-
     async def run(self, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until `stop()`; `task_status.started()` fires once the listeners accept connections."""
+        """Serve until `stop()`; `task_status.started()` fires once the broker is registered, caught up with the
+        metadata, unfenced and accepting connections. A stop during start-up returns without it."""
         started = time.monotonic()
-        self._load()
+        bound = [(e, await trio.open_tcp_listeners(e.port, host=e.host)) for e in self.config.broker_listeners]
         try:
-            listeners_by_name = []
-            for endpoint in self.config.listeners:
-                listeners = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
-                listeners_by_name.append((endpoint, listeners))
-            self._advertise(listeners_by_name)
+            self.endpoints = self._advertise(bound)
             async with trio.open_nursery() as nursery:
-                for endpoint, listeners in listeners_by_name:
-                    nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)
-                nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"),
-                                   self._retention)
-                nursery.start_soon(self._periodic, self.config.get("log.flush.offset.checkpoint.interval.ms"),
-                                   self._checkpoint)
-                nursery.start_soon(self._periodic, 1000, self._flush_due)
-                await nursery.start(self.group_coordinator.run)
-                log.info("broker %d started in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
-                task_status.started(self)
-                await self._stop.wait()
-                if not self._crashed:
-                    self.group_coordinator.shutdown()
-                    self.purgatory.wake_all()
-                    await self.socket_server.drain(SHUTDOWN_DRAIN_S)
+                ready = False
+                with trio.CancelScope() as self._startup:
+                    if self._stop.is_set():
+                        self._startup.cancel()
+                    await self._start(nursery, bound, started)
+                    ready = True
+                    task_status.started(self)
+                self._startup = None
+                if ready:
+                    await self._stop.wait()
+                    await self._shut_down()
                 nursery.cancel_scope.cancel()
         finally:  # plain synchronous calls: a cancellation cannot cut them short
-            if self._crashed:
-                self.log_manager.abandon()
-                log.warning("broker %d crashed on request: no flush, no checkpoints", self.node_id)
+            for _endpoint, listeners in bound:
+                for listener in listeners:
+                    listener.socket.close()
+            self._close_logs()
+
+    async def _start(self, nursery: trio.Nursery, bound: list[tuple[Endpoint, list[trio.SocketListener]]],
+                     started: float) -> None:
+        deadline = trio.current_time() + self.config.get("initial.broker.registration.timeout.ms") / 1000
+        for channel in self._network_channels:
+            await nursery.start(channel.run)
+        where = ", ".join(f"{a.host}:{a.port}" for a in self.config.controller_addresses) if self._network_channels \
+            else "in this process"
+        cluster_id = await self._until(deadline, self._cluster_id, f"reach the controller ({where})")
+        self.log_manager = LogManager(self.config.log_dirs, self.node_id, cluster_id, self.log_defaults,
+                                      self.disk_quota)
+        self.metadata_cache = MetadataCache(self.loader.image, self.log_manager.cluster_id)
+        self.lifecycle = BrokerLifecycleManager(
+            self.node_id, self.log_manager.cluster_id, self._heartbeat_channel, self.endpoints,
+            self.config.get("broker.rack"), self.config.get("broker.heartbeat.interval.ms"),
+            max(1, int(1000 * (deadline - trio.current_time()))), lambda: self.loader.applied_offset,
+            self._on_broker_epoch)
+        await nursery.start(self.loader.run)
+        await nursery.start(self.lifecycle.run)
+        await self._until(deadline, lambda: self.loader.wait_for(self.lifecycle.broker_epoch + 1),
+                          "replay the cluster metadata up to its registration")
+        self._load()
+        await nursery.start(self.replica_manager.run)
+        await nursery.start(self.group_coordinator.run)
+        await nursery.start(self.producer_ids.run)
+        nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
+        nursery.start_soon(self._periodic, self.config.get("log.flush.offset.checkpoint.interval.ms"),
+                           self._checkpoint)
+        nursery.start_soon(self._periodic, 1000, self._flush_due)
+        for endpoint, listeners in bound:
+            nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)
+        self.lifecycle.set_ready_to_unfence()
+        await self._until(deadline, self.lifecycle.unfenced.wait, "be unfenced by the controller")
+        # The controller's answers to this broker's arrival (leaders elected onto it) are committed before it
+        # unfences the broker: replayed here before the first client is served.
+        await self.forwarding.catch_up()
+        log.info("broker %d started in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
+
+    async def _until(self, deadline: float, step: Callable[[], Awaitable[T]], what: str) -> T:
+        """`step()`'s result, or RegistrationError once the start-up deadline has passed."""
+        with trio.move_on_at(deadline):
+            return await step()
+        raise RegistrationError(f"broker {self.node_id} could not {what} within "
+                                f"{self.config.get('initial.broker.registration.timeout.ms')} ms "
+                                "(initial.broker.registration.timeout.ms)")
+
+    async def _cluster_id(self) -> str:
+        """cluster.id when configured, else the controller's (which every broker of the cluster must share)."""
+        configured: str = self.config.get("cluster.id")
+        if configured:
+            return configured
+        R = DescribeClusterRequest[DESCRIBE_CLUSTER_VERSION]
+        request = R(include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE)
+        while True:
+            try:
+                response = await self.controller_channel.send(request, DESCRIBE_CLUSTER_VERSION)
+            except DisconnectedError as exc:
+                log.info("broker %d cannot reach the controller yet: %s", self.node_id, exc)
             else:
-                self.log_manager.shutdown(self.replica_manager.high_watermarks())
-                log.info("broker %d stopped", self.node_id)
+                if response.error_code == ErrorCode.NONE and response.cluster_id:
+                    return str(response.cluster_id)
+                log.info("broker %d: the controller answered DescribeCluster with %s", self.node_id,
+                         ErrorCode(response.error_code).name)
+            await trio.sleep(self.config.get("reconnect.backoff.max.ms") / 1000)
+
+    def _on_broker_epoch(self, broker_epoch: int) -> None:
+        if hasattr(self, "replica_manager"):
+            self.replica_manager.broker_epoch = broker_epoch
+
+    def _load(self) -> None:
+        """Open the logs and become what the metadata says for every partition; from now on each metadata change
+        is applied as it is replayed."""
+        image = self.loader.image
+        self.log_manager.load_logs(image.topic_configs)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.purgatory,
+                                              ReplicationConfig.from_broker_config(self.config),
+                                              leader_endpoint=self._leader_endpoint,
+                                              controller_channel=self.controller_channel,
+                                              link_is_cut=self.faults.links.is_cut)
+        self.replica_manager.broker_epoch = self.lifecycle.broker_epoch
+        self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
+                                              lambda: self.lifecycle.broker_epoch)
+        self.group_coordinator = load_group_coordinator(self)
+        self.replica_manager.on_become_leader.append(self._on_become_leader)
+        self.replica_manager.on_become_follower.append(self._on_become_follower)
+        everything = MetadataChange(
+            partitions={(topic.name, index): partition for topic, index, partition in image.partitions()},
+            topic_ids={name: topic.topic_id for name, topic in image.topics.items()},
+            brokers=set(image.brokers))
+        self._publish(image, everything)
+        self.loader.install_publisher(self._publish)
+        for tp in sorted(set(self.log_manager.logs) - set(self.replica_manager.partitions)):
+            log.warning("partition dir for %s-%s has no replica here in the cluster metadata; left untouched", *tp)
+
+    def _publish(self, image: MetadataImage, change: MetadataChange) -> None:
+        """Apply one replayed change (Kafka's BrokerMetadataPublisher): replicas, topic configs, deleted topics."""
+        broker_epochs = {b.broker_id: b.broker_epoch for b in image.brokers.values() if b.active}
+        if change.brokers:
+            self.replica_manager.update_alive_brokers(broker_epochs)
+        for (topic, index), state in change.partitions.items():
+            configs = image.topic_configs.get(topic, {})
+            self.replica_manager.apply_partition_state(topic, change.topic_ids[topic], index, state, configs,
+                                                       broker_epochs)
+        for topic in change.topic_configs:
+            if topic in image.topics:
+                try:
+                    self.log_manager.update_topic_config(topic, image.topic_configs.get(topic, {}))
+                except ValueError as exc:
+                    log.error("configs of topic %s not applied: %s", topic, exc)
+        for topic in {t for (t, _), state in change.partitions.items() if state is None}:
+            if topic not in image.topics:
+                self.group_coordinator.offset_manager.on_topic_deleted(topic)
+                log.info("topic %s deleted", topic)
+
+    def _on_become_leader(self, tp: TopicPartition) -> None:
+        if tp[0] == GROUP_METADATA_TOPIC:
+            self.group_coordinator.on_elected(tp[1])
+
+    def _on_become_follower(self, tp: TopicPartition) -> None:
+        if tp[0] == GROUP_METADATA_TOPIC:
+            self.group_coordinator.on_resigned(tp[1])
+
+    def _leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where followers fetch from: the leader's inter-broker listener."""
+        broker = self.loader.image.brokers.get(broker_id)
+        endpoint = broker.endpoint(self.config.inter_broker_listener_name) if broker is not None else None
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
+
+    async def _shut_down(self) -> None:
+        if self._crashed:
+            return
+        if self.config.get("controlled.shutdown.enable") and self.lifecycle.unfenced.is_set():
+            if any(b.broker_id != self.node_id for b in self.loader.image.live_brokers()):
+                await self.lifecycle.controlled_shutdown(self.config.get("broker.session.timeout.ms") / 1000)
+            else:  # the partitions would only go offline while requests in flight are still being answered
+                log.info("broker %d skips its controlled shutdown: no other live broker could lead its partitions",
+                         self.node_id)
+        self.group_coordinator.shutdown()
+        self.purgatory.wake_all()
+        await self.socket_server.drain(SHUTDOWN_DRAIN_S)
+
+    def _close_logs(self) -> None:
+        if not hasattr(self, "log_manager"):
+            return
+        if self._crashed:
+            self.log_manager.abandon()
+            log.warning("broker %d crashed on request: no flush, no checkpoints", self.node_id)
+        elif hasattr(self, "replica_manager"):
+            self.log_manager.shutdown(self.replica_manager.high_watermarks())
+            log.info("broker %d stopped", self.node_id)
+        else:  # stopped before its logs were in use: their checkpoints stay as they are
+            self.log_manager.abandon()
+            log.info("broker %d stopped before it started", self.node_id)
 
     def stop(self) -> None:
+        """A clean stop, as on SIGTERM; during start-up it abandons the start."""
         self._stop.set()
+        if self._startup is not None:
+            self._startup.cancel()
 
     def crash(self) -> None:
         """Stop as a killed process would: requests in flight are dropped, nothing is flushed or checkpointed,
         so the next start recovers from the files as they are. For crash tests of an in-process broker."""
         self._crashed = True
-        self._stop.set()
+        self.stop()
 
-    def _advertise(self, bound: list[tuple[Endpoint, list[trio.SocketListener]]]) -> None:
-        advertised = self.config.props.get("advertised.listeners")
-        if advertised:
-            self.endpoints = [BrokerEndpoint(self.node_id, e.host, e.port) for e in self.config.advertised_listeners]
-            return
+    def _advertise(self, bound: list[tuple[Endpoint, list[trio.SocketListener]]]) -> list[BrokerEndpointInfo]:
+        """Each broker listener as clients reach it: its advertised.listeners entry, else its bound address."""
+        advertised = {e.listener: e for e in self.config.advertised_listeners} \
+            if self.config.props.get("advertised.listeners") else {}
+        endpoints = []
         for endpoint, listeners in bound:
-            host, port = listeners[0].socket.getsockname()[:2]
+            if endpoint.listener in advertised:
+                chosen = advertised[endpoint.listener]
+                endpoints.append(BrokerEndpointInfo(endpoint.listener, chosen.host, chosen.port, PLAINTEXT))
+                continue
+            port = listeners[0].socket.getsockname()[1]
             host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-            self.endpoints.append(BrokerEndpoint(self.node_id, host, port))
+            endpoints.append(BrokerEndpointInfo(endpoint.listener, host, port, PLAINTEXT))
+        return endpoints
 
     @property
     def bound_addresses(self) -> list[tuple[str, int]]:
@@ -168,46 +350,3 @@ class BrokerServer:
 
     def _flush_due(self) -> None:
         self.log_manager.flush_due(now_ms())
-
-    # ---- topic lifecycle: the controller decides, this broker applies ------------------------------------------
-
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     assignments: dict[int, list[int]], configs: dict[str, str],
-                     validate_only: bool = False) -> TopicRegistration | None:
-        plan = self.controller.validate_new_topic(name, num_partitions, replication_factor, assignments, configs)
-        if validate_only:
-            return None
-        topic = self.controller.create_topic(name, plan, configs)
-        self._host_partitions(topic)
-        log.info("created topic %s with %d partitions (id %s)", name, len(topic.partitions), topic.uuid)
-        return topic
-
-    def auto_create_topic(self, name: str) -> TopicRegistration:
-        """Metadata/Produce auto-creation with num.partitions and default.replication.factor."""
-        if not self.config.get("auto.create.topics.enable"):
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        topic = self.create_topic(name, self.config.get("num.partitions"),
-                                  self.config.get("default.replication.factor"), {}, {})
-        assert topic is not None  # created, not only validated
-        return topic
-
-    def delete_topic(self, name: str) -> TopicRegistration:
-        if not self.config.get("delete.topic.enable"):
-            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        topic = self.controller.delete_topic(name)
-        for index in topic.partitions:
-            self.replica_manager.delete_partition(name, index)
-        self.group_coordinator.offset_manager.on_topic_deleted(name)
-        log.info("deleted topic %s", name)
-        return topic
-
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
-                          validate_only: bool = False) -> None:
-        plan = self.controller.validate_new_partitions(name, count, assignments)
-        if not validate_only:
-            topic = self.controller.add_partitions(name, plan)
-            self._host_partitions(topic, list(plan))
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.controller.set_topic_configs(name, configs)
-        self.log_manager.update_topic_config(name, configs)

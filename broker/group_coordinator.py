@@ -111,14 +111,31 @@ class GroupCoordinator:
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Replay __consumer_offsets, then start session timers of loaded members."""
-        self.group_manager.load()
-        for group in self.groups.values():
+        """Coordinate the groups of every partition of __consumer_offsets (a broker that leads them all)."""
+        self.group_manager.active = True
+        for partition in range(self.config.num_partitions):
+            self.on_elected(partition)
+
+    def on_elected(self, partition: int) -> None:
+        """This broker now leads `partition` of __consumer_offsets: serve its groups, with the session timers of
+        their members started afresh."""
+        for group in self.group_manager.load_partition(partition):
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
             if len(group.members) > self.config.max_size:
                 self._prepare_rebalance(group, f"loaded group is over capacity {self.config.max_size}")
         self.offset_manager.maybe_compact()
+
+    def on_resigned(self, partition: int) -> None:
+        """This broker no longer leads `partition`: its groups go, and members parked in a join or sync are told
+        NOT_COORDINATOR, so they find the new coordinator."""
+        for group in self.group_manager.unload_partition(partition):
+            self.timer.cancel(self._join_key(group.group_id))
+            self.timer.cancel(self._sync_key(group.group_id))
+            for member in list(group.members.values()):
+                self.timer.cancel(self._heartbeat_key(group.group_id, member.member_id))
+                group.complete_join(member, _join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
+                group.complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """The coordinator's timers: session/rebalance timeouts and periodic offset expiry."""
@@ -650,6 +667,8 @@ class GroupCoordinator:
             return DescribedGroup(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "", "", "", [])
         if not group_id:
             return DescribedGroup(group_id, ErrorCode.INVALID_GROUP_ID, "", "", "", [])
+        if not self.group_manager.is_owned(group_id):
+            return DescribedGroup(group_id, ErrorCode.NOT_COORDINATOR, "", "", "", [])
         group = self.groups.get(group_id)
         if group is None:
             error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
@@ -678,6 +697,9 @@ class GroupCoordinator:
             if group_id is None:
                 results.append((group_id, ErrorCode.INVALID_GROUP_ID))
                 continue
+            if not self.group_manager.is_owned(group_id):
+                results.append((group_id, ErrorCode.NOT_COORDINATOR))
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
                 results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
@@ -696,18 +718,18 @@ class GroupCoordinator:
 
 
 def load_group_coordinator(broker: Any) -> GroupCoordinator:
-    """Replay `__consumer_offsets` if it exists and return the coordinator, ready to serve. `broker` is the
-    BrokerServer (typed loosely: this module sits below it), after its partitions are hosted. A fresh broker has
-    no such topic until a group API first needs it (`ensure_offsets_topic`), as in Kafka, so it starts without
-    creating 50 partitions."""
+    """The coordinator, serving no group until this broker leads a partition of `__consumer_offsets`
+    (`on_elected`). `broker` is the BrokerServer (typed loosely: this module sits below it), with its metadata
+    caught up. A fresh cluster has no such topic until a group first looks up its coordinator, as in Kafka, so it
+    starts without creating 50 partitions."""
     config = GroupCoordinatorConfig.from_broker_config(broker.config)
-    topic = broker.controller.topics.get(GROUP_METADATA_TOPIC)
+    topic = broker.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
     if topic is not None and len(topic.partitions) != config.num_partitions:
         log.warning("%s has %d partitions but offsets.topic.num.partitions is %d; using the topic's count",
                     GROUP_METADATA_TOPIC, len(topic.partitions), config.num_partitions)
         config.num_partitions = len(topic.partitions)
     coordinator = GroupCoordinator(config, GroupMetadataLog(broker.replica_manager))
-    coordinator.load()
+    coordinator.group_manager.active = True
     return coordinator
 
 

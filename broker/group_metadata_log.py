@@ -404,7 +404,7 @@ class GroupMetadataLog:
         except RecordFormatError as exc:
             log.error("cannot build a coordinator batch for %s-%d: %s", *tp, exc)
             return ErrorCode.UNKNOWN_SERVER_ERROR
-        result = self._replica_manager.append_records(-1, {tp: bytearray(batch)})[tp]
+        result = self._replica_manager.append_to_local_log(-1, {tp: bytearray(batch)})[tp]
         if result.error is None:
             return ErrorCode.NONE
         code = _APPEND_ERROR_MAP.get(result.error.code, result.error.code)

@@ -1,10 +1,12 @@
-"""Which groups exist, and what persists them: the group cache, its replay at start-up, stored group metadata.
+"""Which groups exist, and what persists them: the group cache, its loading and unloading, stored group metadata.
 
-As Kafka's GroupMetadataManager, it places each group on a partition of `__consumer_offsets`, rebuilds every
-group and committed offset by replaying those partitions when the broker starts, and writes a group's metadata
-when a generation completes (tombstones when the group is deleted). It also counts the records each partition's
-log holds since its start, so the offset manager can tell when rewriting a partition to its live records pays.
-The record formats and the log itself are group_metadata_log's.
+As Kafka's GroupMetadataManager, it places each group on a partition of `__consumer_offsets` and serves the
+groups of the partitions this broker leads: when it becomes a partition's leader the partition is replayed to
+rebuild its groups and committed offsets (loaded), and when it stops leading them they are dropped (unloaded); a
+group of any other partition is answered NOT_COORDINATOR, so its clients look their coordinator up again. It
+writes a group's metadata when a generation completes (tombstones when the group is deleted). It also counts the
+records each partition's log holds since its start, so the offset manager can tell when rewriting a partition to
+its live records pays. The record formats and the log itself are group_metadata_log's.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -70,8 +72,11 @@ class GroupMetadataManager:
         self.metadata_log = metadata_log
         self.clock_ms = clock_ms
         self.groups: dict[str, Group] = {}
-        # False until loaded and after shutdown: every group API then answers COORDINATOR_NOT_AVAILABLE.
+        # False until the coordinator starts and after shutdown: every group API then answers
+        # COORDINATOR_NOT_AVAILABLE.
         self.active = False
+        # The partitions of `__consumer_offsets` this broker leads, whose groups it has loaded.
+        self.owned_partitions: set[int] = set()
         # The group metadata last written for each group (what a rewrite of its partition must keep), and how
         # many records each partition's log holds since its start.
         self._stored_metadata: dict[str, GroupMetadataValue] = {}
@@ -82,26 +87,49 @@ class GroupMetadataManager:
 
     def check_active(self, group_id: str | None, allow_empty: bool = False) -> None:
         """COORDINATOR_NOT_AVAILABLE when not serving; INVALID_GROUP_ID for a null (or, for the membership
-        APIs, empty) group id, as Kafka checks before a request reaches the group."""
+        APIs, empty) group id, as Kafka checks before a request reaches the group; NOT_COORDINATOR for a group
+        of a partition this broker does not lead."""
         if not self.active:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not active")
         if group_id is None or (not group_id and not allow_empty):
             raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+        if not self.is_owned(group_id):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this broker is not the coordinator of group {group_id}")
+
+    def is_owned(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned_partitions
 
     # ---- loading -------------------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Replay every partition of `__consumer_offsets`, then serve."""
+    def load_partition(self, partition: int) -> list[Group]:
+        """Replay one partition of `__consumer_offsets` and serve its groups; returns the groups loaded."""
+        if partition in self.owned_partitions:
+            return []
         started = time.monotonic()
+        before = set(self.groups)
         records = 0
-        for partition in range(self.config.num_partitions):
-            for key, value in self.metadata_log.replay(partition):
-                self._replay(key, value)
-                records += 1
-                self._log_records[partition] += 1
-        self.active = True
-        log.info("loaded %d groups from %d coordinator records in %.0f ms", len(self.groups), records,
-                 1000 * (time.monotonic() - started))
+        for key, value in self.metadata_log.replay(partition):
+            self._replay(key, value)
+            records += 1
+        self._log_records[partition] = records
+        self.owned_partitions.add(partition)
+        loaded = [group for group_id, group in self.groups.items() if group_id not in before]
+        log.info("loaded %d groups from %d coordinator records of %s-%d in %.0f ms", len(loaded), records,
+                 GROUP_METADATA_TOPIC, partition, 1000 * (time.monotonic() - started))
+        return loaded
+
+    def unload_partition(self, partition: int) -> list[Group]:
+        """Stop serving one partition's groups (another broker leads it now); returns the groups dropped."""
+        if partition not in self.owned_partitions:
+            return []
+        self.owned_partitions.discard(partition)
+        dropped = [group for group_id, group in self.groups.items() if self.partition_for(group_id) == partition]
+        for group in dropped:
+            del self.groups[group.group_id]
+            self._stored_metadata.pop(group.group_id, None)
+        self._log_records.pop(partition, None)
+        log.info("unloaded %d groups of %s-%d", len(dropped), GROUP_METADATA_TOPIC, partition)
+        return dropped
 
     def _replay(self, key: RecordKey, value: RecordValue) -> None:
         if isinstance(key, OffsetCommitKey):
@@ -215,11 +243,3 @@ class GroupMetadataManager:
                            for (topic, p), value in group.offsets.items())
         return records
 
-
-def ensure_offsets_topic(broker: Any, num_partitions: int) -> None:
-    """Create `__consumer_offsets` (offsets.topic.num.partitions, compacted) the first time a group needs it.
-    `broker` is the BrokerServer (typed loosely: this module sits below it)."""
-    if GROUP_METADATA_TOPIC in broker.controller.topics:
-        return
-    replication = min(broker.config.get("offsets.topic.replication.factor"), len(broker.controller.live_brokers))
-    broker.create_topic(GROUP_METADATA_TOPIC, num_partitions, replication, {}, {"cleanup.policy": "compact"})

@@ -1,7 +1,9 @@
 """The log manager: every partition log in the broker's log dirs, their checkpoints, flush and retention.
 
 Recovery happens here at start-up: each log is opened from its recovery point (from
-recovery-point-offset-checkpoint), so only what was written after the last flush is scanned.
+recovery-point-offset-checkpoint), so only what was written after the last flush is scanned. The controller's
+metadata log (`__cluster_metadata-0`, in the same directory on a combined node) is the controller's, not a
+partition of this broker's.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from minikafka.config import ConfigError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LogDir
+from minikafka.storage.metadata_log import METADATA_TOPIC
 
 if TYPE_CHECKING:
     from .faults.disk_quota import DiskQuota
@@ -55,6 +58,8 @@ class LogManager:
             starts = log_dir.read_log_start_offsets()
             self._high_watermarks.update(log_dir.read_high_watermarks())
             for topic, index, path in log_dir.partition_dirs():
+                if topic == METADATA_TOPIC:
+                    continue
                 tp = (topic, index)
                 config = LogConfig.from_props(topic_configs.get(topic, {}), self.defaults)
                 self.logs[tp] = Log.open(path, topic, index, config, recovery_point=recovery.get(tp, 0),

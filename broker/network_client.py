@@ -175,8 +175,9 @@ class NetworkClient:
     async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage:
         """Send `request` at `version` (default: the version it was built at) and return the decoded response.
 
-        Raises DisconnectedError when the node is unreachable, the link to it is cut, the connection closes or
-        the response does not come within request.timeout.ms; the connection is closed in each case.
+        Raises DisconnectedError when the node is unreachable, the link to it is cut (before the response came:
+        a partition loses responses too), the connection closes or the response does not come within
+        request.timeout.ms; the connection is closed in each case.
         """
         version = request.API_VERSION if version is None else version
         schema = schema_of(request)
@@ -211,6 +212,9 @@ class NetworkClient:
         if not in_flight.done.is_set():
             self._disconnect(f"{api} to node {self.node_id} timed out after {self.config.request_timeout_ms} ms",
                              connection)
+        if self._link_is_cut is not None and self._link_is_cut(self.node_id):  # cut while the request was out
+            self._disconnect(f"the link to node {self.node_id} is cut", connection)
+            raise DisconnectedError(f"no response to {api} from node {self.node_id}: the link is cut")
         return in_flight.result()
 
     async def _ready(self) -> _Connection:

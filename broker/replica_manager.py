@@ -1,7 +1,14 @@
-"""The replica manager: the partitions this broker hosts, and appends and reads across them.
+"""The replica manager: the partitions this broker hosts, as leader or follower, and the requests that use them.
 
-Handlers speak to partitions only through here, so produce and fetch share one notion of errors (a Kafka error
-per partition, never an exception across the connection) and one purgatory.
+Metadata decides each partition's role through `apply_partition_state` (Kafka's makeLeaders, makeFollowers and
+stopReplicas): a leader serves produce and fetch and sends ISR changes through the AlterPartitionManager; a
+follower replicates through the ReplicaFetcherManager; a replica no longer assigned here is stopped and deleted.
+Every replica.lag.time.max.ms / 2 leaders drop followers that fell behind from their ISR.
+
+Handlers speak to partitions only through here, so produce and fetch share one notion of errors (a Kafka error per
+partition, never an exception across the connection). An acks=all append waits as a DelayedProduce and a long-poll
+fetch as a DelayedFetch, both in the broker's purgatory, woken by what can complete them — appends, high
+watermark moves, ISR and leadership changes — and never by polling.
 """
 from __future__ import annotations
 
@@ -9,21 +16,34 @@ import functools
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import trio
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.storage.log import AppendInfo, TimestampAndOffset
+from minikafka.storage.log import TimestampAndOffset
+from minikafka.storage.log_config import LogConfig
 
+from .alter_partition_manager import AlterPartitionManager, ControllerChannel
+from .delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest, FetchPartitionResult, fetch_key
+from .delayed_produce import AppendResult, DelayedProduce, produce_key
 from .log_manager import LogManager
-from .partition import Partition
+from .partition import NO_LEADER, LeaderAndIsr, Partition, PartitionRegistration, PendingIsrChange
 from .purgatory import Purgatory
+from .replica_fetcher import InitialFetchState
+from .replica_fetcher_manager import ReplicaFetcherManager
+from .replication_config import ReplicationConfig
+
+if TYPE_CHECKING:
+    from .network_client import LinkIsCut
 
 log = logging.getLogger("minikafka.replica_manager")
 
 TopicPartition = tuple[str, int]
+# A broker's address for replication (its inter-broker listener), or None while it is not known.
+LeaderEndpoint = Callable[[int], tuple[str, int] | None]
+LeadershipCallback = Callable[[TopicPartition], None]
 
 
 def now_ms() -> int:
@@ -39,87 +59,263 @@ def error_of(exc: Exception) -> KafkaError:
     return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, repr(exc))
 
 
-class AppendResult(NamedTuple):
-    error: KafkaError | None
-    info: AppendInfo | None
+def _no_endpoint(_broker_id: int) -> tuple[str, int] | None:
+    return None
 
 
-@dataclass
-class FetchPartitionRequest:
-    topic_partition: TopicPartition
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1
-
-
-@dataclass
-class FetchPartitionResult:
-    error: KafkaError | None = None
-    records: bytes = b""
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    diverging_epoch: tuple[int, int] | None = None
-    leader_id: int = -1
-    leader_epoch: int = -1
+def _clock_ms() -> int:
+    """Replica lag is measured on trio's clock, as every wait of this broker is."""
+    return int(trio.current_time() * 1000)
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, log_manager: LogManager, purgatory: Purgatory) -> None:
+    def __init__(self, node_id: int, log_manager: LogManager, purgatory: Purgatory,
+                 config: ReplicationConfig | None = None, leader_endpoint: LeaderEndpoint | None = None,
+                 controller_channel: ControllerChannel | None = None, link_is_cut: LinkIsCut | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.purgatory = purgatory
+        self.config = config or ReplicationConfig()
+        self.leader_endpoint: LeaderEndpoint = leader_endpoint or _no_endpoint
+        self.broker_epoch = -1  # this broker's, once registered with the controller
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Called with a partition this broker starts to lead (new leadership or new leader epoch) and with one it
+        # stops leading or follows anew: the group coordinator loads and unloads __consumer_offsets partitions.
+        self.on_become_leader: list[LeadershipCallback] = []
+        self.on_become_follower: list[LeadershipCallback] = []
+        # Brokers allowed into an ISR (registered, unfenced, not shutting down) and their epochs; shared with every
+        # Partition, kept current in place.
+        self._alive_broker_epochs: dict[int, int] = {}
+        # Partitions of the cluster not hosted here, with their leader and leader epoch: requests for them are
+        # answered NOT_LEADER_OR_FOLLOWER with that leader, not UNKNOWN_TOPIC_OR_PARTITION.
+        self._elsewhere: dict[TopicPartition, tuple[int, int]] = {}
+        self._configs: dict[TopicPartition, dict[str, str]] = {}
+        self._awaiting_leader_endpoint: set[TopicPartition] = set()
+        self.fetcher_manager = ReplicaFetcherManager(self, self.config, link_is_cut)
+        self.alter_partition_manager = AlterPartitionManager(node_id, lambda: self.broker_epoch, controller_channel,
+                                                             self.config.alter_partition_retry_backoff_ms)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Replicate until cancelled: the fetchers, ISR changes to the controller and the ISR expiration task."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.fetcher_manager.run)
+            await nursery.start(self.alter_partition_manager.run)
+            nursery.start_soon(self._isr_expiration)
+            task_status.started()
+
+    # ---- lookups -------------------------------------------------------------------------------------------------
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def unhosted_error(self, tp: TopicPartition) -> ErrorCode:
+        """Kafka's answer for a partition this broker has no replica of: the cluster has it elsewhere, or not."""
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if tp in self._elsewhere else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def partition_or_error(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} is not hosted here")
+            raise KafkaError(self.unhosted_error((topic, index)), f"{topic}-{index} is not hosted here")
         return partition
 
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
-        """The partition if this broker leads it, fenced by the caller's view of the leader epoch (KIP-320)."""
+        """The partition if this broker leads it, fenced by the caller's view of the leader epoch (KIP-320), in
+        Kafka's order: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH before NOT_LEADER_OR_FOLLOWER."""
         partition = self.partition_or_error(topic, index)
-        partition.require_leader()
-        partition.check_leader_epoch(current_leader_epoch)
+        partition.check_leader(current_leader_epoch)
         return partition
 
-    def make_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int, replicas: list[int],
-                    isr: list[int], config_overrides: dict[str, str]) -> Partition:
-        """Host a partition as its leader, creating its log if new."""
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            the_log = self.log_manager.get_or_create_log(topic, index, topic_id, config_overrides)
-            partition = Partition(topic, index, topic_id, the_log, self.node_id, self.node_id, leader_epoch,
-                                  replicas, isr, high_watermark=self.log_manager.high_watermark_of(topic, index))
-            self.partitions[(topic, index)] = partition
-        partition.leader_id = self.node_id
-        partition.leader_epoch = leader_epoch
-        partition.replicas = replicas
-        partition.isr = isr
-        partition.log.leader_epoch_cache.assign(leader_epoch, partition.log.log_end_offset)
-        partition.clamp_high_watermark()
-        partition.maybe_increment_high_watermark()
-        return partition
-
-    def delete_partition(self, topic: str, index: int) -> None:
-        partition = self.partitions.pop((topic, index), None)
+    def current_leader(self, tp: TopicPartition) -> tuple[int, int]:
+        """The partition's leader and leader epoch as this broker knows them ((-1, -1) when unknown), for the
+        NOT_LEADER_OR_FOLLOWER answers that tell a client where to go (KIP-951)."""
+        partition = self.partitions.get(tp)
         if partition is not None:
-            self.log_manager.delete_log(topic, index)
-            self.purgatory.check_and_complete((topic, index))
+            return partition.leader_id, partition.leader_epoch
+        return self._elsewhere.get(tp, (NO_LEADER, -1))
 
-    def append_records(self, required_acks: int,
-                       entries: dict[TopicPartition, bytearray]) -> dict[TopicPartition, AppendResult]:
-        """Append to leaders. With one replica in the ISR an acks=all append is complete once it is local."""
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    # ---- partition state from metadata -------------------------------------------------------------------------
+
+    def apply_partition_state(self, topic: str, topic_id: uuid.UUID, index: int, state: PartitionRegistration | None,
+                              configs: dict[str, str], broker_epochs: dict[int, int]) -> None:
+        """Make this broker's replica of one partition what the controller decided: leader, follower, or none.
+
+        `broker_epochs` are the brokers allowed into an ISR (registered, unfenced, not shutting down) with their
+        broker epochs. A state older than what a replica knows (a lower partition epoch) changes nothing.
+        """
+        self.update_alive_brokers(broker_epochs)
+        tp = (topic, index)
+        if state is None or self.node_id not in state.replicas:
+            self._stop_replica(tp)
+            if state is None:
+                self._elsewhere.pop(tp, None)
+            else:
+                self._elsewhere[tp] = (state.leader, state.leader_epoch)
+            return
+        self._elsewhere.pop(tp, None)
+        partition = self._get_or_create_partition(topic, index, topic_id, configs)
+        if partition is None:
+            return
+        if state.leader == self.node_id:
+            self._make_leader(partition, state)
+        else:
+            self._make_follower(partition, state)
+
+    def update_alive_brokers(self, broker_epochs: dict[int, int]) -> None:
+        """The brokers allowed into an ISR changed (a registration, fencing or shutdown); followers waiting for
+        their leader's address try again."""
+        if broker_epochs != self._alive_broker_epochs:
+            self._alive_broker_epochs.clear()
+            self._alive_broker_epochs.update(broker_epochs)
+        for tp in list(self._awaiting_leader_endpoint):
+            partition = self.partitions.get(tp)
+            self._awaiting_leader_endpoint.discard(tp)
+            if partition is not None and not partition.is_leader:
+                self._start_fetching(partition)
+
+    def _get_or_create_partition(self, topic: str, index: int, topic_id: uuid.UUID,
+                                 configs: dict[str, str]) -> Partition | None:
+        tp = (topic, index)
+        partition = self.partitions.get(tp)
+        if partition is not None and partition.topic_id != topic_id:
+            log.info("%s-%d: topic id is now %s, was %s: replacing the old replica", topic, index, topic_id,
+                     partition.topic_id)
+            self._stop_replica(tp)
+            partition = None
+        if partition is None:
+            try:
+                the_log = self.log_manager.get_or_create_log(topic, index, topic_id, configs)
+            except (KafkaError, OSError) as exc:
+                log.error("%s-%d: cannot host a replica: %s", topic, index, exc)
+                return None
+            partition = Partition(topic, index, topic_id, the_log, self.node_id,
+                                  high_watermark=self.log_manager.high_watermark_of(topic, index),
+                                  alive_broker_epochs=self._alive_broker_epochs,
+                                  replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
+            self.partitions[tp] = partition
+        if self._configs.get(tp) != configs:  # new, or changed (a log found on disk opened with defaults)
+            try:
+                partition.log.update_config(LogConfig.from_props(configs, self.log_manager.defaults))
+            except ValueError as exc:
+                log.error("%s-%d: configs %s not applied: %s", topic, index, configs, exc)
+            self._configs[tp] = dict(configs)
+        return partition
+
+    def _make_leader(self, partition: Partition, state: PartitionRegistration) -> None:
+        tp = (partition.topic, partition.index)
+        outcome = partition.make_leader(state, _clock_ms())
+        if outcome is None:
+            return
+        self.fetcher_manager.remove_fetcher_for_partitions([tp])
+        self.fetcher_manager.shutdown_idle_fetchers()
+        self._awaiting_leader_endpoint.discard(tp)
+        self._wake(tp)
+        if outcome:
+            self._notify(self.on_become_leader, tp)
+
+    def _make_follower(self, partition: Partition, state: PartitionRegistration) -> None:
+        tp = (partition.topic, partition.index)
+        was_leader = partition.is_leader
+        outcome = partition.make_follower(state)
+        if outcome is None:
+            return
+        if outcome or self.fetcher_manager.fetch_state(tp) is None:
+            self._start_fetching(partition)
+        self._wake(tp)
+        if outcome or was_leader:
+            self._notify(self.on_become_follower, tp)
+
+    def _start_fetching(self, partition: Partition) -> None:
+        """(Re)start replication from the partition's leader: from the log end offset when the log has epochs
+        (truncation then checks it against the leader), else from the high watermark."""
+        tp = (partition.topic, partition.index)
+        self.fetcher_manager.remove_fetcher_for_partitions([tp])
+        leader = partition.leader_id
+        endpoint = self.leader_endpoint(leader) if leader != NO_LEADER else None
+        if endpoint is None:
+            if leader != NO_LEADER:
+                log.info("%s-%d: leader %d's address is not known yet; replication waits for it", *tp, leader)
+                self._awaiting_leader_endpoint.add(tp)
+        else:
+            the_log = partition.log
+            init_offset = (the_log.log_end_offset if the_log.leader_epoch_cache.latest_epoch is not None
+                           else partition.high_watermark)
+            self.fetcher_manager.add_fetcher_for_partitions({tp: InitialFetchState(
+                partition.topic_id, leader, endpoint, partition.leader_epoch, init_offset)})
+        self.fetcher_manager.shutdown_idle_fetchers()
+
+    def _stop_replica(self, tp: TopicPartition) -> None:
+        """Stop and delete this broker's replica (the partition was deleted, or moved to other brokers)."""
+        self.fetcher_manager.remove_fetcher_for_partitions([tp])
+        self.fetcher_manager.shutdown_idle_fetchers()
+        self._awaiting_leader_endpoint.discard(tp)
+        self._configs.pop(tp, None)
+        partition = self.partitions.pop(tp, None)
+        if partition is None:
+            return
+        self.log_manager.delete_log(*tp)
+        self._wake(tp)
+        if partition.is_leader:
+            self._notify(self.on_become_follower, tp)
+        log.info("%s-%d: replica stopped and deleted", *tp)
+
+    @staticmethod
+    def _notify(callbacks: list[LeadershipCallback], tp: TopicPartition) -> None:
+        for callback in callbacks:
+            try:
+                callback(tp)
+            except Exception:  # a listener's failure must not stop the others or the state change
+                log.exception("leadership callback %r for %s-%d failed", callback, *tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        """Something a delayed request of `tp` may be waiting for changed (HW, leadership, the partition itself)."""
+        self.purgatory.check_and_complete(fetch_key(tp))
+        self.purgatory.check_and_complete(produce_key(tp))
+
+    # ---- ISR changes ---------------------------------------------------------------------------------------------
+
+    async def _isr_expiration(self) -> None:
+        interval_s = max(self.config.replica_lag_time_max_ms, 2) / 2000
+        while True:
+            await trio.sleep(interval_s)
+            now = _clock_ms()
+            for partition in list(self.partitions.values()):
+                change = partition.maybe_shrink_isr(now)
+                if change is not None:
+                    self._submit_isr_change(partition, change)
+
+    def _submit_isr_change(self, partition: Partition, change: PendingIsrChange) -> None:
+        tp = (partition.topic, partition.index)
+
+        def on_answer(answer: LeaderAndIsr | ErrorCode) -> None:
+            moved, retry = partition.on_isr_change_answered(change, answer, _clock_ms())
+            if moved:
+                self._wake(tp)
+            if retry:
+                submit()
+
+        def submit() -> None:
+            if not self.alter_partition_manager.submit(change, on_answer):
+                # An older change of this partition still waits to be sent: this one is not attempted, and the
+                # partition goes back to its committed ISR to try again later (Kafka's OPERATION_NOT_ATTEMPTED).
+                on_answer(ErrorCode.OPERATION_NOT_ATTEMPTED)
+
+        submit()
+
+    # ---- produce -------------------------------------------------------------------------------------------------
+
+    def append_to_local_log(self, required_acks: int,
+                            entries: dict[TopicPartition, bytearray]) -> dict[TopicPartition, AppendResult]:
+        """Append to leaders' logs (Kafka's appendToLocalLog); acks=all is refused before appending while the ISR
+        is smaller than min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
         results: dict[TopicPartition, AppendResult] = {}
         timestamp = now_ms()
         for tp, records in entries.items():
             try:
-                partition = self.leader_partition(*tp)
+                partition = self.partition_or_error(*tp)
+                partition.require_leader()
                 min_isr = partition.log.config.min_insync_replicas
                 if required_acks == -1 and len(partition.isr) < min_isr:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -129,9 +325,11 @@ class ReplicaManager:
                     results[tp] = AppendResult(refused, None)
                     continue
                 info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp)
-                partition.maybe_increment_high_watermark()
                 results[tp] = AppendResult(None, info)
-                self.purgatory.check_and_complete(tp)
+                if partition.maybe_increment_high_watermark(_clock_ms()):
+                    self._wake(tp)
+                else:
+                    self.purgatory.check_and_complete(fetch_key(tp))  # followers wait for the new records
             except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error code
                 err = error_of(exc)
                 if err.code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
@@ -141,38 +339,105 @@ class ReplicaManager:
                 results[tp] = AppendResult(err, None)
         return results
 
-    async def read_partition(self, request: FetchPartitionRequest, max_bytes: int, min_one_message: bool,
-                             committed_only: bool) -> FetchPartitionResult:
-        """Read one partition for a fetch: from the leader, bounded by the HW for consumers.
+    async def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytearray], *,
+                             client: trio.SocketStream | None = None,
+                             stop_early: Callable[[], bool] | None = None) -> dict[TopicPartition, AppendResult]:
+        """Append to leaders, and for acks=all wait (at most `timeout_ms`) until the ISR has every append (Kafka's
+        appendRecords). `client` is the connection to drop the wait for when it closes; `stop_early` ends the
+        wait when the broker shuts down."""
+        results = self.append_to_local_log(required_acks, entries)
+        if required_acks != -1 or all(r.error is not None for r in results.values()):
+            return results
+        delayed = DelayedProduce(self, results)
+        if delayed.try_complete():
+            return delayed.results
+        return await delayed.wait(self.purgatory, trio.current_time() + max(0, timeout_ms) / 1000, client,
+                                  stop_early)
 
-        Reads from the active segment stay on the event loop (its pages are warm: they were just written); reads
-        of rolled segments, which a catching-up consumer may need from disk, go to a worker thread so they never
-        stall other connections.
-        """
+    # ---- fetch ---------------------------------------------------------------------------------------------------
+
+    async def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest], *,
+                             client: trio.SocketStream | None = None,
+                             stop_early: Callable[[], bool] | None = None) -> list[FetchPartitionResult]:
+        """Kafka's fetchMessages: read now, and answer at once when there is enough, an error or a diverging epoch;
+        otherwise wait as a DelayedFetch (at most max_wait_ms) and read again."""
+        results = await self.read_from_log(params, requests, update_fetch_state=True)
+        readable = sum(len(r.records) for r in results)
+        if (params.max_wait_ms <= 0 or not requests or readable >= params.min_bytes
+                or any(r.error is not None or r.diverging_epoch is not None for r in results)):
+            return results
+        delayed = DelayedFetch(self, params, requests)
+        await delayed.wait(self.purgatory, trio.current_time() + params.max_wait_ms / 1000, client, stop_early)
+        return await self.read_from_log(params, requests, update_fetch_state=False)
+
+    async def read_from_log(self, params: FetchParams, requests: list[FetchPartitionRequest],
+                            update_fetch_state: bool) -> list[FetchPartitionResult]:
+        """Read every partition within the response's max_bytes; the first non-empty one may exceed it (KIP-74).
+        A follower's fetch records its position on the first read only, not on the read after its wait."""
+        remaining = params.max_bytes
+        min_one_message = True
+        results = []
+        for request in requests:
+            result = await self._read(params, request, max(0, remaining), min_one_message, update_fetch_state)
+            if result.records:
+                min_one_message = False
+            remaining -= len(result.records)
+            results.append(result)
+        return results
+
+    async def _read(self, params: FetchParams, request: FetchPartitionRequest, limit: int, min_one_message: bool,
+                    update_fetch_state: bool) -> FetchPartitionResult:
+        """Read one partition from its leader. Reads from the active segment stay on the event loop (its pages
+        are warm: they were just written); reads of rolled segments, which a catching-up reader may need from
+        disk, go to a worker thread so they never stall other connections."""
         result = FetchPartitionResult()
+        tp = request.topic_partition
         try:
-            partition = self.leader_partition(*request.topic_partition, request.current_leader_epoch)
+            partition = self.leader_partition(*tp, request.current_leader_epoch)
+            replica = (partition.follower_replica(params.replica_id, request.current_leader_epoch)
+                       if params.is_from_follower else None)
             result.leader_id, result.leader_epoch = partition.leader_id, partition.leader_epoch
             the_log = partition.log
+            # As of before the read: appends that follow it must not keep a follower from counting as caught up.
             result.high_watermark = partition.high_watermark
             result.last_stable_offset = partition.last_stable_offset()
             result.log_start_offset = the_log.log_start_offset
+            log_end = the_log.log_end_offset
+            offset = request.fetch_offset
             if request.last_fetched_epoch >= 0:
                 epoch, end_offset = the_log.end_offset_for_epoch(request.last_fetched_epoch)
-                if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
+                if epoch == -1 or end_offset == -1 or offset < the_log.log_start_offset:
+                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                     f"no end offset for epoch {request.last_fetched_epoch} of {tp[0]}-{tp[1]} at "
+                                     f"offset {offset}")
+                if epoch < request.last_fetched_epoch or end_offset < offset:
                     result.diverging_epoch = (epoch, end_offset)
                     return result
-            read = functools.partial(the_log.read, request.fetch_offset, min(max_bytes, request.max_bytes),
-                                     max_offset=partition.high_watermark if committed_only else None,
+            if replica is not None:
+                max_offset = None
+            else:
+                max_offset = partition.last_fetchable_offset(params.isolation_level)
+            read = functools.partial(the_log.read, offset, min(limit, request.max_bytes), max_offset=max_offset,
                                      min_one_message=min_one_message)
-            if request.fetch_offset < the_log.active_segment.base_offset:
+            if offset < the_log.active_segment.base_offset:
                 result.records = await trio.to_thread.run_sync(read)
             else:
                 result.records = read()
-        except Exception as exc:  # noqa: BLE001
+            if replica is not None and update_fetch_state and self.partitions.get(tp) is partition \
+                    and partition.is_leader and partition.leader_epoch == result.leader_epoch:
+                moved, expansion = partition.update_follower_fetch_state(
+                    replica, offset, request.log_start_offset, _clock_ms(), log_end, params.replica_epoch)
+                if expansion is not None:
+                    self._submit_isr_change(partition, expansion)
+                if moved:
+                    self._wake(tp)
+        except Exception as exc:  # noqa: BLE001 - reported per partition
             result.error = error_of(exc)
             result.records = b""
+            result.leader_id, result.leader_epoch = self.current_leader(tp)
         return result
+
+    # ---- offsets -------------------------------------------------------------------------------------------------
 
     def fetch_offset_for_timestamp(self, topic_partition: TopicPartition, timestamp: int, isolation_level: int | None,
                                    current_leader_epoch: int = -1) -> TimestampAndOffset:
@@ -191,10 +456,7 @@ class ReplicaManager:
     def delete_records(self, topic_partition: TopicPartition, offset: int) -> int:
         """DeleteRecords for one partition, on its leader (Kafka's deleteRecords): returns the new low watermark.
 
-        With no followers to wait for (Kafka's DelayedDeleteRecords waits for their low watermarks) the request is
-        complete once the leader's log start offset has moved.
+        Followers move their log start offsets on their next fetch; the request does not wait for them (Kafka's
+        DelayedDeleteRecords would).
         """
         return self.leader_partition(*topic_partition).delete_records_on_leader(offset)
-
-    def high_watermarks(self) -> dict[TopicPartition, int]:
-        return {tp: p.high_watermark for tp, p in self.partitions.items()}

@@ -23,10 +23,14 @@ log = logging.getLogger("minikafka.server")
 
 # Takes a request frame, returns the framed response or None (acks=0 produce); raises CloseConnection to close.
 RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[bytes | None]]
+# Told of every connection that has closed, for whatever reason (the controller fences a broker whose own
+# connection to it closes: a killed broker's socket closes at once).
+ConnectionClosed = Callable[["ConnectionInfo"], None]
 
 RECEIVE_BYTES = 1 << 18
 # Requests that may wait in a purgatory, as the two big-endian bytes a request frame starts with.
-MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP))
+MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.JOIN_GROUP,
+                                                                   ApiKey.SYNC_GROUP))
 
 
 class CloseConnection(Exception):
@@ -43,8 +47,10 @@ class ConnectionInfo:
 
 
 class SocketServer:
-    def __init__(self, process: RequestProcessor, max_request_bytes: int, idle_timeout_s: float) -> None:
+    def __init__(self, process: RequestProcessor, max_request_bytes: int, idle_timeout_s: float,
+                 on_connection_closed: ConnectionClosed | None = None) -> None:
         self._process = process
+        self._on_connection_closed = on_connection_closed
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
         self._next_id = 0
@@ -96,6 +102,8 @@ class SocketServer:
             log.exception("closing connection %s from %s after an unexpected error", conn_id, peer)
         finally:
             self.connections.pop(conn_id, None)
+            if self._on_connection_closed is not None:
+                self._on_connection_closed(info)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 

@@ -5,12 +5,15 @@
     with broker.faults.add_latency(2000, api="Fetch"):
         ...                                  # the latency is cleared when the block ends
     broker.faults.fill_disk()                # appends now fail with KAFKA_STORAGE_ERROR
+    broker.faults.cut_link(to=2)             # a network partition between this broker and node 2
+    broker.faults.pause_fetching("t", 0)     # this follower stops fetching t-0: it falls out of the ISR
     broker.faults.clear()                    # undo everything
 
 APIs are named by Kafka's names ("Produce", "Fetch", "OffsetCommit") or keys, errors by Kafka's names
 ("NOT_LEADER_OR_FOLLOWER") or codes. `source="replica"` selects only the requests a follower broker sends its
 leader (a Fetch or OffsetForLeaderEpoch with a replica id), `source="client"` only the others; the default is both.
-A broker forgets its faults when it restarts, as a real one would.
+A broker forgets its faults when it restarts, as a real one would. A cluster's controller takes link faults too
+(see `minikafka.Cluster.cut_link`).
 """
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ class Fault:
 
 
 class Faults:
-    """The faults of one broker (later, `cluster.brokers[i].faults` for each broker of a cluster)."""
+    """The faults of one node: `broker.faults` for a broker, also each one of a cluster's."""
 
     def __init__(self, control: ControlClient) -> None:
         self._control = control
@@ -86,12 +89,32 @@ class Faults:
         answer = self._control.call("fault.add", kind="disk", quota_bytes=quota_bytes)
         return Fault(self, answer["fault"])
 
+    def cut_link(self, to: int, both_ways: bool = True) -> Fault:
+        """Cut the link between this node and node `to` (a broker or the controller): a network partition.
+
+        Requests this node would send `to` (replica fetches, heartbeats and other requests to the controller) fail
+        as if it were unreachable, and the inter-broker and control-plane requests `to` sends here are refused
+        unanswered; client connections are untouched. Both ways (the default) node `to` cuts its link here as
+        well; clearing the fault heals both ends.
+        """
+        answer = self._control.call("fault.add", kind="link", to=to, both_ways=both_ways)
+        return Fault(self, answer["fault"])
+
+    def pause_fetching(self, topic: str | None = None, partition: int | None = None) -> Fault:
+        """Stop this broker's replica fetchers (for every partition it follows, also later ones; for the
+        partitions of `topic` it has a replica of now; or for one partition): it stays up and answers clients,
+        while its leaders see it stop fetching and take it out of their ISRs after replica.lag.time.max.ms.
+        Clearing the fault resumes fetching, and it catches up."""
+        answer = self._control.call("fault.add", kind="fetch-pause", topic=topic, partition=partition)
+        return Fault(self, answer["fault"])
+
     def close_connections(self) -> int:
         """Close every client connection the broker has open (clients reconnect); returns how many."""
         return self._control.call("connections.close")["closed"]
 
     def clear(self, kind: str | None = None) -> int:
-        """Undo all faults, or those of one kind ("error", "latency", "disk"); returns how many."""
+        """Undo all faults, or those of one kind ("error", "latency", "disk", "link", "fetch-pause"); returns how
+        many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -1,16 +1,20 @@
-"""Runs one broker inside this process: a background thread with its own trio loop, for the fastest start.
+"""Runs one node inside this process: a background thread with its own trio loop, for the fastest start.
 
-The broker is the same BrokerServer `minikafka serve` runs; only the process boundary is missing: `kill` makes it
-stop as a killed process would (nothing flushed or checkpointed). Its log lines (the `minikafka` loggers, from the
-broker's thread) go to its log file.
+The node is the same KafkaNode `minikafka serve` runs (a broker with its controller unless process.roles says
+otherwise); only the process boundary is missing: `kill` makes it stop as a killed process would (nothing flushed
+or checkpointed). Its log lines (the `minikafka` loggers, from the node's thread) go to its log file.
 """
 from __future__ import annotations
 
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minikafka.integration.subprocess_runner import BrokerStartError
+
+if TYPE_CHECKING:
+    from minikafka.broker.kafka_node import KafkaNode
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_TIMEOUT_S = 30.0
@@ -27,14 +31,15 @@ class _ThreadLogHandler(logging.FileHandler):
 
 
 class InProcessRunner:
-    """One BrokerServer on a daemon thread. `start` returns once it accepts connections; `stop` shuts it down."""
+    """One KafkaNode on a daemon thread. `start` returns once it is ready (its broker accepting connections);
+    `stop` shuts it down."""
 
     def __init__(self, properties: dict[str, str], log_path: Path, start_timeout_s: float) -> None:
         self.properties = properties
         self.log_path = log_path
         self.start_timeout_s = start_timeout_s
         self._thread: threading.Thread | None = None
-        self._server = None
+        self._node: KafkaNode | None = None
         self._token = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -67,7 +72,20 @@ class InProcessRunner:
             error, self._error = self._error, None
             self._join()
             raise BrokerStartError(f"in-process broker failed to start: {error!r}; log {self.log_path}") from error
-        return self._server.bound_addresses[0]
+        return self.address
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The broker's first listener, or, for a controller-only node, its controller listener."""
+        node = self._node
+        if node is None:
+            raise RuntimeError("the in-process node is not running")
+        if node.broker is not None:
+            return node.broker.bound_addresses[0]
+        address = node.controller_address
+        if address is None:
+            raise RuntimeError("the in-process node has neither a broker nor a controller listener")
+        return address
 
     def _run(self, config) -> None:
         import trio
@@ -86,21 +104,21 @@ class InProcessRunner:
     async def _serve(self, config) -> None:
         import trio
 
-        from minikafka.broker.broker_server import BrokerServer
+        from minikafka.broker.kafka_node import KafkaNode
 
         self._token = trio.lowlevel.current_trio_token()
-        self._server = BrokerServer(config)
+        self._node = KafkaNode(config)
         async with trio.open_nursery() as nursery:
-            await nursery.start(self._server.run)
+            await nursery.start(self._node.run)
             self._ready.set()
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Clean shutdown: the broker answers requests in flight, flushes and checkpoints."""
-        if self.running and self._server is not None and self._token is not None:
+        if self.running and self._node is not None and self._token is not None:
             import trio
 
             try:
-                trio.from_thread.run_sync(self._server.stop, trio_token=self._token)
+                trio.from_thread.run_sync(self._node.stop, trio_token=self._token)
             except trio.RunFinishedError:
                 pass
         self._join(timeout_s)
@@ -108,11 +126,11 @@ class InProcessRunner:
     def kill(self) -> None:
         """A crash without the process boundary: the broker drops everything in flight and writes nothing more
         (no flush, no checkpoint); what it wrote stays in the page cache, as after kill -9."""
-        if self.running and self._server is not None and self._token is not None:
+        if self.running and self._node is not None and self._token is not None:
             import trio
 
             try:
-                trio.from_thread.run_sync(self._server.crash, trio_token=self._token)
+                trio.from_thread.run_sync(self._node.crash, trio_token=self._token)
             except trio.RunFinishedError:
                 pass
         self._join()
@@ -123,7 +141,7 @@ class InProcessRunner:
             if self._thread.is_alive():
                 raise RuntimeError(f"in-process broker did not stop within {timeout_s:.0f} s; log {self.log_path}")
         self._thread = None
-        self._server = None
+        self._node = None
         self._token = None
         self._detach_log()
 

@@ -3,26 +3,30 @@
 Fixtures:
 - `minikafka_broker`: a fresh broker for one test (a `minikafka.Broker`);
 - `minikafka_session_broker`: one broker shared by the whole session (use unique topic names);
-- `minikafka_cluster`: a fresh `minikafka.Cluster` for one test.
+- `minikafka_cluster`: a fresh `minikafka.Cluster` for one test (one broker unless the marker says `brokers=`).
 
 Options: `--minikafka-port` (the session broker's port), `--minikafka-data-dir` (keep every broker's data and
 log under this dir, one subdir per test, emptied when the test starts), `--minikafka-in-process` (brokers on
 threads of the test process).
-A test can ask for broker properties with `@pytest.mark.minikafka(config={"num.partitions": 3})`.
-When a test fails, its report names each broker's log file and shows the log's last lines.
+A test can ask for broker properties with `@pytest.mark.minikafka(config={"num.partitions": 3})`, and for a
+cluster's size and controller properties with `@pytest.mark.minikafka(brokers=3, controller_config={...})`.
+When a test fails, its report names each node's log file (brokers and a cluster's controller) and shows the log's
+last lines.
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from minikafka.broker_handle import Broker
 from minikafka.cluster_handle import Cluster
+from minikafka.node_handle import NodeHandle
 
 LOG_TAIL_LINES = 40
 
@@ -38,22 +42,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "minikafka(config=None, in_process=None): broker properties and mode for "
-                                       "the minikafka_broker and minikafka_cluster fixtures of this test")
+    config.addinivalue_line("markers", "minikafka(config=None, in_process=None, brokers=1, controller_config=None): "
+                                       "broker properties and mode for the minikafka_broker and minikafka_cluster "
+                                       "fixtures of this test, and the cluster's size and controller properties")
 
 
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:120]
 
 
-def _marker_options(request: pytest.FixtureRequest) -> tuple[dict, bool]:
-    config: dict = {}
-    in_process = request.config.getoption("--minikafka-in-process")
+@dataclass
+class MarkerOptions:
+    """What `@pytest.mark.minikafka(...)` asks for; the markers nearest the test win (function over class)."""
+
+    in_process: bool
+    config: dict = field(default_factory=dict)
+    controller_config: dict = field(default_factory=dict)
+    brokers: int = 1
+
+
+def _marker_options(request: pytest.FixtureRequest) -> MarkerOptions:
+    options = MarkerOptions(in_process=request.config.getoption("--minikafka-in-process"))
     for marker in reversed(list(request.node.iter_markers("minikafka"))):
-        config.update(marker.kwargs.get("config") or {})
+        options.config.update(marker.kwargs.get("config") or {})
+        options.controller_config.update(marker.kwargs.get("controller_config") or {})
         if marker.kwargs.get("in_process") is not None:
-            in_process = bool(marker.kwargs["in_process"])
-    return config, in_process
+            options.in_process = bool(marker.kwargs["in_process"])
+        if marker.kwargs.get("brokers") is not None:
+            options.brokers = int(marker.kwargs["brokers"])
+    return options
 
 
 def _base_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
@@ -70,10 +87,10 @@ def _base_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.fixture
 def minikafka_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """A broker of its own for this test, stopped (and its data kept in pytest's tmp dir) afterwards."""
-    config, in_process = _marker_options(request)
+    options = _marker_options(request)
     base = _base_dir(request, tmp_path_factory, request.node.name)
-    with Broker(data_dir=base / "data", log_path=base / "broker.log", in_process=in_process,
-                config=config) as broker:
+    with Broker(data_dir=base / "data", log_path=base / "broker.log", in_process=options.in_process,
+                config=options.config) as broker:
         yield broker
 
 
@@ -89,38 +106,40 @@ def minikafka_session_broker(request: pytest.FixtureRequest,
 
 @pytest.fixture
 def minikafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A cluster of its own for this test (one broker until replication between brokers exists)."""
-    config, in_process = _marker_options(request)
+    """A cluster of its own for this test: a controller and the marker's number of brokers (default one)."""
+    options = _marker_options(request)
     base = _base_dir(request, tmp_path_factory, request.node.name + "-cluster")
-    with Cluster(brokers=1, data_dir=base, in_process=in_process, config=config) as cluster:
+    with Cluster(brokers=options.brokers, data_dir=base, in_process=options.in_process, config=options.config,
+                 controller_config=options.controller_config) as cluster:
         yield cluster
 
 
-def _brokers_of(item: pytest.Item) -> list[Broker]:
-    found: list[Broker] = []
+def _nodes_of(item: pytest.Item) -> list[NodeHandle]:
+    found: list[NodeHandle] = []
     for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, Broker):
+        if isinstance(value, NodeHandle):
             found.append(value)
         elif isinstance(value, Cluster):
-            found.extend(value.brokers)
+            found.extend(value.nodes)
     return found
 
 
-def _log_section(broker: Broker) -> str:
-    where = broker.bootstrap_servers if broker.running else "stopped"
-    lines = [f"broker {broker.node_id} ({where}) log: {broker.log_path}"]
+def _log_section(node: NodeHandle) -> str:
+    where = node.address if node.running else "stopped"
+    lines = [f"{node.kind} {node.node_id} ({where}) log: {node.log_path}"]
     try:
-        tail = broker.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        tail = node.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
     except OSError:
         tail = ["(no log file)"]
     return "\n".join(lines + ["  " + line for line in tail])
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed:
-        brokers = _brokers_of(item)
-        if brokers:
-            report.sections.append(("minikafka broker logs", "\n\n".join(_log_section(b) for b in brokers)))
+        nodes = _nodes_of(item)
+        if nodes:
+            report.sections.append(("minikafka broker logs", "\n\n".join(_log_section(n) for n in nodes)))
     return report

@@ -1,13 +1,16 @@
-"""State inspection of a running broker (and arranging topics for a test), through the network only.
+"""State inspection of running brokers (and arranging topics for a test), through the network only.
 
 Topics, partitions, leaders, ISR, high watermark and each replica's log end offset come from the brokers' control
-API (the one place a replica's log end offset is visible); records come from a kafka-python consumer, and groups
-(members, assignments, committed offsets) from kafka-python's admin client, i.e. DescribeGroups and OffsetFetch,
-exactly what a Kafka client would see.
+API (the one place a replica's log end offset is visible), asked of every broker running at the time of the call,
+so a view is never stale after restarts. Brokers disagree while a change travels: the leader with the highest
+leader epoch speaks for leader, ISR and HW, and each replica for its own log end offset. Records come from a
+kafka-python consumer, and groups (members, assignments, committed offsets) from kafka-python's admin client, i.e.
+DescribeGroups and OffsetFetch, exactly what a Kafka client would see.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,14 +27,22 @@ class PartitionState:
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
-    high_watermark: int | None
+    high_watermark: int | None  # None while no running broker leads the partition
     log_start_offset: int | None
-    log_end_offsets: dict[int, int | None] = field(default_factory=dict)  # replica id -> its log end offset
+    # replica id -> the log end offset that replica reports (None: its broker is not running or not answering)
+    log_end_offsets: dict[int, int | None] = field(default_factory=dict)
 
     @property
     def log_end_offset(self) -> int | None:
         """The leader's log end offset."""
         return self.log_end_offsets.get(self.leader)
+
+    @property
+    def caught_up(self) -> bool:
+        """Every replica holds what the leader holds, and the HW has reached it (nothing left to replicate)."""
+        end = self.log_end_offset
+        return (end is not None and self.high_watermark == end
+                and all(self.log_end_offsets.get(r) == end for r in self.replicas))
 
 
 @dataclass(frozen=True)
@@ -66,27 +77,35 @@ class GroupState:
 
 
 class State:
-    """What a set of brokers holds, read over the network. Cheap to make; `close()` ends its client connections."""
+    """What a set of brokers holds, read over the network. Cheap to make; `close()` ends its client connections.
 
-    def __init__(self, bootstrap_servers: str, controls: list[ControlClient],
+    `bootstrap_servers` and `controls` are asked at each call for the brokers running then.
+    """
+
+    def __init__(self, bootstrap_servers: Callable[[], str], controls: Callable[[], list[ControlClient]],
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        self.bootstrap_servers = bootstrap_servers
+        self._bootstrap_servers = bootstrap_servers
         self._controls = controls
         self.timeout_s = timeout_s
         self._admin = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap_servers()
 
     # ---- topics and partitions (control API) ----------------------------------------------------------------------
 
     def describe(self, topics: list[str] | None = None) -> list[dict[str, Any]]:
         """Each broker's own description (node, endpoints, faults, hosted partitions), as raw dicts."""
-        return [control.call("describe", topics=topics) for control in self._controls]
+        return [control.call("describe", topics=topics) for control in self._controls()]
 
     def topics(self, include_internal: bool = False) -> list[str]:
         names = {t["name"] for d in self.describe() for t in d["topics"] if include_internal or not t["internal"]}
         return sorted(names)
 
     def partitions(self, topic: str) -> list[PartitionState]:
-        """Every partition of `topic`, with leader, ISR and the HW as the leader reports it."""
+        """Every partition of `topic`, with leader, ISR and the HW as the leader reports it, and each replica's own
+        log end offset."""
         views: dict[int, list[tuple[int, dict[str, Any]]]] = {}
         for description in self.describe([topic]):
             for t in description["topics"]:
@@ -104,21 +123,27 @@ class State:
 
     @staticmethod
     def _merge(topic: str, index: int, views: list[tuple[int, dict[str, Any]]]) -> PartitionState:
-        # The leader's view is authoritative for HW and ISR; each replica reports its own log end offset.
-        leader_view = next((p for node, p in views if node == p["leader"] and p["high_watermark"] is not None),
-                           views[0][1])
-        ends = {int(r): v for r, v in leader_view["log_end_offsets"].items()}
+        # A broker that leads the partition (it hosts it as leader, so it reports a HW) speaks for leader, ISR and
+        # HW; after an election the newest leader epoch wins. With no leader running, the metadata of the broker
+        # that knows the newest epoch tells leader and ISR, and the HW is unknown.
+        leading = [p for node, p in views if node == p["leader"] and p["high_watermark"] is not None]
+        if leading:
+            view = max(leading, key=lambda p: p["leader_epoch"])
+        else:
+            view = {**max((p for _node, p in views), key=lambda p: p["leader_epoch"]), "high_watermark": None,
+                    "log_start_offset": None}
+        replicas = list(view["replicas"])
+        ends: dict[int, int | None] = dict.fromkeys(replicas)
         for node, p in views:
             own = p["log_end_offsets"].get(str(node))
-            if own is not None:
+            if own is not None and node in ends:  # a broker the partition moved away from may still hold a log
                 ends[node] = own
-        return PartitionState(topic, index, leader_view["leader"], leader_view["leader_epoch"],
-                              list(leader_view["replicas"]), list(leader_view["isr"]),
-                              leader_view["high_watermark"], leader_view["log_start_offset"], ends)
+        return PartitionState(topic, index, view["leader"], view["leader_epoch"], replicas, list(view["isr"]),
+                              view["high_watermark"], view["log_start_offset"], ends)
 
     def delayed_operations(self) -> int:
         """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""
-        return sum(control.call("describe", topics=[])["delayed_operations"] for control in self._controls)
+        return sum(control.call("describe", topics=[])["delayed_operations"] for control in self._controls())
 
     # ---- records (a kafka-python consumer) ----------------------------------------------------------------------
 
@@ -227,7 +252,7 @@ def assigned_partitions(assignment: Any) -> list[tuple[str, int]]:
         return []
     if hasattr(assignment, "partitions"):
         return sorted((tp.topic, tp.partition) for tp in assignment.partitions())
-    pairs = []
+    pairs: list[tuple[str, int]] = []
     for entry in assignment.get("assigned_partitions", []):
         topic = entry["topic"] if isinstance(entry, dict) else entry[0]
         parts = entry["partitions"] if isinstance(entry, dict) else entry[1]

@@ -1,4 +1,5 @@
-"""The `minikafka` command line: `minikafka serve` runs a broker; other commands talk to one."""
+"""The `minikafka` command line: `minikafka serve` runs a node (a broker, a controller, or both, by process.roles);
+other commands talk to a broker."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +8,17 @@ import resource
 import signal
 import sys
 
-from minikafka import cli_fault, cli_groups, cli_records, cli_topics
+from minikafka import cli_cluster, cli_fault, cli_groups, cli_records, cli_topics
 from minikafka.config import BrokerConfig, ConfigError
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run a broker in the foreground",
-                       description="Run a broker. Properties come from --config (a Kafka server.properties "
-                                   "file), then the flags, then --override, later ones winning.")
+    p = sub.add_parser("serve", help="run a broker (or a controller) in the foreground",
+                       description="Run a node: a broker and its controller by default, or what process.roles "
+                                   "names (broker, controller, or both). Properties come from --config (a Kafka "
+                                   "server.properties file), then the flags, then --override, later ones winning. "
+                                   "A broker prints 'minikafka listening on HOST:PORT' once ready, a controller "
+                                   "with a listener 'minikafka controller listening on HOST:PORT'.")
     p.add_argument("--config", "-c", help="a Kafka-style server.properties file")
     p.add_argument("--listeners", help="listeners, e.g. PLAINTEXT://127.0.0.1:9092 (default)")
     p.add_argument("--advertised-listeners", help="advertised.listeners")
@@ -48,30 +52,40 @@ def _serve_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def _serve(config: BrokerConfig) -> None:
-    """Run the broker until it stops: on SIGINT/SIGTERM, or by itself (a control-API shutdown)."""
+    """Run the node until it stops: on SIGINT/SIGTERM (a broker's controlled shutdown first), or by itself (a
+    control-API shutdown)."""
     import trio
 
-    from minikafka.broker.broker_server import BrokerServer
+    from minikafka.broker.kafka_node import KafkaNode
 
-    broker = BrokerServer(config)
+    node = KafkaNode(config)
 
     async def stop_on_signal(task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
             async for signum in signals:
                 logging.getLogger("minikafka").info("received %s, shutting down", signal.Signals(signum).name)
-                broker.stop()
+                node.stop()
                 return
 
-    async def run_broker(task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await broker.run(task_status=task_status)
+    async def run_node(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await node.run(task_status=task_status)
         nursery.cancel_scope.cancel()
 
     async with trio.open_nursery() as nursery:
         await nursery.start(stop_on_signal)
-        await nursery.start(run_broker)
-        for host, port in broker.bound_addresses:
-            print(f"minikafka listening on {host}:{port}", flush=True)
+        try:
+            await nursery.start(run_node)
+        except RuntimeError:  # the node returned before it was ready: a signal stopped its start-up
+            if not node.stopping:
+                raise
+            return
+        address = node.controller_address
+        if address is not None:
+            print(f"minikafka controller listening on {address[0]}:{address[1]}", flush=True)
+        if node.broker is not None:
+            for host, port in node.broker.bound_addresses:
+                print(f"minikafka listening on {host}:{port}", flush=True)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -87,16 +101,18 @@ def serve(args: argparse.Namespace) -> int:
         logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
     import trio
 
+    from minikafka.broker.broker_lifecycle_manager import RegistrationError
+
     try:
         trio.run(_serve, config)
     except BaseExceptionGroup as group:
-        _, rest = group.split((OSError, ConfigError))
+        _, rest = group.split((OSError, ConfigError, RegistrationError))
         if rest is not None:
             raise
         first = _first_leaf(group)
         print(f"minikafka: cannot start: {first}", file=sys.stderr)
         return 2 if isinstance(first, ConfigError) else 1
-    except (OSError, ConfigError) as exc:
+    except (OSError, ConfigError, RegistrationError) as exc:
         print(f"minikafka: cannot start: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     return 0
@@ -120,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-protocol-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    cli_cluster.add_parser(sub)
     cli_topics.add_parser(sub)
     cli_records.add_parsers(sub)
     cli_groups.add_parser(sub)
@@ -127,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"serve": serve, "topics": cli_topics.run, "produce": cli_records.run_produce,
+COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
             "consume": cli_records.run_consume, "groups": cli_groups.run, "fault": cli_fault.run}
 
 

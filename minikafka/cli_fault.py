@@ -1,13 +1,20 @@
-"""`minikafka fault ...`: inject and clear faults on a running broker through its control API.
+"""`minikafka fault ...`: inject and clear faults on a running broker (or controller) through its control API.
 
     minikafka fault error --api Produce --error NOT_LEADER_OR_FOLLOWER --count 3 [--topic T [--partition P]]
     minikafka fault error --api Fetch --error NOT_LEADER_OR_FOLLOWER --forever --source replica
     minikafka fault latency --ms 2000 [--api Fetch] [--count N] [--source client]
     minikafka fault disk-full [--quota-bytes N]
+    minikafka fault cut-link --to N [--one-way]
+    minikafka fault pause-fetching [--topic T [--partition P]]
     minikafka fault close-connections
     minikafka fault list
-    minikafka fault clear [--kind error|latency|disk] [--id N]
+    minikafka fault clear [--kind error|latency|disk|link|fetch-pause] [--id N]
     minikafka fault shutdown
+
+cut-link partitions the network between the node at --bootstrap-server and node N (a broker id, or the
+controller's node id): requests between them fail, client connections do not. Both ways unless --one-way, in
+which case only this node's end is cut. pause-fetching stops this broker's replica fetchers, so its leaders take
+it out of their ISRs; clearing either fault undoes it (a cut made both ways heals at both ends).
 """
 from __future__ import annotations
 
@@ -44,6 +51,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(disk)
     disk.add_argument("--quota-bytes", type=int, help="the cap (default: what the data dir holds now)")
 
+    cut = actions.add_parser("cut-link", help="cut the link to another node: a network partition")
+    add_bootstrap(cut)
+    cut.add_argument("--to", type=int, required=True, help="the other node's id (a broker, or the controller)")
+    cut.add_argument("--one-way", action="store_true", help="cut only this node's end of the link")
+
+    pause = actions.add_parser("pause-fetching", help="stop this broker's replica fetchers (it leaves ISRs)")
+    add_bootstrap(pause)
+    pause.add_argument("--topic", help="only this topic's partitions (default: every partition)")
+    pause.add_argument("--partition", type=int, help="only this partition of --topic")
+
     for name, text in (("close-connections", "close every client connection (clients reconnect)"),
                        ("list", "print the active faults"),
                        ("shutdown", "stop the broker cleanly, as SIGTERM does")):
@@ -51,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
-    clear.add_argument("--kind", choices=["error", "latency", "disk"])
+    clear.add_argument("--kind", choices=["error", "latency", "disk", "link", "fetch-pause"])
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
 
@@ -77,6 +94,14 @@ def describe_fault(fault: dict[str, Any]) -> str:
     if fault["kind"] == "latency":
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} response(s)"
         return f"{fault['api'] or 'every'} response{source} delayed {fault['delay_ms']} ms {times}"
+    if fault["kind"] == "link":
+        ways = "both ways" if fault["both_ways"] else "one way (this end)"
+        return f"link to node {fault['to']} cut, {ways}"
+    if fault["kind"] == "fetch-pause":
+        if fault["topic"] is None:
+            return "replica fetching paused for every partition"
+        scope = fault["topic"] if fault["partition"] is None else f"{fault['topic']}-{fault['partition']}"
+        return f"replica fetching paused for {scope}"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
     return f"disk quota {quota} bytes: {used} in use, {room}"
@@ -96,6 +121,10 @@ def _run(args: argparse.Namespace) -> int:
                               source=args.source)
     elif action == "disk-full":
         answer = control.call("fault.add", kind="disk", quota_bytes=args.quota_bytes)
+    elif action == "cut-link":
+        answer = control.call("fault.add", kind="link", to=args.to, both_ways=not args.one_way)
+    elif action == "pause-fetching":
+        answer = control.call("fault.add", kind="fetch-pause", topic=args.topic, partition=args.partition)
     elif action == "close-connections":
         print(f"Closed {control.call('connections.close')['closed']} connection(s).")
         return 0

@@ -1,47 +1,96 @@
-"""`minikafka.Cluster`: a set of brokers handled as one, with the same interface at every size.
+"""`minikafka.Cluster`: a controller and N brokers, each a real process, handled as one Kafka cluster.
 
-    with minikafka.Cluster(brokers=1) as cluster:
-        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
-        leader = cluster.leader_of("t", 0)        # a minikafka.Broker
-        leader.faults.add_latency(500)
-        cluster.state.partition("t", 0).isr
+    with minikafka.Cluster(brokers=3) as cluster:
+        admin.create_topics([NewTopic("t", 1, 3)])                  # on cluster.bootstrap_servers
+        leader = cluster.leader_of("t", 0)                           # a minikafka.Broker
+        leader.kill()                                                # kill -9
+        cluster.wait_for_leader("t", 0, not_on=leader)               # another replica leads
+        leader.start()
+        cluster.wait_for_isr("t", 0, 3)                              # it caught up and rejoined
+        cluster.state.partition("t", 0).log_end_offsets              # every replica's log end offset
+        with cluster.cut_link(1, cluster.controller):                # a network partition, healed on exit
+            ...
+        cluster.move_leader("t", 0, to=2)                            # undo: cluster.elect_preferred_leaders()
 
-Replication between brokers is not available yet, so a cluster has one broker for now; the interface
-(brokers by node id, the leader of a partition, cluster-wide state) is the one a multi-broker cluster keeps.
+As Kafka's KRaft test clusters run: one controller-only node (node id 3000, its own port, metadata log and log
+file) and brokers 1..N (`process.roles=broker`) that find it by `controller.quorum.bootstrap.servers`. The
+brokers start in parallel once the controller is up. Each node keeps its port and data across restarts.
 """
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from minikafka.broker_handle import DEFAULT_START_TIMEOUT_S, Broker
+from minikafka.broker_handle import Broker
+from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
+from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 
 if TYPE_CHECKING:
-    from minikafka.integration.state import State
+    from minikafka.integration.faults import Fault, Faults
+    from minikafka.integration.state import PartitionState, State
 
-MAX_BROKERS = 1
+# The cluster decides these: every broker is a broker-only node of this cluster's controller.
+CLUSTER_PROPERTIES = ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+                      "controller.listener.names")
+DEFAULT_WAIT_S = 30.0
+WAIT_INTERVAL_S = 0.02
+T = TypeVar("T")
+
+
+def cluster_test_defaults(brokers: int) -> dict[str, str]:
+    """Quick failure detection and failover for tests, in the spirit of Kafka's own integration-test clusters
+    (KRaftClusterTest: heartbeat 10 ms / session 1 s; IsrExpirationTest: lag 100 ms / fetch wait 100 ms;
+    TestUtils: replica socket timeout 1.5 s), kept a little looser so a busy two-core machine does not fence
+    or shrink on a scheduling hiccup:
+    - a broker heartbeats every 100 ms and is fenced after 1 s without one (a killed broker at once: its
+      controller connection closes), so a SIGSTOPped broker loses its leaderships within about a second;
+    - a follower that has not caught up for 1 s leaves the ISR (checked every 500 ms: out within 1.5 s);
+    - an idle follower long-polls for 100 ms, so a HW move reaches it within 100 ms, and retries 100 ms after
+      an error (a dead leader) instead of Kafka's 1 s;
+    - topics (and __consumer_offsets) get min(3, N) replicas; min.insync.replicas stays Kafka's 1.
+    """
+    replication = str(min(3, brokers))
+    return {
+        "broker.heartbeat.interval.ms": "100",
+        "broker.session.timeout.ms": "1000",
+        "replica.lag.time.max.ms": "1000",
+        "replica.fetch.wait.max.ms": "100",
+        "replica.fetch.backoff.ms": "100",
+        "replica.socket.timeout.ms": "1500",
+        "default.replication.factor": replication,
+        "offsets.topic.replication.factor": replication,
+    }
 
 
 class Cluster:
-    def __init__(self, brokers: int = 1, *, ports: list[int] | None = None, host: str = "127.0.0.1",
-                 data_dir: str | Path | None = None, keep_data: bool = False, in_process: bool = False,
-                 config: Mapping[str, object] | None = None,
+    """A handle on a controller and its brokers. Not started until `start()` or `with`; `close()` stops them."""
+
+    def __init__(self, brokers: int = 1, *, ports: list[int] | None = None, controller_port: int | None = None,
+                 host: str = "127.0.0.1", data_dir: str | Path | None = None, keep_data: bool = False,
+                 in_process: bool = False, config: Mapping[str, object] | None = None,
+                 controller_config: Mapping[str, object] | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         """
-        brokers: how many brokers (node ids 1..n). Only 1 until replication between brokers exists.
-        ports: one listener port per broker (default: free ones). data_dir: parent of each broker's data dir
-        (`broker-<id>`), temporary by default. config: properties every broker gets, by Kafka's names.
+        brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
+        controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
+        log file (`broker-<id>.log`, ...), temporary by default. in_process: every node on a thread of this
+        process (no pause/resume then).
+        config: properties by Kafka's names for every node, over the test defaults (`cluster_test_defaults`); the
+        controller gets them too, since topic defaults (num.partitions, default.replication.factor,
+        min.insync.replicas, ...) and broker.session.timeout.ms are the controller's to apply.
+        controller_config: properties for the controller only, over `config`.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
-        if brokers > MAX_BROKERS:
-            raise ValueError(f"Cluster(brokers={brokers}): replication between brokers is not available yet; "
-                             f"a cluster has at most {MAX_BROKERS} broker for now")
         if ports is not None and len(ports) != brokers:
             raise ValueError(f"{len(ports)} ports given for {brokers} brokers")
+        owned = [name for name in {**(config or {}), **(controller_config or {})} if name in CLUSTER_PROPERTIES]
+        if owned:
+            raise ValueError(f"{', '.join(owned)}: set by the cluster (its brokers find its controller)")
         self.keep_data = keep_data
         self._temp_root: Path | None = None
         if data_dir is None:
@@ -49,40 +98,73 @@ class Cluster:
         else:
             root = Path(data_dir).absolute()
         self.data_dir = root
+        shared = {**cluster_test_defaults(brokers), **(config or {})}
+        controller_name = f"controller-{CONTROLLER_NODE_ID}"
+        self.controller = Controller(port=controller_port, host=host, data_dir=root / controller_name,
+                                     keep_data=True, in_process=in_process,
+                                     config={**shared, **(controller_config or {})},
+                                     log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s)
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
-                   in_process=in_process, config=config, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
-                   start_timeout_s=start_timeout_s)
+                   in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
+                   start_timeout_s=start_timeout_s, controller=self.controller)
             for i in range(brokers)
         ]
         self._state: State | None = None
 
-    def start(self) -> Cluster:
-        for broker in self.brokers:
-            broker.start()
+    @property
+    def nodes(self) -> list[NodeHandle]:
+        """The controller, then the brokers."""
+        return [self.controller, *self.brokers]
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------------
+
+    def start(self, on_ready: Callable[[NodeHandle], None] | None = None) -> Cluster:
+        """Start the controller, then every broker at once; return when all are ready.
+
+        on_ready: called (on this thread) with each node's handle as it becomes ready, the controller first.
+        A node that fails to start raises its BrokerStartError once the others have finished starting.
+        """
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        self.controller.start()
+        if on_ready is not None:
+            on_ready(self.controller)
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=len(self.brokers), thread_name_prefix="minikafka-start") as pool:
+            futures = {pool.submit(broker.start): broker for broker in self.brokers}
+            for future in as_completed(futures):
+                error = future.exception()
+                if error is not None:
+                    errors.append(error)
+                elif on_ready is not None:
+                    on_ready(futures[future])
+        if errors:
+            raise errors[0]
         return self
 
     def stop(self) -> None:
-        """Clean shutdown of every broker."""
+        """Clean shutdown of every broker, one after the other (each hands its leaderships to the others first,
+        Kafka's controlled shutdown), then of the controller."""
         errors = []
-        for broker in reversed(self.brokers):
+        for node in [*reversed(self.brokers), self.controller]:
             try:
-                broker.stop()
+                node.stop()
             except Exception as exc:  # noqa: BLE001 - stop the others, then report
                 errors.append(exc)
         if errors:
             raise errors[0]
 
     def close(self) -> None:
-        """Stop every broker, release their ports and delete the temporary data (unless keep_data)."""
+        """Stop every node, release their ports and delete the temporary data (unless keep_data)."""
         try:
             if self._state is not None:
                 self._state.close()
                 self._state = None
             self.stop()
         finally:
-            for broker in self.brokers:
-                broker.close()
+            for node in self.nodes:
+                node.close()
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
 
@@ -96,9 +178,15 @@ class Cluster:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # ---- brokers ------------------------------------------------------------------------------------------------
+
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(b.bootstrap_servers for b in self.brokers if b.running)
+        """The brokers a client can reach now: running and not paused."""
+        return ",".join(b.bootstrap_servers for b in self._reachable())
+
+    def _reachable(self) -> list[Broker]:
+        return [b for b in self.brokers if b.running and not b.paused]
 
     def broker(self, node_id: int) -> Broker:
         for broker in self.brokers:
@@ -107,19 +195,148 @@ class Cluster:
         raise KeyError(f"no broker with node id {node_id}")
 
     def leader_of(self, topic: str, partition: int) -> Broker:
-        """The broker leading a partition now."""
-        return self.broker(self.state.partition(topic, partition).leader)
+        """The broker leading a partition now, as the running brokers' metadata says (the newest leader epoch).
+        LookupError when none leads it (use wait_for_leader)."""
+        state = self.state.partition(topic, partition)
+        if state.leader < 0:
+            raise LookupError(f"{topic}-{partition} has no leader now (leader epoch {state.leader_epoch}, "
+                              f"ISR {state.isr})")
+        return self.broker(state.leader)
+
+    def node(self, node: NodeHandle | int) -> NodeHandle:
+        """A broker or the controller, by handle or node id."""
+        if isinstance(node, NodeHandle):
+            return node
+        return self.controller if node == self.controller.node_id else self.broker(node)
+
+    # ---- replication faults -------------------------------------------------------------------------------------
+
+    def cut_link(self, a: NodeHandle | int, b: NodeHandle | int, both_ways: bool = True) -> Fault:
+        """A network partition between nodes `a` and `b` (brokers or the controller, by handle or node id): the
+        inter-broker and broker-controller requests between them fail, client connections do not. A broker cut
+        off from the controller cannot heartbeat and is fenced when its session times out.
+
+        Both ways (the default) each end cuts its link to the other; one way only `a` does: its requests to `b`
+        fail, and it refuses those `b` sends it, so `b` finds only silence. `clear()` on the returned fault (or
+        leaving its `with` block) heals both ends.
+        """
+        return self._faults_of(self.node(a)).cut_link(b.node_id if isinstance(b, NodeHandle) else b, both_ways)
+
+    def _faults_of(self, node: NodeHandle) -> Faults:
+        from minikafka.integration.control_client import ControlClient
+        from minikafka.integration.faults import Faults
+
+        return node.faults if isinstance(node, Broker) else Faults(ControlClient(node.address))
+
+    def move_leader(self, topic: str, partition: int, to: Broker | int, timeout: float = DEFAULT_WAIT_S) -> Broker:
+        """Move the partition's leadership to broker `to`, through the controller, and return `to` once it leads.
+
+        `to` must be in the ISR and live (any other move could lose acknowledged records; the controller refuses
+        it with ControlError saying why); the leader epoch goes up by one, as in any election. Kafka moves
+        leadership only to the preferred replica, so the undo is `elect_preferred_leaders()`.
+        """
+        from minikafka.integration.control_client import ControlClient
+
+        target = to.node_id if isinstance(to, Broker) else to
+        moved = ControlClient(self.controller.address).call("leader.move", topic=topic, partition=partition,
+                                                            to=target)
+
+        def check() -> tuple[Broker | None, object]:
+            state = self.state.partition(topic, partition)
+            led = state.leader == target and state.leader_epoch >= moved["leader_epoch"]
+            return (self.broker(target) if led and state.high_watermark is not None else None), state
+
+        return self._wait(check, f"broker {target} to lead {topic}-{partition}", timeout)
+
+    def elect_preferred_leaders(self, topic: str | None = None, partition: int | None = None,
+                                timeout: float = DEFAULT_WAIT_S) -> list[tuple[str, int]]:
+        """ElectLeaders PREFERRED (what kafka-leader-election.sh does) for one partition, a topic's or all; returns
+        the partitions whose leadership moved, once their preferred replica leads each of them."""
+        from kafka import KafkaAdminClient
+
+        wanted: dict[str, list[int]] | list[str] | None = None
+        if topic is not None:
+            wanted = {topic: [partition]} if partition is not None else [topic]
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers)
+        try:
+            response = admin.elect_leaders(0, wanted)
+        finally:
+            admin.close()
+        elected = [(result.topic, p.partition_id) for result in response.replica_election_results
+                   for p in result.partition_result if p.error_code == 0]
+        for t, index in elected:
+            def check(t: str = t, index: int = index) -> tuple[PartitionState | None, object]:
+                state = self.state.partition(t, index)
+                preferred = state.replicas[0] if state.replicas else None
+                return (state if state.leader == preferred and state.high_watermark is not None else None), state
+
+            self._wait(check, f"the preferred replica to lead {t}-{index}", timeout)
+        return elected
 
     @property
     def state(self) -> State:
-        """Cluster-wide state: each partition as its leader reports it, with every replica's log end offset."""
+        """Cluster-wide state, asked of every reachable broker at each call (see integration.state)."""
         from minikafka.integration.control_client import ControlClient
         from minikafka.integration.state import State
 
         if self._state is None:
-            self._state = State(self.bootstrap_servers,
-                                [ControlClient(b.bootstrap_servers) for b in self.brokers if b.running])
+            self._state = State(lambda: self.bootstrap_servers,
+                                lambda: [ControlClient(b.bootstrap_servers) for b in self._reachable()])
         return self._state
 
+    # ---- waits --------------------------------------------------------------------------------------------------
+
+    def wait_for_isr(self, topic: str, partition: int, size: int, timeout: float = DEFAULT_WAIT_S) -> PartitionState:
+        """Until the partition's leader reports an ISR of exactly `size` replicas."""
+        def check() -> tuple[PartitionState | None, object]:
+            state = self.state.partition(topic, partition)
+            return (state if state.high_watermark is not None and len(state.isr) == size else None), state
+
+        return self._wait(check, f"the ISR of {topic}-{partition} to have {size} replica(s)", timeout)
+
+    def wait_for_leader(self, topic: str, partition: int, timeout: float = DEFAULT_WAIT_S,
+                        not_on: Broker | int | None = None) -> Broker:
+        """Until a reachable broker leads the partition (and says so itself), other than `not_on` if given."""
+        avoid = not_on.node_id if isinstance(not_on, Broker) else not_on
+
+        def check() -> tuple[Broker | None, object]:
+            state = self.state.partition(topic, partition)
+            if state.high_watermark is None or state.leader < 0 or state.leader == avoid:
+                return None, state
+            return self.broker(state.leader), state
+
+        what = f"a leader of {topic}-{partition}" + (f" other than broker {avoid}" if avoid is not None else "")
+        return self._wait(check, what, timeout)
+
+    def wait_for_replicas_caught_up(self, topic: str, timeout: float = DEFAULT_WAIT_S) -> list[PartitionState]:
+        """Until, in every partition of the topic, each replica's log end offset equals the leader's and the HW
+        equals it too."""
+        def check() -> tuple[list[PartitionState] | None, object]:
+            states = self.state.partitions(topic)
+            return (states if all(s.caught_up for s in states) else None), states
+
+        return self._wait(check, f"every replica of {topic} to catch up with its leader", timeout)
+
+    @staticmethod
+    def _wait(check: Callable[[], tuple[T | None, object]], what: str, timeout: float) -> T:
+        """Poll `check` (the value once there, and what it saw) until it has the value; TimeoutError naming `what`
+        and the last thing seen otherwise."""
+        from minikafka.integration.control_client import ControlError
+
+        deadline = time.monotonic() + timeout
+        seen: object = "nothing"
+        while True:
+            last_chance = time.monotonic() >= deadline
+            try:
+                found, seen = check()
+            except (OSError, LookupError, ControlError) as exc:  # a broker going down, no topic yet
+                found, seen = None, exc
+            if found is not None:
+                return found
+            if last_chance:
+                raise TimeoutError(f"waited {timeout:g} s for {what}; last seen: {seen!r}")
+            time.sleep(max(0.0, min(WAIT_INTERVAL_S, deadline - time.monotonic())))
+
     def __repr__(self) -> str:
-        return f"<minikafka.Cluster of {len(self.brokers)} broker(s) {self.bootstrap_servers or 'stopped'}>"
+        return (f"<minikafka.Cluster of {len(self.brokers)} broker(s) {self.bootstrap_servers or 'stopped'}, "
+                f"controller {self.controller.address if self.controller.running else 'stopped'}>")

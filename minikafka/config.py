@@ -1,7 +1,8 @@
-"""Broker configuration by Kafka's own property names and defaults.
+"""Node configuration (the broker and controller roles) by Kafka's own property names and defaults.
 
 Values come from a `server.properties` file, CLI flags and the Python API, in that order of increasing
-precedence; everything is kept as Kafka property strings so a value means what it means in Kafka.
+precedence; everything is kept as Kafka property strings so a value means what it means in Kafka. A node's roles,
+listeners and controller quorum are checked together as Kafka checks them, before anything starts.
 """
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ from minikafka.storage.properties import read_properties
 
 # name -> (type, default). Only properties minikafka acts on; others are accepted and logged as unknown.
 BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
+    "process.roles": (str, ""),
     "node.id": (int, 1),
+    "broker.rack": (str, None),
     "cluster.id": (str, ""),
     "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (str, ""),
+    "inter.broker.listener.name": (str, "PLAINTEXT"),
+    "controller.listener.names": (str, "CONTROLLER"),
+    "controller.quorum.voters": (str, ""),
+    "controller.quorum.bootstrap.servers": (str, ""),
     "log.dirs": (str, "./minikafka-data"),
     "log.dir": (str, ""),
     "num.partitions": (int, 1),
@@ -43,7 +50,22 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "log.message.timestamp.type": (str, "CreateTime"),
     "min.insync.replicas": (int, 1),
     "replica.lag.time.max.ms": (int, 30000),
+    "num.replica.fetchers": (int, 1),
+    "replica.fetch.backoff.ms": (int, 1000),
+    "replica.fetch.max.bytes": (int, 1048576),
+    "replica.fetch.response.max.bytes": (int, 10485760),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.min.bytes": (int, 1),
+    "replica.socket.timeout.ms": (int, 30000),
     "unclean.leader.election.enable": (bool, False),
+    "metadata.log.dir": (str, ""),
+    "broker.heartbeat.interval.ms": (int, 2000),
+    "broker.session.timeout.ms": (int, 9000),
+    "controlled.shutdown.enable": (bool, True),
+    "initial.broker.registration.timeout.ms": (int, 60000),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "leader.imbalance.per.broker.percentage": (int, 10),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.replication.factor": (int, 1),
     "offsets.retention.minutes": (int, 10080),
@@ -55,6 +77,10 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, 2147483647),
     "connections.max.idle.ms": (int, 600000),
+    "request.timeout.ms": (int, 30000),
+    "reconnect.backoff.ms": (int, 50),
+    "reconnect.backoff.max.ms": (int, 1000),
+    "socket.connection.setup.timeout.ms": (int, 10000),
     "transactional.id.expiration.ms": (int, 604800000),
     "producer.id.expiration.ms": (int, 86400000),
 }
@@ -98,6 +124,50 @@ def parse_listeners(value: str) -> list[Endpoint]:
     return endpoints
 
 
+BROKER_ROLE = "broker"
+CONTROLLER_ROLE = "controller"
+
+
+@dataclass(frozen=True)
+class ControllerAddress:
+    """Where a broker finds the controller: a voter of controller.quorum.voters (with its node id), or one of
+    controller.quorum.bootstrap.servers (node id unknown, -1)."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def _host_port(item: str, name: str, expected: str) -> tuple[str, int]:
+    host, colon, port = item.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise ConfigError(f"Invalid value {item!r} in configuration {name}: expected {expected}")
+    return host.strip("[]"), int(port)
+
+
+def parse_quorum_voters(value: str) -> list[ControllerAddress]:
+    """controller.quorum.voters: `{id}@{host}:{port}`, comma-separated."""
+    voters = []
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        node, at, address = item.partition("@")
+        if not at or not node.strip().lstrip("-").isdigit():
+            raise ConfigError(f"Invalid value {item!r} in configuration controller.quorum.voters: "
+                              "expected {id}@{host}:{port}")
+        host, port = _host_port(address, "controller.quorum.voters", "{id}@{host}:{port}")
+        voters.append(ControllerAddress(int(node), host, port))
+    return voters
+
+
+def parse_bootstrap_servers(value: str) -> list[ControllerAddress]:
+    """controller.quorum.bootstrap.servers: `{host}:{port}`, comma-separated."""
+    return [ControllerAddress(-1, *_host_port(item, "controller.quorum.bootstrap.servers", "{host}:{port}"))
+            for item in filter(None, (v.strip() for v in value.split(",")))]
+
+
+def _names(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
 @dataclass
 class BrokerConfig:
     """The broker's properties; `get` returns the typed value or Kafka's default."""
@@ -110,6 +180,61 @@ class BrokerConfig:
             if name in self.props:
                 _parse(name, kind, self.props[name])
         parse_listeners(self.get("listeners"))
+        self._validate_roles()
+
+    def _validate_roles(self) -> None:
+        """Kafka's checks of a KRaft node's roles, listeners and quorum, made before anything starts."""
+        roles = _names(self.get("process.roles"))
+        for role in roles:
+            if role not in (BROKER_ROLE, CONTROLLER_ROLE):
+                raise ConfigError(f"Unknown process role {role!r} in process.roles: expected broker, controller "
+                                  "or both")
+        if len(set(roles)) != len(roles):
+            raise ConfigError(f"Duplicate role names found in process.roles={self.get('process.roles')}")
+        voters = self.quorum_voters
+        bootstrap = parse_bootstrap_servers(self.get("controller.quorum.bootstrap.servers"))
+        if not roles:  # a node of its own: combined, and its controller listener (if any) is optional
+            return
+        if "node.id" not in self.props:
+            raise ConfigError("Missing required configuration node.id, which has no default value when "
+                              "process.roles is set")
+        controller_names = self.controller_listener_names
+        if not controller_names:
+            raise ConfigError("controller.listener.names must not be empty when process.roles is set")
+        listener_names = [e.listener for e in self.listeners]
+        controller_listeners = [n for n in listener_names if n in controller_names]
+        voter_ids = {v.node_id for v in voters}
+        if CONTROLLER_ROLE in roles:
+            if not controller_listeners:
+                raise ConfigError(f"A node with the controller role needs a listener named in "
+                                  f"controller.listener.names ({', '.join(controller_names)}) in listeners "
+                                  f"({self.get('listeners')})")
+            if voters and self.node_id not in voter_ids:
+                raise ConfigError(f"With the controller role, node.id={self.node_id} must be one of the voters in "
+                                  f"controller.quorum.voters={self.get('controller.quorum.voters')}")
+        if roles == [CONTROLLER_ROLE]:
+            others = [n for n in listener_names if n not in controller_names]
+            if others:
+                raise ConfigError(f"With process.roles=controller, listeners may only hold the controller "
+                                  f"listeners named in controller.listener.names; found {', '.join(others)}")
+            return
+        # the broker role, alone or combined
+        if CONTROLLER_ROLE not in roles:
+            if controller_listeners:
+                raise ConfigError(f"With process.roles=broker, listeners must not hold a controller listener "
+                                  f"({', '.join(controller_listeners)}): clients could not use it")
+            if self.node_id in voter_ids:
+                raise ConfigError(f"With process.roles=broker, node.id={self.node_id} must not be one of the voters "
+                                  f"in controller.quorum.voters={self.get('controller.quorum.voters')}")
+            if not voters and not bootstrap:
+                raise ConfigError("A node with process.roles=broker needs controller.quorum.voters or "
+                                  "controller.quorum.bootstrap.servers to find its controller")
+        broker_names = [n for n in listener_names if n not in controller_names]
+        if not broker_names:
+            raise ConfigError("A node with the broker role needs a listener that is not a controller listener")
+        if self.inter_broker_listener_name not in broker_names:
+            raise ConfigError(f"inter.broker.listener.name={self.inter_broker_listener_name} must be one of the "
+                              f"broker's listeners: {', '.join(broker_names)}")
 
     @classmethod
     def from_sources(cls, file: str | Path | None = None, overrides: dict[str, object] | None = None) -> BrokerConfig:
@@ -131,6 +256,45 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return self.get("node.id")
+
+    @property
+    def process_roles(self) -> frozenset[str]:
+        """The roles this node runs; none configured means both, a cluster of one node."""
+        return frozenset(_names(self.get("process.roles")) or (BROKER_ROLE, CONTROLLER_ROLE))
+
+    @property
+    def controller_listener_names(self) -> list[str]:
+        return _names(self.get("controller.listener.names"))
+
+    @property
+    def quorum_voters(self) -> list[ControllerAddress]:
+        return parse_quorum_voters(self.get("controller.quorum.voters"))
+
+    @property
+    def controller_addresses(self) -> list[ControllerAddress]:
+        """Where this node's broker finds the controller: the voters, else the bootstrap servers."""
+        return self.quorum_voters or parse_bootstrap_servers(self.get("controller.quorum.bootstrap.servers"))
+
+    @property
+    def controller_listeners(self) -> list[Endpoint]:
+        names = self.controller_listener_names
+        return [e for e in self.listeners if e.listener in names]
+
+    @property
+    def broker_listeners(self) -> list[Endpoint]:
+        names = self.controller_listener_names
+        return [e for e in self.listeners if e.listener not in names]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """The listener other brokers reach this one on. A node with no roles configured may name its listeners
+        freely: its first broker listener serves."""
+        name: str = self.get("inter.broker.listener.name")
+        if not self.props.get("process.roles", "").strip():
+            names = [e.listener for e in self.broker_listeners]
+            if names and name not in names:
+                return names[0]
+        return name
 
     @property
     def listeners(self) -> list[Endpoint]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecordsBuilder
@@ -44,6 +45,35 @@ class StaleControllerEpochError(StorageError):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class MetadataEntry(NamedTuple):
+    """A metadata record with its offset and the controller epoch its batch was written under."""
+
+    offset: int
+    controller_epoch: int
+    record: MetadataRecord
+
+
+def decode_entries(data: bytes | bytearray | memoryview, source: str) -> Iterator[MetadataEntry]:
+    """The records of the whole batches in `data` (as the log holds them, or as a Fetch of `__cluster_metadata`
+    answers them), in offset order. Control batches are skipped; a record that does not decode raises
+    MetadataRecordError naming its offset and `source`, since state rebuilt without it would be wrong."""
+    for position, header in iter_batches(data):
+        if header.is_control:
+            continue
+        for record in DefaultRecordBatch(bytes(data[position : position + header.size])):
+            yield MetadataEntry(record.offset, header.partition_leader_epoch,
+                                _decode(source, record.offset, record.value))
+
+
+def _decode(source: str, offset: int, value: bytes | None) -> MetadataRecord:
+    if value is None:
+        raise MetadataRecordError(f"record at offset {offset} of {source} has no value")
+    try:
+        return decode_record(value)
+    except MetadataRecordError as exc:
+        raise MetadataRecordError(f"record at offset {offset} of {source}: {exc}") from None
 
 
 class MetadataLog:
@@ -115,33 +145,36 @@ class MetadataLog:
         self._log.flush()
         return info.last_offset
 
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
     def replay(self) -> Iterator[MetadataRecord]:
         """Every metadata record in offset order. Control batches (Kafka's KRaft leader changes) carry no cluster
         state and are skipped; a record that does not decode raises MetadataRecordError naming its offset, since
         state rebuilt without it would be wrong."""
+        return (entry.record for entry in self.entries())
+
+    def entries(self) -> Iterator[MetadataEntry]:
+        """Every metadata record in offset order with its offset and controller epoch, as `replay`."""
         log = self._log
         offset = log.log_start_offset
         end = log.log_end_offset
         while offset < end:
             data = log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
             next_offset = offset
-            for position, header in iter_batches(data):
+            for _position, header in iter_batches(data):
                 next_offset = header.last_offset + 1
-                if header.is_control:
-                    continue
-                for record in DefaultRecordBatch(data[position : position + header.size]):
-                    yield self._decode(record.offset, record.value)
             if next_offset <= offset:
                 raise CorruptRecordError(f"{log.name} holds no whole batch at offset {offset}")
+            yield from decode_entries(data, log.name)
             offset = next_offset
 
-    def _decode(self, offset: int, value: bytes | None) -> MetadataRecord:
-        if value is None:
-            raise MetadataRecordError(f"record at offset {offset} of {self._log.name} has no value")
-        try:
-            return decode_record(value)
-        except MetadataRecordError as exc:
-            raise MetadataRecordError(f"record at offset {offset} of {self._log.name}: {exc}") from None
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding `offset`, at most `max_bytes` except that the first batch always
+        comes whole: what a Fetch of `__cluster_metadata` answers. Empty at the log end offset; raises
+        OffsetOutOfRangeError outside [log start offset, log end offset]."""
+        return self._log.read(offset, max_bytes, max_offset=self._log.log_end_offset, min_one_message=True)
 
     def close(self) -> None:
         self._log.close()

@@ -3,8 +3,10 @@
 Faults are added and cleared through the control API. An error rule answers the next N matching requests with an
 error code, either for the whole request (the handler does not run, so nothing is appended, committed or created)
 or only for the entries of one topic or topic-partition (see `shaping`). A latency rule holds responses back for
-a while, released early when cleared or at shutdown. The disk quota is the broker's own object; the injector
-only lists and clears it with the other faults.
+a while, released early when cleared or at shutdown. A cut link (see `link_faults`) refuses here the requests of
+the node cut off; paused fetching (see `fetch_pauses`) stops this broker's replica fetchers. The disk quota is the
+broker's own object; the injector only lists and clears it with the other faults. Every fault has an id of one
+sequence, so one id names one fault whatever its kind.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from minikafka.protocol.errors import ErrorCode
 
 from ..server import CloseConnection
 from .disk_quota import DiskQuota
+from .fetch_pauses import FetchPause, FetchPauses, Scope
+from .link_faults import CutLink, LinkFaults
 from .rules import ErrorRule, FaultError, LatencyRule, api_key_of, error_code_of, request_source, source_of
 from .shaping import (
     PARTITION,
@@ -37,12 +41,13 @@ from .shaping import (
 if TYPE_CHECKING:
     from ..kafka_apis import RequestContext
     from ..purgatory import Purgatory
+    from ..replica_fetcher_manager import ReplicaFetcherManager
 
 log = logging.getLogger("minikafka.faults")
 
 # The purgatory key that held-back responses wait on; checking it releases them.
 LATENCY_KEY = ("minikafka", "latency")
-KINDS = ("error", "latency", "disk")
+KINDS = ("error", "latency", "disk", "link", "fetch-pause")
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 
@@ -54,6 +59,8 @@ class FaultInjector:
         self._ids = itertools.count(1)
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
+        self.links = LinkFaults()
+        self.fetch_pauses = FetchPauses()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -92,10 +99,20 @@ class FaultInjector:
         log.warning("fault added: %s", rule.describe())
         return rule
 
-    def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
-        """Remove faults (all, one kind: "error", "latency" or "disk", or one rule by id); returns how many."""
+    async def cut_link(self, own_id: int, to: int, peer: tuple[str, int], both_ways: bool) -> CutLink:
+        """Cut this node's link to node `to` (whose control API is at `peer`), and its link here too if both ways."""
+        return await self.links.cut(next(self._ids), own_id, to, peer, both_ways)
+
+    def pause_fetching(self, manager: ReplicaFetcherManager, topic: str | None, partition: int | None,
+                       partitions: Scope) -> FetchPause:
+        """Stop the replica fetchers from fetching `partitions` (None: every partition)."""
+        return self.fetch_pauses.pause(next(self._ids), manager, topic, partition, partitions)
+
+    async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
+        """Remove faults (all, one kind: "error", "latency", "disk", "link" or "fetch-pause", or one by id);
+        returns how many."""
         if kind is not None and kind not in KINDS:
-            raise FaultError(f"unknown fault kind {kind!r}: expected error, latency or disk")
+            raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
         if kind in (None, "error"):
             kept = [r for r in self.error_rules if rule_id is not None and r.id != rule_id]
@@ -108,12 +125,17 @@ class FaultInjector:
             self._purgatory.check_and_complete(LATENCY_KEY)
         if kind in (None, "disk") and rule_id is None and self.disk_quota.clear():
             cleared += 1
+        if kind in (None, "fetch-pause"):
+            cleared += self.fetch_pauses.resume(rule_id)
+        if kind in (None, "link"):
+            cleared += await self.links.heal(rule_id)
         if cleared:
             log.warning("faults cleared: %d (%s)", cleared, kind or "all")
         return cleared
 
     def describe(self) -> list[dict[str, Any]]:
         faults = [r.describe() for r in self.error_rules] + [r.describe() for r in self.latency_rules]
+        faults += self.links.describe() + self.fetch_pauses.describe()
         disk = self.disk_quota.describe()
         return faults if disk is None else faults + [disk]
 
@@ -121,14 +143,23 @@ class FaultInjector:
 
     async def handle(self, ctx: RequestContext, request: Any, handler: Handler) -> Any:
         """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
+        self._refuse_if_cut_off(ctx, request)
         if not (self.error_rules or self.latency_rules):
-            return await handler(ctx, request)
-        source = request_source(ctx.header.api_key, request)
-        response = await self._respond(ctx, request, handler, source)
-        delay_ms = self._take_latency(ctx.header.api_key, source)
-        if delay_ms:
-            await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
+            response = await handler(ctx, request)
+        else:
+            source = request_source(ctx.header.api_key, request)
+            response = await self._respond(ctx, request, handler, source)
+            delay_ms = self._take_latency(ctx.header.api_key, source)
+            if delay_ms:
+                await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
+        self._refuse_if_cut_off(ctx, request)  # cut while the request waited: its response is lost with the link
         return response
+
+    def _refuse_if_cut_off(self, ctx: RequestContext, request: Any) -> None:
+        refusal = self.links.refusal(ctx.header.api_key, request)
+        if refusal is not None:
+            log.debug("%s (connection from %s closed)", refusal, ctx.conn.peer)
+            raise CloseConnection(refusal)
 
     async def _respond(self, ctx: RequestContext, request: Any, handler: Handler, source: str) -> Any:
         api_key = ctx.header.api_key

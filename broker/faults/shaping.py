@@ -16,8 +16,8 @@ from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ..controller import Controller
     from ..kafka_apis import RequestContext
+    from ..metadata_cache import MetadataCache
 
 INJECTED_MESSAGE = "injected by minikafka fault injection"
 
@@ -120,10 +120,9 @@ def _entry_class(container_cls: type, field_name: str) -> type:
     return container_cls._struct.fields[field_name].data_class  # type: ignore[attr-defined]
 
 
-def _controller(ctx: RequestContext) -> Controller:
-    controller = ctx.broker.controller
-    assert controller is not None, "requests are served only once the broker has loaded its metadata"
-    return controller
+def _controller(ctx: RequestContext) -> MetadataCache:
+    cache: MetadataCache = ctx.broker.metadata_cache
+    return cache
 
 
 def entry_key(ctx: RequestContext, kind: str, entry: Any) -> Any:
@@ -198,7 +197,7 @@ def _identity_entry(ctx: RequestContext, cls: type, level: Level, request_entry:
         elif "topic_id" in fields and isinstance(key, str):
             known = _controller(ctx).topics.get(key)
             if known is not None:
-                values["topic_id"] = known.uuid
+                values["topic_id"] = known.topic_id
     else:
         for name in _IDENTITY[level.kind]:
             if name in fields:

@@ -1,9 +1,10 @@
 """DescribeCluster (v0-2): the brokers and controller of this cluster, as the Java AdminClient asks for them.
 
-Flexible from v0. v1+ names an endpoint type (KIP-919): brokers are described, a request for controller endpoints
-is UNSUPPORTED_ENDPOINT_TYPE. v2 may ask for fenced brokers too (KIP-1073); none is ever fenced, so every broker is
-listed with is_fenced false. Cluster authorized operations are answered when asked for: without authorization,
-all of them.
+Flexible from v0. The brokers are the live (unfenced) ones with an endpoint on the listener the request came in on;
+v2 may ask for fenced brokers too (KIP-1073), each then flagged. The controller id is a random live broker, as a
+KRaft broker answers: clients reach the controller through brokers (KIP-590). v1+ names an endpoint type
+(KIP-919): brokers are described, a request for controller endpoints is UNSUPPORTED_ENDPOINT_TYPE. Cluster
+authorized operations are answered when asked for: without authorization, all of them.
 """
 from __future__ import annotations
 
@@ -17,22 +18,29 @@ from ..kafka_apis import RequestContext
 from .common import CLUSTER_OPERATIONS, NOT_REQUESTED
 
 BROKER_ENDPOINT_TYPE = 1
+INCLUDE_FENCED_MIN_VERSION = 2
 
 
 async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> ApiMessage:
     R = ctx.response_class
-    broker = ctx.broker
+    cache = ctx.broker.metadata_cache
     if ctx.version >= 1 and request.endpoint_type != BROKER_ENDPOINT_TYPE:
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                             error_message="only broker endpoints are served", endpoint_type=request.endpoint_type,
-                            cluster_id=broker.controller.cluster_id, controller_id=-1, brokers=[],
+                            cluster_id=cache.cluster_id, controller_id=-1, brokers=[],
                             authorized_operations=NOT_REQUESTED)
-    brokers = [R.DescribeClusterBroker(broker_id=e.node_id, host=e.host, port=e.port, rack=e.rack, is_fenced=False)
-               for e in broker.endpoints]
+    listener = ctx.conn.listener
+    with_fenced = ctx.version >= INCLUDE_FENCED_MIN_VERSION and request.include_fenced_brokers
+    brokers = []
+    for broker_id, info in sorted(cache.image.brokers.items()):
+        endpoint = info.endpoint(listener)
+        if endpoint is not None and (with_fenced or not info.fenced):
+            brokers.append(R.DescribeClusterBroker(broker_id=broker_id, host=endpoint.host, port=endpoint.port,
+                                                   rack=info.rack, is_fenced=info.fenced))
     ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-                        endpoint_type=BROKER_ENDPOINT_TYPE, cluster_id=broker.controller.cluster_id,
-                        controller_id=broker.node_id, brokers=brokers, authorized_operations=ops)
+                        endpoint_type=BROKER_ENDPOINT_TYPE, cluster_id=cache.cluster_id,
+                        controller_id=cache.random_alive_broker_id(), brokers=brokers, authorized_operations=ops)
 
 
 HANDLERS = {ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster}

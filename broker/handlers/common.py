@@ -7,8 +7,8 @@ from typing import Any
 
 from minikafka.protocol.errors import ErrorCode
 
-from ..controller import TopicRegistration
 from ..kafka_apis import RequestContext
+from ..metadata_image import TopicInfo
 from ..replica_manager import error_of
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -27,13 +27,13 @@ def operations_int32(operations: frozenset[int]) -> int:
 
 
 def resolve_topic(ctx: RequestContext, name: str | None,
-                  topic_id: uuid.UUID | None) -> tuple[TopicRegistration | None, ErrorCode]:
+                  topic_id: uuid.UUID | None) -> tuple[TopicInfo | None, ErrorCode]:
     """A topic named by id (newer versions) or by name, with the error Kafka gives when it is not there."""
-    controller = ctx.broker.controller
+    cache = ctx.broker.metadata_cache
     if topic_id is not None and topic_id != ZERO_UUID:
-        topic = controller.topics_by_id.get(topic_id)
+        topic = cache.topics_by_id.get(topic_id)
         return topic, ErrorCode.NONE if topic else ErrorCode.UNKNOWN_TOPIC_ID
-    topic = controller.topics.get(name) if name is not None else None
+    topic = cache.topics.get(name) if name is not None else None
     return topic, ErrorCode.NONE if topic else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 

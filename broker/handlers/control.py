@@ -4,8 +4,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 "op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, log start offset and each replica's log end offset;
-- fault.add (kind error | latency | disk; error and latency rules may select a request source: "replica"
-  or "client"), fault.clear (kind, id), fault.list;
+- fault.add (kind error | latency | disk | link | fetch-pause; error and latency rules may select a request
+  source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is false; fetching is
+  paused for every partition, a "topic" or a "topic" and "partition"), fault.clear (kind, id), fault.list;
 - connections.close: close every other client connection;
 - shutdown: a clean stop, as on SIGTERM.
 """
@@ -15,45 +16,32 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from minikafka.protocol.control import (
-    CONTROL_API_KEY,
-    CONTROL_API_VERSION,
-    ControlFramingError,
-    decode_request_body,
-    encode_response,
-)
+import trio
+from kafka.protocol.admin.cluster import DescribeClusterRequest
+
+from minikafka.protocol.control import CONTROL_API_KEY
+from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.request_header import RequestHeader
 
+from ..control_api import Operation, answer_control
 from ..faults.rules import FaultError
-from ..server import CloseConnection, ConnectionInfo
+from ..metadata_cache import is_internal
+from ..network_client import DisconnectedError
+from ..server import ConnectionInfo
 
 if TYPE_CHECKING:
     from ..broker_server import BrokerServer
 
 log = logging.getLogger("minikafka.control")
 
+DESCRIBE_CLUSTER_VERSION = 1
+CONTROLLER_ENDPOINT_TYPE = 2  # DescribeCluster asks a controller about the controllers (KIP-919)
+CONTROLLER_LOOKUP_S = 5.0
+
 
 async def process_control(broker: BrokerServer, header: RequestHeader, frame: bytes, body_pos: int,
                           conn: ConnectionInfo) -> bytes:
-    if header.api_version != CONTROL_API_VERSION:
-        raise CloseConnection(f"unsupported version {header.api_version} of the control API")
-    try:
-        request = decode_request_body(frame, body_pos)
-    except ControlFramingError as exc:
-        raise CloseConnection(str(exc)) from None
-    op = request.get("op")
-    try:
-        operation = OPERATIONS.get(op) if isinstance(op, str) else None
-        if operation is None:
-            raise FaultError(f"unknown control operation {op!r}; known: {', '.join(sorted(OPERATIONS))}")
-        result = await operation(broker, request, conn)
-        answer = {"ok": True, **result}
-    except KeyError as exc:
-        answer = {"ok": False, "error": f"control operation {op!r} needs field {exc}"}
-    except (FaultError, TypeError, ValueError) as exc:
-        log.info("control %s from %s refused: %s", op, conn.peer, exc)
-        answer = {"ok": False, "error": str(exc)}
-    return encode_response(header.correlation_id, answer)
+    return await answer_control(OPERATIONS, broker, header, frame, body_pos, conn)
 
 
 def _optional_int(request: dict[str, Any], name: str) -> int | None:
@@ -64,7 +52,8 @@ def _optional_int(request: dict[str, Any], name: str) -> int | None:
 async def _describe(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     wanted = request.get("topics")
     topics = []
-    for name, topic in sorted(broker.controller.topics.items()):
+    cache = broker.metadata_cache
+    for name, topic in sorted(cache.topics.items()):
         if wanted is not None and name not in wanted:
             continue
         partitions = []
@@ -81,9 +70,9 @@ async def _describe(broker: BrokerServer, request: dict[str, Any], _conn: Connec
                 ends[str(broker.node_id)] = hosted.log_end_offset
                 state["log_end_offsets"] = ends
             partitions.append(state)
-        topics.append({"name": name, "topic_id": topic.topic_id, "internal": topic.is_internal,
-                       "configs": dict(topic.configs), "partitions": partitions})
-    return {"node_id": broker.node_id, "cluster_id": broker.controller.cluster_id, "pid": os.getpid(),
+        topics.append({"name": name, "topic_id": str(topic.topic_id), "internal": is_internal(name),
+                       "configs": cache.topic_configs(name), "partitions": partitions})
+    return {"node_id": broker.node_id, "cluster_id": cache.cluster_id, "pid": os.getpid(),
             "endpoints": [{"host": e.host, "port": e.port} for e in broker.endpoints],
             "log_dirs": [str(d) for d in broker.config.log_dirs], "faults": broker.faults.describe(),
             "disk_usage_bytes": broker.disk_quota.used_bytes(),
@@ -105,11 +94,77 @@ async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: Conne
         return {"fault": latency.describe()}
     if kind == "disk":
         return {"fault": broker.disk_quota.set(_optional_int(request, "quota_bytes"))}
-    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency or disk")
+    if kind == "link":
+        to = int(request["to"])
+        peer = await _control_address(broker, to)
+        link = await broker.faults.cut_link(broker.node_id, to, peer, bool(request.get("both_ways", True)))
+        return {"fault": link.describe()}
+    if kind == "fetch-pause":
+        topic, partition = request.get("topic"), _optional_int(request, "partition")
+        pause = broker.faults.pause_fetching(broker.replica_manager.fetcher_manager, topic, partition,
+                                             _followed_partitions(broker, topic, partition))
+        return {"fault": pause.describe()}
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link or fetch-pause")
+
+
+def _followed_partitions(broker: BrokerServer, topic: str | None,
+                         partition: int | None) -> frozenset[tuple[str, int]] | None:
+    """The partitions a fetch pause covers: all (None), or those named that this broker has a replica of."""
+    if topic is None:
+        if partition is not None:
+            raise FaultError("a partition needs its topic")
+        return None
+    info = broker.metadata_cache.topics.get(topic)
+    if info is None:
+        raise FaultError(f"unknown topic {topic!r}")
+    if partition is not None and partition not in info.partitions:
+        raise FaultError(f"topic {topic!r} has no partition {partition}")
+    hosted = frozenset((topic, index) for index, state in info.partitions.items()
+                       if broker.node_id in state.replicas and partition in (None, index))
+    if not hosted:
+        where = topic if partition is None else f"{topic}-{partition}"
+        raise FaultError(f"broker {broker.node_id} has no replica of {where} to stop fetching")
+    return hosted
+
+
+async def _control_address(broker: BrokerServer, node_id: int) -> tuple[str, int]:
+    """Where node `node_id`'s control API listens: a broker's inter-broker listener, or the controller's. A
+    controller known only by address is asked its node id (DescribeCluster, KIP-919), which is then kept so that
+    the channels to it count as links to that node."""
+    if node_id == broker.node_id:
+        raise FaultError(f"node {node_id} is this broker: a link joins two nodes")
+    peer = broker.loader.image.brokers.get(node_id)
+    if peer is not None:
+        endpoint = peer.endpoint(broker.config.inter_broker_listener_name) or next(iter(peer.endpoints), None)
+        if endpoint is None:
+            raise FaultError(f"broker {node_id} has no listener registered")
+        return endpoint.host, endpoint.port
+    voter = next((a for a in broker.config.controller_addresses if a.node_id == node_id), None)
+    if voter is not None:
+        return voter.host, voter.port
+    R = DescribeClusterRequest[DESCRIBE_CLUSTER_VERSION]
+    response = None
+    with trio.move_on_after(CONTROLLER_LOOKUP_S):
+        try:
+            response = await broker.controller_channel.send(
+                R(include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE),
+                DESCRIBE_CLUSTER_VERSION)
+        except DisconnectedError as exc:
+            raise FaultError(f"node {node_id} is no broker of this cluster, and the controller cannot be asked "
+                             f"whether it is the controller: {exc}") from None
+    if response is None or response.error_code != ErrorCode.NONE:
+        raise FaultError(f"node {node_id} is no broker of this cluster, and the controller did not say whether it "
+                         "is the controller")
+    controller = next((b for b in response.brokers if b.broker_id == node_id), None)
+    if response.controller_id != node_id or controller is None:
+        raise FaultError(f"node {node_id} is neither a broker of this cluster nor its controller "
+                         f"(node {response.controller_id})")
+    broker.faults.links.controller_ids.add(node_id)
+    return controller.host, controller.port
 
 
 async def _fault_clear(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    return {"cleared": broker.faults.clear(request.get("kind"), _optional_int(request, "id"))}
+    return {"cleared": await broker.faults.clear(request.get("kind"), _optional_int(request, "id"))}
 
 
 async def _fault_list(broker: BrokerServer, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
@@ -130,7 +185,7 @@ async def _shutdown(broker: BrokerServer, _request: dict[str, Any], conn: Connec
     return {}
 
 
-OPERATIONS = {
+OPERATIONS: dict[str, Operation[BrokerServer]] = {
     "describe": _describe,
     "fault.add": _fault_add,
     "fault.clear": _fault_clear,

@@ -1,30 +1,35 @@
-"""Fetch (v4-18): byte ranges of partition logs, long-polled in the purgatory until min_bytes or max_wait.
+"""Fetch (v4-18): byte ranges of partition logs, for consumers and for follower replicas, long-polled in the
+replica manager until min_bytes or max_wait.
 
 Versions 0-3 are gone since Kafka 4.0 (v4 brought the isolation level and message format v2). Per version:
 - v4+: read_committed gets an empty aborted-transactions list (there are no transactions), read_uncommitted none;
-- v5+: the log start offset in each partition's answer;
+- v5+: the log start offset in each partition's answer, and a follower's own log start offset in the request;
 - v7+: fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients to send
   full fetch requests, as a Kafka broker whose session cache is full does; a request naming a session is answered
   FETCH_SESSION_ID_NOT_FOUND (or INVALID_FETCH_SESSION_EPOCH), and forgotten topics are ignored;
-- v9+: the current leader epoch fences a stale or future leader view (KIP-320);
+- v9+: the current leader epoch fences a stale or future leader view (KIP-320): FENCED_LEADER_EPOCH or
+  UNKNOWN_LEADER_EPOCH, checked before leadership (NOT_LEADER_OR_FOLLOWER);
 - v11+: the rack id is read past: the preferred read replica is always -1 (the leader);
 - v12+: flexible; a last fetched epoch the leader's log diverges from is answered with the diverging epoch and
   its end offset instead of records (KIP-320), and NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the
   current leader and epoch;
 - v13+: topics by id (UNKNOWN_TOPIC_ID when the id is not known); v14 adds a tiered-storage error never sent here;
-- v15+: the replica id moves into ReplicaState (KIP-903); v16-18 add nothing this broker reads or sends
-  (node endpoints, directory ids, the follower's high watermark).
-Consumers (replica id < 0) read below the high watermark, replicas up to the log end offset. The response's
-max_bytes holds, except that the first non-empty partition may exceed it (KIP-74).
+- v15+: the replica id and broker epoch move into ReplicaState (KIP-903); a fetch carrying an older broker epoch
+  than the follower registered with is refused (NOT_LEADER_OR_FOLLOWER);
+- v16+: with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, the current leaders' endpoints (KIP-951);
+  v17-18 add nothing this broker reads or sends (directory ids, the follower's high watermark).
+Consumers (replica id < 0) read below the high watermark; followers read up to the log end offset, and their
+fetch offsets tell the leader how far they have replicated. A fetch from a broker that is not one of the
+partition's replicas is refused. The response's max_bytes holds, except that the first non-empty partition may
+exceed it (KIP-74).
 
-The long poll waits on trio's clock (so tests can run it under trio.testing.MockClock) and ends early on any
-error, diverging epoch or unknown topic, and when the broker starts draining for shutdown.
+The long poll waits on trio's clock and ends early on any error, diverging epoch or unknown topic, when the
+broker starts draining for shutdown, and — dropped, unanswered — when the client closes its connection.
 """
 from __future__ import annotations
 
 from typing import Any
 
-import trio
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import IsolationLevel
@@ -32,12 +37,15 @@ from kafka.protocol.consumer.offsets import IsolationLevel
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
+from ..delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from ..kafka_apis import RequestContext
-from ..replica_manager import FetchPartitionRequest, FetchPartitionResult, ReplicaManager
 from .common import resolve_topic
+from .leader_hints import node_endpoints
 
 # A requested partition: its request entry, the read to make or None, and the error to answer when there is none.
 PlannedPartition = tuple[Any, FetchPartitionRequest | None, ErrorCode]
+# Answers that send the client to the current leader (KIP-951).
+LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage:
@@ -46,11 +54,10 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
         code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if request.session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
         return ctx.response(throttle_time_ms=0, error_code=code, session_id=0, responses=[])
     by_id = ctx.version >= 13
+    replica_id, replica_epoch = request.replica_id, -1
     if ctx.version >= 15:
-        replica_id = request.replica_state.replica_id if request.replica_state is not None else -1
-    else:
-        replica_id = request.replica_id
-    committed_only = replica_id < 0
+        state = request.replica_state
+        replica_id, replica_epoch = (state.replica_id, state.replica_epoch) if state is not None else (-1, -1)
     plan: list[tuple[Any, list[PlannedPartition]]] = []
     for t in request.topics:
         topic, err = resolve_topic(ctx, None if by_id else t.topic, t.topic_id if by_id else None)
@@ -61,22 +68,20 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
             else:
                 parts.append((p, FetchPartitionRequest((topic.name, p.partition), p.fetch_offset,
                                                        p.partition_max_bytes, p.current_leader_epoch,
-                                                       p.last_fetched_epoch if ctx.version >= 12 else -1),
-                              ErrorCode.NONE))
+                                                       p.last_fetched_epoch if ctx.version >= 12 else -1,
+                                                       p.log_start_offset), ErrorCode.NONE))
         plan.append((t, parts))
     wanted = [fr for _, parts in plan for _, fr, _ in parts if fr is not None]
     unresolved = any(fr is None for _, parts in plan for _, fr, _ in parts)
-    replica_manager = ctx.broker.replica_manager
-    deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
-    while True:
-        results = await _read_all(replica_manager, wanted, request.max_bytes, committed_only)
-        total = sum(len(r.records) for r in results)
-        if (total >= request.min_bytes or unresolved or any(r.error or r.diverging_epoch for r in results)
-                or trio.current_time() >= deadline or ctx.broker.socket_server.draining):
-            break
-        await ctx.broker.purgatory.wait_any([fr.topic_partition for fr in wanted], deadline - trio.current_time())
+    params = FetchParams(replica_id, replica_epoch, 0 if unresolved else request.max_wait_ms, request.min_bytes,
+                         request.max_bytes, request.isolation_level)
+    broker = ctx.broker
+    results = await broker.replica_manager.fetch_messages(
+        params, wanted, client=broker.socket_server.connections.get(ctx.conn.connection_id),
+        stop_early=lambda: broker.socket_server.draining)
     by_tp = {fr.topic_partition: res for fr, res in zip(wanted, results, strict=True)}
     responses = []
+    leaders: set[int] = set()
     PD = R.FetchableTopicResponse.PartitionData
     read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED
     for t, parts in plan:
@@ -91,26 +96,14 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
             if ctx.version >= 12 and res.diverging_epoch is not None:
                 fields["diverging_epoch"] = PD.EpochEndOffset(epoch=res.diverging_epoch[0],
                                                               end_offset=res.diverging_epoch[1])
-            if ctx.version >= 12 and code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            if ctx.version >= 12 and code in LEADER_HINT_ERRORS:
                 fields["current_leader"] = PD.LeaderIdAndEpoch(leader_id=res.leader_id, leader_epoch=res.leader_epoch)
+                leaders.add(res.leader_id)
             out.append(PD(**fields))
         responses.append(R.FetchableTopicResponse(topic=None if by_id else t.topic,
                                                   topic_id=t.topic_id if by_id else None, partitions=out))
-    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
-
-
-async def _read_all(replica_manager: ReplicaManager, wanted: list[FetchPartitionRequest], response_max_bytes: int,
-                    committed_only: bool) -> list[FetchPartitionResult]:
-    """Read every partition within the response's max_bytes; the first non-empty one may exceed it (KIP-74)."""
-    remaining = response_max_bytes
-    results = []
-    for fr in wanted:
-        res = await replica_manager.read_partition(fr, max(0, remaining),
-                                                   min_one_message=remaining == response_max_bytes,
-                                                   committed_only=committed_only)
-        remaining -= len(res.records)
-        results.append(res)
-    return results
+    extra = {"node_endpoints": node_endpoints(ctx, R.NodeEndpoint, leaders)} if ctx.version >= 16 else {}
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses, **extra)
 
 
 HANDLERS = {ApiKey.FETCH: handle_fetch}

@@ -7,8 +7,11 @@ closes the connection.
 
 Versions served, and what changes between them:
 - FindCoordinator (v0-6): v1+ names a key type: a group's coordinator is the leader of its __consumer_offsets
-  partition (the first lookup creates that topic), a transaction's is this broker, any other type (share groups,
-  v6) is INVALID_REQUEST; v1+ carries error messages, v3+ is flexible, v4+ looks up a batch of keys (KIP-699).
+  partition (the first lookup has the controller create that topic, with offsets.topic.replication.factor; with
+  fewer brokers than that, or no live leader, the answer is COORDINATOR_NOT_AVAILABLE), a transaction's is this
+  broker, any other type (share groups, v6) is INVALID_REQUEST; v1+ carries error messages, v3+ is flexible, v4+
+  looks up a batch of keys (KIP-699). A coordinator serves only the groups of the partitions it leads
+  (NOT_COORDINATOR for the others).
 - JoinGroup (v0-9): v1+ brings the rebalance timeout (v0 uses the session timeout); from v4 a member without an id
   gets MEMBER_ID_REQUIRED with its new id and joins again (KIP-394); v5+ group instance ids (static membership,
   KIP-345); v6+ flexible; v7+ answers the protocol type, and a protocol name not yet chosen is null; v8+ carries a
@@ -43,7 +46,6 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..group_coordinator import GroupCoordinator, JoinRequest
 from ..group_metadata_log import GROUP_METADATA_TOPIC
-from ..group_metadata_manager import ensure_offsets_topic
 from ..kafka_apis import RequestContext
 from ..offset_manager import OffsetCommitEntry, OffsetManager
 from .common import ZERO_UUID, resolve_topic
@@ -73,6 +75,13 @@ def _offset_manager(ctx: RequestContext) -> OffsetManager:
     return ctx.broker.group_coordinator.offset_manager
 
 
+async def _ensure_offsets_topic(ctx: RequestContext) -> None:
+    """A group request may come before any coordinator lookup (from a client that remembers its coordinator): the
+    coordinator's partitions come into being with it, as they would with the lookup."""
+    if GROUP_METADATA_TOPIC not in ctx.broker.metadata_cache.topics:
+        await ctx.broker.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
+
+
 def _client_host(ctx: RequestContext) -> str:
     """Kafka reports the peer as InetAddress.toString(): '/' then the address."""
     host = ctx.conn.peer.rsplit(":", 1)[0] if ":" in ctx.conn.peer else ctx.conn.peer
@@ -82,20 +91,18 @@ def _client_host(ctx: RequestContext) -> str:
 # ---- FindCoordinator ----------------------------------------------------------------------------------------
 
 def _this_broker(ctx: RequestContext) -> tuple[ErrorCode, int, str, int]:
-    """This broker as the coordinator, on the listener the request came in on."""
+    """This broker, on the listener the request came in on."""
     broker = ctx.broker
-    if not broker.endpoints:
+    endpoint = broker.metadata_cache.alive_endpoint(broker.node_id, ctx.conn.listener)
+    if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    names = [e.listener for e in broker.config.listeners]
-    index = names.index(ctx.conn.listener) if ctx.conn.listener in names else 0
-    endpoint = broker.endpoints[min(index, len(broker.endpoints) - 1)]
-    return ErrorCode.NONE, endpoint.node_id, endpoint.host, endpoint.port
+    return ErrorCode.NONE, broker.node_id, endpoint.host, endpoint.port
 
 
-def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+async def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == TRANSACTION_KEY:
-        # In a one-broker cluster every transaction coordinator is this broker. Transactions themselves are not
-        # served: InitProducerId refuses transactional ids with an error every client treats as fatal.
+        # Transactions are not served: InitProducerId refuses transactional ids with an error every client treats
+        # as fatal, so any live broker may answer for them; this one does.
         return _this_broker(ctx)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
@@ -103,25 +110,30 @@ def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[Err
     coordinator = _coordinator(ctx)
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    # Clients look up their coordinator before any other group API.
-    ensure_offsets_topic(broker, coordinator.config.num_partitions)
-    partition = broker.replica_manager.get_partition(GROUP_METADATA_TOPIC,
-                                                     coordinator.group_manager.partition_for(key))
-    if partition is None or not partition.is_leader:
+    cache = broker.metadata_cache
+    # Clients look up their coordinator before any other group API: the first lookup creates the topic.
+    if GROUP_METADATA_TOPIC not in cache.topics:
+        errors = await broker.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
+        if GROUP_METADATA_TOPIC in errors:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    topic = cache.topics.get(GROUP_METADATA_TOPIC)
+    partition = topic.partitions.get(coordinator.group_manager.partition_for(key)) if topic is not None else None
+    endpoint = cache.alive_endpoint(partition.leader, ctx.conn.listener) if partition is not None else None
+    if partition is None or endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return _this_broker(ctx)
+    return ErrorCode.NONE, partition.leader, endpoint.host, endpoint.port
 
 
 async def handle_find_coordinator(ctx: RequestContext, request) -> object:
     key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
     if ctx.version < 4:
-        code, node_id, host, port = _find_coordinator(ctx, key_type, request.key)
+        code, node_id, host, port = await _find_coordinator(ctx, key_type, request.key)
         return ctx.response(throttle_time_ms=0, error_code=code, error_message=_MESSAGES.get(code),
                             node_id=node_id, host=host, port=port)
     R = ctx.response_class
     coordinators = []
     for key in request.coordinator_keys:
-        code, node_id, host, port = _find_coordinator(ctx, key_type, key)
+        code, node_id, host, port = await _find_coordinator(ctx, key_type, key)
         coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code,
                                           error_message=_MESSAGES.get(code)))
     return ctx.response(throttle_time_ms=0, coordinators=coordinators)
@@ -130,6 +142,7 @@ async def handle_find_coordinator(ctx: RequestContext, request) -> object:
 # ---- membership -----------------------------------------------------------------------------------------------
 
 async def handle_join_group(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     req = JoinRequest(
         group_id=request.group_id, member_id=request.member_id or "",
@@ -157,6 +170,7 @@ async def handle_join_group(ctx: RequestContext, request) -> object:
 
 
 async def handle_sync_group(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     if ctx.version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             protocol_type=None, protocol_name=None, assignment=b"")
@@ -172,12 +186,14 @@ async def handle_sync_group(ctx: RequestContext, request) -> object:
 
 
 async def handle_heartbeat(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     code = _coordinator(ctx).heartbeat(request.group_id, request.generation_id, request.member_id,
                                        request.group_instance_id if ctx.version >= 3 else None)
     return ctx.response(throttle_time_ms=0, error_code=code)
 
 
 async def handle_leave_group(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None)
@@ -204,6 +220,7 @@ def _topic_by_id_or_name(ctx: RequestContext, by_id: bool, name: str | None, top
 
 
 async def handle_offset_commit(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     PR = R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
     by_id = ctx.version >= 10
@@ -258,14 +275,14 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: 
                  ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
     """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
     offset_manager = _offset_manager(ctx)
-    controller = ctx.broker.controller
+    cache = ctx.broker.metadata_cache
     requested = None
     unknown: list[tuple[uuid.UUID, list[int], ErrorCode]] = []
     if topics is not None:
         requested = []
         for t in topics:
             if by_id:
-                topic = controller.topics_by_id.get(t.topic_id)
+                topic = cache.topics_by_id.get(t.topic_id)
                 if topic is None:
                     unknown.append((t.topic_id, list(t.partition_indexes), ErrorCode.UNKNOWN_TOPIC_ID))
                     continue
@@ -278,10 +295,10 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: 
         return exc.code, []
     out: list[tuple[str | None, uuid.UUID, list[FetchedPartition]]] = []
     for name, parts in found:
-        topic = controller.topics.get(name)
+        topic = cache.topics.get(name)
         if by_id and topic is None:
             continue
-        out.append((name, topic.uuid if topic is not None else ZERO_UUID,
+        out.append((name, topic.topic_id if topic is not None else ZERO_UUID,
                     [(p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE) if v is not None
                      else (p, -1, -1, "", ErrorCode.NONE) for p, v in parts]))
     for topic_id, indexes, code in unknown:
@@ -290,6 +307,7 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: 
 
 
 async def handle_offset_fetch(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     if ctx.version >= 8:
         by_id = ctx.version >= 10
@@ -319,14 +337,15 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
 
 
 async def handle_offset_delete(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     TopicR = R.OffsetDeleteResponseTopic
     PartR = TopicR.OffsetDeleteResponsePartition
-    controller = ctx.broker.controller
+    cache = ctx.broker.metadata_cache
     known: list[tuple[str, list[int]]] = []
     refused: dict[tuple[str, int], ErrorCode] = {}
     for t in request.topics:
-        topic = controller.topics.get(t.name)
+        topic = cache.topics.get(t.name)
         indexes = []
         for p in t.partitions:
             if topic is None or p.partition_index not in topic.partitions:
@@ -352,6 +371,7 @@ async def handle_offset_delete(ctx: RequestContext, request) -> object:
 # ---- admin ----------------------------------------------------------------------------------------------------
 
 async def handle_describe_groups(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     G = R.DescribedGroup
     coordinator = _coordinator(ctx)
@@ -384,6 +404,7 @@ async def handle_list_groups(ctx: RequestContext, request) -> object:
 
 
 async def handle_delete_groups(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     names = list(dict.fromkeys(request.groups_names))
     results = _coordinator(ctx).delete_groups(names)

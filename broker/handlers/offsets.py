@@ -2,16 +2,19 @@
 
 ListOffsets: one offset per partition from v1 on (v0, with its offset arrays, is gone since Kafka 4.0). v2+ carries
 the isolation level: read_committed stops at the last stable offset, read_uncommitted at the high watermark; a
-replica (replica id >= 0) may see up to the log end offset. v4+ fences by the caller's current leader epoch
-(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers the leader epoch of the offset found. The special
+replica (replica id >= 0) may see up to the log end offset: a follower resetting an out-of-range position asks
+for the leader's log end or start offset. v4+ fences by the caller's current leader epoch (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH, checked before leadership: NOT_LEADER_OR_FOLLOWER) and answers the leader epoch of the
+offset found. The special
 timestamps (storage/special_timestamps.py) are answered at every version, as Kafka's broker does; clients ask for
 MAX_TIMESTAMP from v7, EARLIEST_LOCAL from v8, LATEST_TIERED from v9 and EARLIEST_PENDING_UPLOAD from v11, and
 with no tiered storage the last two find no offset (-1). v6+ is flexible; v10 (KIP-1075) changes nothing here,
 since every answer is local. An unknown negative timestamp is INVALID_REQUEST.
 
 OffsetForLeaderEpoch: the end offset of the largest leader epoch <= the one asked for, which a follower or a
-consumer that saw a leader change uses to detect truncation (KIP-101, KIP-320). v2+ fences by the current leader
-epoch; v3+ carries a replica id, and every caller is answered from the leader's log; v4+ is flexible.
+consumer that saw a leader change uses to detect truncation (KIP-101, KIP-279, KIP-320). v2+ fences by the current
+leader epoch, in the same order as ListOffsets; v3+ carries a replica id (a follower truncating), and every caller
+is answered from the leader's log; v4+ is flexible.
 """
 from __future__ import annotations
 

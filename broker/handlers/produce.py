@@ -6,10 +6,15 @@ v0-2 request closes the connection, as any version outside the accepted range do
   id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as transactions are not served; acks must be 0, 1 or
   -1 (INVALID_REQUIRED_ACKS);
 - v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467);
-- v9+: flexible; v10-12 add nothing this broker sends (KIP-951 leader hints, KIP-890 error codes);
+- v9+: flexible; v10+: NOT_LEADER_OR_FOLLOWER carries the current leader and epoch and the leaders' endpoints
+  (KIP-951), so the producer moves without a metadata round trip; v11-12 add nothing this broker sends (KIP-890
+  error codes);
 - v13: topics by id (UNKNOWN_TOPIC_ID when the id is not known).
 acks=0 gets no response at all; when such a produce fails the connection is closed, the only signal that
-producer gets. acks=-1 needs the ISR to reach min.insync.replicas (NOT_ENOUGH_REPLICAS).
+producer gets. acks=-1 needs the ISR to reach min.insync.replicas (NOT_ENOUGH_REPLICAS, before anything is
+appended) and is answered once the ISR has the records, within the request's timeout_ms (REQUEST_TIMED_OUT
+otherwise; NOT_LEADER_OR_FOLLOWER if this broker stops leading the partition meanwhile). A waiting produce whose
+client closes its connection is dropped.
 
 InitProducerId: an idempotent producer gets a fresh producer id at epoch 0 on every call (so the v3+ producer id
 and epoch a producer sends to resume are read past); a transactional id is refused with
@@ -25,12 +30,13 @@ from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
 
 from ..kafka_apis import RequestContext
 from ..server import CloseConnection
 from .common import resolve_topic
+from .leader_hints import node_endpoints
 
 log = logging.getLogger("minikafka.produce")
 
@@ -72,13 +78,18 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
             else:
                 targets[(ti, p.index)] = (topic.name, p.index)
                 entries[(topic.name, p.index)] = bytearray(p.records)
-    results = ctx.broker.replica_manager.append_records(acks, entries)
+    broker = ctx.broker
+    replica_manager = broker.replica_manager
+    results = await replica_manager.append_records(
+        request.timeout_ms, acks, entries, client=broker.socket_server.connections.get(ctx.conn.connection_id),
+        stop_early=lambda: broker.socket_server.draining)
     if acks == 0:
         if errors or any(r.error for r in results.values()):
             # Kafka closes an acks=0 producer's connection on error: it is the only signal such a client gets.
             raise CloseConnection("acks=0 produce failed")
         return None
     topics_out = []
+    leaders: set[int] = set()
     for ti, t in enumerate(request.topic_data):
         parts = []
         for p in t.partition_data:
@@ -87,10 +98,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
                 parts.append(PR(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                                 log_start_offset=-1, record_errors=[], error_message=None))
                 continue
-            result = results[targets[(ti, p.index)]]
+            tp = targets[(ti, p.index)]
+            result = results[tp]
             if result.error is not None:
+                hint = {}
+                if result.error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.version >= 10:
+                    leader_id, leader_epoch = replica_manager.current_leader(tp)
+                    hint["current_leader"] = PR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+                    leaders.add(leader_id)
                 parts.append(PR(index=p.index, error_code=result.error.code, base_offset=-1, log_append_time_ms=-1,
-                                log_start_offset=-1, record_errors=[], error_message=result.error.message))
+                                log_start_offset=-1, record_errors=[], error_message=result.error.message, **hint))
             else:
                 info = result.info
                 assert info is not None  # an append without an error has its outcome
@@ -100,7 +117,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
         topics_out.append(R.TopicProduceResponse(name=t.name if not by_id else None,
                                                  topic_id=t.topic_id if by_id else None,
                                                  partition_responses=parts))
-    return ctx.response(responses=topics_out, throttle_time_ms=0)
+    extra = {"node_endpoints": node_endpoints(ctx, R.NodeEndpoint, leaders)} if ctx.version >= 10 else {}
+    return ctx.response(responses=topics_out, throttle_time_ms=0, **extra)
 
 
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> ApiMessage:
@@ -112,7 +130,10 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                             producer_id=-1, producer_epoch=-1)
     # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
-    producer_id = ctx.broker.controller.allocate_producer_id()
+    try:
+        producer_id = await ctx.broker.producer_ids.generate_producer_id()
+    except KafkaError as exc:
+        return ctx.response(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
 
 

@@ -1,7 +1,10 @@
 """Kafka's control-plane APIs (broker registration and heartbeats, ISR changes, leader and metadata updates,
-replica stops, controlled shutdown): message classes and their table by API key, never advertised to clients."""
+replica stops, controlled shutdown, producer-id blocks): message classes and their table by API key, never
+advertised to clients."""
 from .messages import (
     CONTROL_PLANE_SCHEMAS,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -20,6 +23,8 @@ from .messages import (
 
 __all__ = [
     "CONTROL_PLANE_SCHEMAS",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "BrokerHeartbeatRequest",

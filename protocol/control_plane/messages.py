@@ -70,6 +70,14 @@ class ControlledShutdownResponse(ApiMessage, load_json=__package__):  # type: ig
     pass
 
 
+class AllocateProducerIdsRequest(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class AllocateProducerIdsResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 def _schema(request: type[ApiMessage], response: type[ApiMessage], min_version: int | None = None) -> ApiSchema:
     lo, hi = request.valid_versions
     return ApiSchema(request, response, lo if min_version is None else min_version, hi)
@@ -85,4 +93,5 @@ CONTROL_PLANE_SCHEMAS: dict[int, ApiSchema] = {
     # v0 travels with request header v0, which has no client id and which RequestHeader.parse does not read;
     # Kafka brokers have sent v1 or later since 0.9, so v0 is answered as an unsupported version.
     ApiKey.CONTROLLED_SHUTDOWN: _schema(ControlledShutdownRequest, ControlledShutdownResponse, min_version=1),
+    ApiKey.ALLOCATE_PRODUCER_IDS: _schema(AllocateProducerIdsRequest, AllocateProducerIdsResponse),
 }

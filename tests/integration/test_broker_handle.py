@@ -183,9 +183,25 @@ def test_cluster_of_one_has_the_cluster_interface():
     assert not data_dir.exists()
 
 
-def test_cluster_of_more_brokers_says_why_not_yet():
-    with pytest.raises(ValueError, match="replication between brokers"):
-        minikafka.Cluster(brokers=3)
+def test_pause_freezes_the_process_until_resume():
+    with minikafka.Broker() as broker:
+        produce(broker.bootstrap_servers, "t", [b"before"])
+        broker.pause()
+        assert broker.paused and broker.running
+        with pytest.raises(TimeoutError):
+            ControlClient(broker.bootstrap_servers, timeout_s=0.5).call("describe", topics=[])
+        broker.resume()
+        assert not broker.paused
+        assert produce(broker.bootstrap_servers, "t", [b"after"]) == [1]
+        broker.pause()
+        assert broker.stop() == 0  # a paused broker still stops cleanly
+        assert not broker.paused
+
+
+def test_pause_of_an_in_process_broker_says_why_not():
+    with minikafka.Broker(in_process=True) as broker:
+        with pytest.raises(RuntimeError, match="in-process"):
+            broker.pause()
 
 
 def test_control_shutdown_stops_an_in_process_broker_but_not_the_test_process():

@@ -7,6 +7,8 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, decode_request, encode_response
 from minikafka.protocol.control_plane import (
     CONTROL_PLANE_SCHEMAS,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -176,6 +178,14 @@ def _controlled_shutdown_response():
         partition(topic_name="orders", partition_index=0), partition(topic_name="payments", partition_index=2)])
 
 
+def _allocate_producer_ids_request():
+    return AllocateProducerIdsRequest(broker_id=2, broker_epoch=42)
+
+
+def _allocate_producer_ids_response():
+    return AllocateProducerIdsResponse(throttle_time_ms=0, error_code=0, producer_id_start=3000, producer_id_len=1000)
+
+
 SAMPLES = {
     ApiKey.BROKER_REGISTRATION: (_broker_registration_request, _broker_registration_response),
     ApiKey.BROKER_HEARTBEAT: (_broker_heartbeat_request, _broker_heartbeat_response),
@@ -184,6 +194,7 @@ SAMPLES = {
     ApiKey.UPDATE_METADATA: (_update_metadata_request, _update_metadata_response),
     ApiKey.STOP_REPLICA: (_stop_replica_request, _stop_replica_response),
     ApiKey.CONTROLLED_SHUTDOWN: (_controlled_shutdown_request, _controlled_shutdown_response),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (_allocate_producer_ids_request, _allocate_producer_ids_response),
 }
 
 # Kafka's versions for these APIs (3.9 for the ZooKeeper-era ones, 4.1 for the KRaft ones) and first flexible version.
@@ -195,6 +206,7 @@ VERSIONS = {
     ApiKey.UPDATE_METADATA: (0, 8, 6),
     ApiKey.STOP_REPLICA: (0, 4, 2),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 3, 3),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0, 0),
 }
 
 

@@ -15,6 +15,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from minikafka.broker.broker_server import BrokerServer
 from minikafka.config import BrokerConfig
+from tests.node_support import start_broker_with_topic
 from tests.raw_client import record_batch
 
 TOPIC = "long-poll"
@@ -68,9 +69,7 @@ def _produce(value: bytes) -> ApiMessage:
 
 async def _start_broker(nursery: trio.Nursery, data_dir: Path) -> BrokerServer:
     config = BrokerConfig({"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)})
-    server: BrokerServer = await nursery.start(BrokerServer(config).run)
-    server.create_topic(TOPIC, 1, 1, {}, {})
-    return server
+    return await start_broker_with_topic(nursery, config, TOPIC, 1)
 
 
 async def _until_parked(server: BrokerServer) -> None:

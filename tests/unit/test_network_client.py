@@ -20,6 +20,7 @@ from minikafka.protocol.codec import SCHEMAS, decode_request, encode_response
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS, BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from minikafka.protocol.framing import FrameDecoder
 from minikafka.protocol.request_header import RequestHeader
+from tests.node_support import start_broker_with_topic
 
 LOOPBACK = "127.0.0.1"
 NODE = 2
@@ -45,9 +46,7 @@ def _heartbeat(broker_epoch: int) -> ApiMessage:
 async def _start_broker(nursery: trio.Nursery, data_dir: Path) -> BrokerServer:
     config = BrokerConfig({"node.id": str(NODE), "listeners": f"PLAINTEXT://{LOOPBACK}:0",
                            "log.dirs": str(data_dir)})
-    server: BrokerServer = await nursery.start(BrokerServer(config).run)
-    server.create_topic(TOPIC, 2, 1, {}, {})
-    return server
+    return await start_broker_with_topic(nursery, config, TOPIC, 2)
 
 
 async def test_api_versions_and_metadata_round_trips_with_a_broker(tmp_path: Path) -> None:

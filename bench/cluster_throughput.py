@@ -1,0 +1,160 @@
+"""Three-broker figures: cluster start to ready, acks=all produce and consume MB/s with replication factor 3,
+one-record synchronous requests/s with p50/p99, failover time, replication lag after the producer stops, RSS per
+broker.
+
+Run: python bench/cluster_throughput.py [--mb 256] [--partitions 3] [--single 5000]
+Uses confluent-kafka (librdkafka), 1 KB records; the cluster is `minikafka.Cluster(brokers=3)`: a controller
+process and three broker processes on free loopback ports, data in a temporary directory.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+import minikafka
+
+RECORD = 1024
+
+
+def rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def produce(bootstrap: str, topic: str, count: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.kbytes": 1_000_000, "message.max.bytes": 10_000_000,
+                         "enable.idempotence": True})
+    value = os.urandom(RECORD)
+    failed: list[object] = []
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=lambda err, _msg: err and failed.append(err))
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10000 == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    if left or failed:
+        raise SystemExit(f"{left} records not delivered, {len(failed)} failed ({failed[:3]})")
+    return time.perf_counter() - started
+
+
+def consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
+                         "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 1_000_000})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    started = time.perf_counter()
+    deadline = started + 300
+    try:
+        while seen < count and time.perf_counter() < deadline:
+            for message in consumer.consume(10000, 1.0):
+                if message.error() is None:
+                    seen += 1
+    finally:
+        consumer.close()
+    if seen < count:
+        raise SystemExit(f"consumed only {seen} of {count}")
+    return time.perf_counter() - started
+
+
+def single_requests(bootstrap: str, topic: str, count: int) -> list[float]:
+    """Latency of each one-record acks=all request, sent one at a time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "batch.num.messages": 1, "enable.idempotence": True})
+    latencies = []
+    try:
+        for i in range(count):
+            started = time.perf_counter()
+            producer.produce(topic, b"%d" % i)
+            if producer.flush(10):
+                raise SystemExit("a one-record request was not acknowledged within 10 s")
+            latencies.append(time.perf_counter() - started)
+    finally:
+        producer.flush(10)
+    return latencies
+
+
+def failover(cluster: minikafka.Cluster, topic: str) -> float:
+    """Seconds from kill -9 of a partition's leader to the first acks=all write acknowledged by the new one."""
+    old = cluster.leader_of(topic, 0)
+    survivors = ",".join(b.bootstrap_servers for b in cluster.brokers if b is not old)
+    producer = Producer({"bootstrap.servers": survivors, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": True, "retry.backoff.ms": 10, "retry.backoff.max.ms": 50,
+                         "topic.metadata.refresh.interval.ms": 100})
+    try:
+        producer.produce(topic, b"warm-up", partition=0)
+        producer.flush(10)
+        old.kill()
+        killed = time.perf_counter()
+        result: list[object] = []
+        producer.produce(topic, b"after", partition=0, on_delivery=lambda err, msg: result.append(err))
+        while not result and time.perf_counter() - killed < 30:
+            producer.poll(0.005)
+        if not result or result[0] is not None:
+            raise KafkaException(f"no write acknowledged after the kill: {result}")
+        return time.perf_counter() - killed
+    finally:
+        producer.flush(10)
+        old.restart()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mb", type=int, default=256, help="megabytes to produce and consume")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--single", type=int, default=5000, help="one-record requests to send")
+    args = parser.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode caching on, as in an installed package
+    readies = []
+    for _ in range(3):
+        started = time.perf_counter()
+        with minikafka.Cluster(brokers=3):
+            readies.append(time.perf_counter() - started)
+    with minikafka.Cluster(brokers=3) as cluster:
+        state = cluster.state
+        state.create_topic("bench", partitions=args.partitions, replication_factor=3)
+        state.create_topic("single", partitions=1, replication_factor=3)
+        state.create_topic("failover", partitions=1, replication_factor=3)
+        for topic in ("bench", "single", "failover"):
+            for p in range(args.partitions if topic == "bench" else 1):
+                cluster.wait_for_isr(topic, p, 3)
+        bootstrap = cluster.bootstrap_servers
+        count = args.mb * 1024 * 1024 // RECORD
+        produce_s = produce(bootstrap, "bench", count)
+        stopped = time.perf_counter()
+        cluster.wait_for_replicas_caught_up("bench", timeout=60)
+        lag_s = time.perf_counter() - stopped
+        consume_s = consume(bootstrap, "bench", args.partitions, count)
+        latencies = single_requests(bootstrap, "single", args.single)
+        failovers = [failover(cluster, "failover") for _ in range(3)]
+        cluster.wait_for_isr("failover", 0, 3, timeout=60)
+        rss = [rss_mb(b.pid) for b in cluster.brokers]
+    mb = count * RECORD / 1e6
+    ordered = sorted(latencies)
+    print(f"cluster start to ready:  {min(readies):.3f} s (best of 3; {', '.join(f'{r:.3f}' for r in readies)})")
+    print(f"produce, acks=all, RF 3: {mb / produce_s:.1f} MB/s ({count} x {RECORD} B records, {produce_s:.2f} s)")
+    print(f"replication lag to zero: {lag_s:.3f} s after the producer's last acknowledgement")
+    print(f"consume:                 {mb / consume_s:.1f} MB/s ({consume_s:.2f} s)")
+    print(f"one-record requests:     {len(latencies) / sum(latencies):.0f} requests/s, "
+          f"p50 {1000 * statistics.median(ordered):.1f} ms, p99 {1000 * ordered[int(0.99 * len(ordered))]:.1f} ms")
+    print(f"failover (kill -9):      {', '.join(f'{f:.3f}' for f in failovers)} s")
+    print(f"RSS per broker:          {', '.join(f'{r:.0f}' for r in rss)} MB")
+
+
+if __name__ == "__main__":
+    main()

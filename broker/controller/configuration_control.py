@@ -1,0 +1,106 @@
+"""Topic configs on the controller (Kafka's ConfigurationControlManager, for topics): validation, incremental
+alterations, and the ConfigRecords that carry a topic's new overrides.
+
+A topic's overrides are validated as a whole against the controller's topic defaults before any record is written,
+so a change is all or nothing and validate_only answers exactly as the change would.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.metadata_records import ConfigRecord
+from minikafka.storage.log_config import LogConfig
+
+from ..metadata_image import CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
+
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy", "follower.replication.throttled.replicas",
+                          "leader.replication.throttled.replicas"})
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+
+
+@dataclass(frozen=True)
+class ConfigAlteration:
+    """One entry of an alter-configs request: SET/DELETE/APPEND/SUBTRACT of `name` (legacy AlterConfigs: SET)."""
+
+    name: str
+    operation: int
+    value: str | None
+
+
+def validate_topic_configs(configs: dict[str, str], defaults: LogConfig) -> LogConfig:
+    """The effective config of a topic with these overrides; INVALID_CONFIG for an unknown name or a bad value."""
+    try:
+        return LogConfig.from_props(configs, defaults)
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def _null_value(name: str) -> str:
+    return f"Invalid value null for configuration {name}: null is not supported"
+
+
+def check_no_duplicates(alterations: Sequence[ConfigAlteration]) -> None:
+    names = [a.name for a in alterations]
+    if len(names) != len(set(names)):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+
+
+def incrementally_altered(current: dict[str, str], defaults: LogConfig,
+                          alterations: Sequence[ConfigAlteration]) -> dict[str, str]:
+    """A topic's overrides after SET, DELETE, APPEND and SUBTRACT, the last two for list configs only."""
+    effective = validate_topic_configs(current, defaults)
+    new = dict(current)
+    for a in alterations:
+        if a.operation == SET:
+            if a.value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, _null_value(a.name))
+            new[a.name] = a.value
+        elif a.operation == DELETE:
+            new.pop(a.name, None)
+        elif a.operation in (APPEND, SUBTRACT):
+            if a.name not in LIST_CONFIGS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value append/subtract is not allowed for config key: {a.name}")
+            items = [i for i in effective.value_string(a.name).split(",") if i]
+            change = [i for i in (a.value or "").split(",") if i]
+            if a.operation == APPEND:
+                items += [i for i in change if i not in items]
+            else:
+                items = [i for i in items if i not in change]
+            new[a.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {a.operation}")
+    return new
+
+
+def replaced(alterations: Sequence[ConfigAlteration]) -> dict[str, str]:
+    """The legacy AlterConfigs: the given set replaces all of a topic's overrides."""
+    new = {}
+    for a in alterations:
+        if a.value is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, _null_value(a.name))
+        new[a.name] = a.value
+    return new
+
+
+def config_records(topic: str, current: dict[str, str], new: dict[str, str]) -> list[ConfigRecord]:
+    """ConfigRecords taking a topic's overrides from `current` to `new`: a null value deletes an entry."""
+    records = [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name, value=None)
+               for name in sorted(current) if name not in new]
+    records += [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name, value=value)
+                for name, value in sorted(new.items()) if current.get(name) != value]
+    return records
+
+
+def unclean_leader_election_enabled(image: MetadataImage, topic: str, node_id: int, defaults: LogConfig) -> bool:
+    """unclean.leader.election.enable as it applies to `topic`: its own override, else this controller's dynamic
+    broker config, else the cluster-wide dynamic default, else the static property."""
+    for scope in (image.topic_configs.get(topic, {}), image.broker_configs.get(str(node_id), {}),
+                  image.broker_configs.get(CLUSTER_DEFAULT, {})):
+        if UNCLEAN_LEADER_ELECTION in scope:
+            return scope[UNCLEAN_LEADER_ELECTION].strip().lower() == "true"
+    return defaults.unclean_leader_election_enable

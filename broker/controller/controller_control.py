@@ -1,0 +1,106 @@
+"""The control API (private key 10000) on a controller's listener: cut links to brokers and move leaderships.
+
+A test reaches the controller the way it reaches a broker, with the same framing and answers. Operations:
+- describe: node id, active faults, and the registered brokers (broker epoch, fenced, in controlled shutdown);
+- fault.add (kind link: to node "to", both ways unless "both_ways" is false), fault.clear (kind, id), fault.list;
+- leader.move: make replica "to" of "topic"-"partition" its leader (see leader_move).
+
+A broker cut off from the controller has its control-plane requests refused here unanswered (`admit`), its
+connection closed. Closing a broker's controller connection normally fences it at once, as when the broker was
+killed; a cut link is silence instead, so the broker keeps its session until the session times out, exactly as a
+partitioned Kafka broker does.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from minikafka.protocol.request_header import RequestHeader
+
+from ..control_api import Operation, answer_control
+from ..faults.rules import FaultError
+from ..server import CloseConnection, ConnectionInfo
+
+if TYPE_CHECKING:
+    from .controller_server import ControllerServer
+
+log = logging.getLogger("minikafka.controller")
+
+LINK = "link"
+
+
+class ControllerControl:
+    def __init__(self, server: ControllerServer) -> None:
+        self.server = server
+        self._ids = itertools.count(1)
+
+    async def process(self, header: RequestHeader, frame: bytes, body_pos: int, conn: ConnectionInfo) -> bytes:
+        return await answer_control(OPERATIONS, self, header, frame, body_pos, conn)
+
+    def admit(self, api_key: int, request: Any, conn: ConnectionInfo) -> None:
+        """Refuse (CloseConnection) a request from a broker whose link to this controller is cut."""
+        refusal = self.server.links.refusal(api_key, request)
+        if refusal is None:
+            return
+        for session in self.server.controller.heartbeats.sessions.values():
+            if session.connection_id == conn.connection_id:
+                session.connection_id = None  # its close is the cut's doing, not the broker's end
+        log.debug("%s (connection from %s closed)", refusal, conn.peer)
+        raise CloseConnection(refusal)
+
+    def next_fault_id(self) -> int:
+        return next(self._ids)
+
+
+async def _describe(control: ControllerControl, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    image = control.server.image
+    brokers = [{"broker_id": b.broker_id, "broker_epoch": b.broker_epoch, "fenced": b.fenced,
+                "in_controlled_shutdown": b.in_controlled_shutdown} for _, b in sorted(image.brokers.items())]
+    return {"node_id": control.server.controller.node_id, "role": "controller",
+            "faults": control.server.links.describe(), "brokers": brokers}
+
+
+async def _fault_add(control: ControllerControl, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    kind = request.get("kind")
+    if kind != LINK:
+        raise FaultError(f"a controller takes only link faults, not {kind!r}")
+    to = int(request["to"])
+    own_id = control.server.controller.node_id
+    if to == own_id:
+        raise FaultError(f"node {to} is this controller: a link joins two nodes")
+    broker = control.server.image.brokers.get(to)
+    if broker is None or not broker.endpoints:
+        raise FaultError(f"node {to} is not a registered broker")
+    endpoint = broker.endpoints[0]
+    link = await control.server.links.cut(control.next_fault_id(), own_id, to, (endpoint.host, endpoint.port),
+                                          bool(request.get("both_ways", True)))
+    return {"fault": link.describe()}
+
+
+async def _fault_clear(control: ControllerControl, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    kind = request.get("kind")
+    if kind not in (None, LINK):
+        raise FaultError(f"a controller has only link faults, not {kind!r}")
+    rule_id = request.get("id")
+    return {"cleared": await control.server.links.heal(None if rule_id is None else int(rule_id))}
+
+
+async def _fault_list(control: ControllerControl, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"faults": control.server.links.describe()}
+
+
+async def _leader_move(control: ControllerControl, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    topic, index, to = str(request["topic"]), int(request["partition"]), int(request["to"])
+    state = await control.server.controller.move_leader(topic, index, to)
+    return {"topic": topic, "partition": index, "leader": state.leader, "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr)}
+
+
+OPERATIONS: dict[str, Operation[ControllerControl]] = {
+    "describe": _describe,
+    "fault.add": _fault_add,
+    "fault.clear": _fault_clear,
+    "fault.list": _fault_list,
+    "leader.move": _leader_move,
+}

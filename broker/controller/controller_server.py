@@ -1,0 +1,108 @@
+"""The controller role of a node: the quorum controller, its background duties, and its listener.
+
+`run()` opens the metadata log (in `metadata.log.dir`, else the first log dir) and replays it, binds the listener
+named by `controller.listener.names` when `listeners` has one, starts the controller's tasks, and then reports
+itself started; it serves until cancelled. Without a controller listener (a combined node with no controller
+port) the controller is reached in process only, through `apis`.
+
+Requests on the listener are answered one at a time per connection (the socket server's guarantee); an API or
+version the controller does not serve closes the connection, as Kafka's does, except that an ApiVersions request
+of a newer version is answered in v0 with UNSUPPORTED_VERSION so the client can retry. The listener also serves
+minikafka's private control API (cut links, leadership moves; see controller_control), and refuses the requests
+of brokers whose link to this node is cut.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import trio
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+from minikafka.config import BrokerConfig, Endpoint
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import decode_request, encode_response
+from minikafka.protocol.control import CONTROL_API_KEY
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
+
+from ..faults.link_faults import LinkFaults
+from ..metadata_image import BrokerEndpointInfo, MetadataImage
+from ..server import CloseConnection, ConnectionInfo, SocketServer
+from .controller_apis import ControllerApis
+from .controller_config import QuorumControllerConfig
+from .controller_control import ControllerControl
+from .quorum_controller import QuorumController
+
+log = logging.getLogger("minikafka.controller")
+
+PLAINTEXT = 0  # security protocol id of the listener
+
+
+class ControllerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.controller_config = QuorumControllerConfig.from_broker_config(config)
+        self.listeners: list[Endpoint] = config.controller_listeners
+        self.metadata_dir = Path(config.get("metadata.log.dir") or config.log_dirs[0])
+        self.endpoint: BrokerEndpointInfo | None = None  # the bound listener, once started
+        self.links = LinkFaults()  # a combined node shares its broker's
+        self.control = ControllerControl(self)
+        # Built by run(), from the metadata log.
+        self.controller: QuorumController
+        self.apis: ControllerApis
+        self.socket_server: SocketServer
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.controller.image
+
+    async def run(self, *, task_status: trio.TaskStatus[ControllerServer] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; `task_status.started()` fires once the listener accepts connections."""
+        self.controller = QuorumController.open(self.controller_config, self.metadata_dir)
+        try:
+            self.apis = ControllerApis(self.controller)
+            self.socket_server = SocketServer(self._process, self.config.get("socket.request.max.bytes"),
+                                              self.config.get("connections.max.idle.ms") / 1000,
+                                              on_connection_closed=self.apis.on_connection_closed)
+            bound = [(e, await trio.open_tcp_listeners(e.port, host=e.host)) for e in self.listeners]
+            async with trio.open_nursery() as nursery:
+                for endpoint, listeners in bound:
+                    nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)
+                if bound:
+                    endpoint, listeners = bound[0]
+                    port = listeners[0].socket.getsockname()[1]
+                    host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+                    self.endpoint = self.apis.endpoint = BrokerEndpointInfo(endpoint.listener, host, port, PLAINTEXT)
+                    log.info("controller %d listening on %s:%d", self.controller.node_id, host, port)
+                await nursery.start(self.controller.run)
+                task_status.started(self)
+        finally:
+            self.controller.close()
+
+    async def _process(self, frame: bytes, conn: ConnectionInfo) -> bytes | None:
+        try:
+            header, body_pos = RequestHeader.parse(frame)
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        if header.api_key == CONTROL_API_KEY:
+            return await self.control.process(header, frame, body_pos, conn)
+        schema = self.apis.schemas.get(header.api_key)
+        if schema is None:
+            raise CloseConnection(f"the controller does not serve API key {header.api_key} "
+                                  f"(version {header.api_version})")
+        if not schema.min_version <= header.api_version <= schema.max_version:
+            if header.api_key == ApiKey.API_VERSIONS:
+                answer = await self.apis.handle(ApiVersionsRequest[0](), 0, conn)
+                answer.error_code = ErrorCode.UNSUPPORTED_VERSION
+                return encode_response(schema, 0, header.correlation_id, answer)
+            raise CloseConnection(f"unsupported version {header.api_version} of API key {header.api_key} "
+                                  f"(supported {schema.min_version}-{schema.max_version})")
+        try:
+            request = decode_request(schema, header, frame, body_pos)
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        self.control.admit(header.api_key, request, conn)
+        response = await self.apis.handle(request, header.api_version, conn)
+        self.control.admit(header.api_key, request, conn)  # cut while it was handled: the response is lost
+        return encode_response(schema, header.api_version, header.correlation_id, response)

@@ -1,0 +1,504 @@
+"""The controller of a quorum of one (Kafka's QuorumController): the one writer of the cluster metadata.
+
+Its state is the metadata log (`__cluster_metadata-0`), replayed into a metadata image when it opens, so a
+controller restarted after kill -9 holds exactly what was committed. Operations run one at a time, each as
+validate against the image, build the records, append them as one batch and fsync (on a worker thread), replay
+them into the image, and wake whoever waits for new metadata (brokers' long-poll fetches): a change is durable
+before anyone sees it, and all of an operation's records land or none do.
+
+Open it inside trio: broker sessions run on trio's clock. `run()` keeps the background duties (fencing brokers
+whose sessions end, the preferred-leader rebalance) until cancelled.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.metadata_records import (
+    MetadataRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from minikafka.storage.log_dir import LogDir
+from minikafka.storage.metadata_log import MetadataLog
+
+from ..metadata_image import TOPIC_RESOURCE, BrokerEndpointInfo, BrokerInfo, MetadataImage, PartitionInfo
+from .broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
+from .configuration_control import (
+    UNCLEAN_LEADER_ELECTION,
+    ConfigAlteration,
+    check_no_duplicates,
+    config_records,
+    incrementally_altered,
+    replaced,
+    unclean_leader_election_enabled,
+    validate_topic_configs,
+)
+from .controller_config import QuorumControllerConfig
+from .leader_move import leader_move
+from .replica_placer import StripedReplicaPlacer
+from .replication_control import (
+    PREFERRED_ELECTION,
+    UNCLEAN_ELECTION,
+    CreatedTopic,
+    IsrChange,
+    NewTopic,
+    ReplicationControl,
+    partitions_named,
+)
+
+log = logging.getLogger("minikafka.controller")
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """What a BrokerRegistration request asks for."""
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: uuid.UUID
+    endpoints: list[BrokerEndpointInfo]
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+
+
+@dataclass(frozen=True)
+class DeletedTopic:
+    name: str | None
+    topic_id: uuid.UUID | None
+    error: KafkaError | None
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    name: str
+    count: int
+    assignments: list[list[int]] | None
+
+
+@dataclass(frozen=True)
+class ConfigResourceAlteration:
+    resource_type: int
+    resource_name: str
+    alterations: list[ConfigAlteration]
+
+
+@dataclass(frozen=True)
+class IsrChangeResult:
+    change: IsrChange
+    error: ErrorCode
+    state: PartitionInfo | None  # the partition's state after the change, when accepted
+
+
+@dataclass(frozen=True)
+class TopicIsrChanges:
+    """The partitions of one topic in an AlterPartition request, named by id (v2+) or by name."""
+
+    topic_name: str | None
+    topic_id: uuid.UUID | None
+    changes: list[IsrChange]
+
+
+@dataclass(frozen=True)
+class ElectionResult:
+    topic: str
+    index: int
+    error: ErrorCode
+    message: str | None
+
+
+class QuorumController:
+    def __init__(self, config: QuorumControllerConfig, metadata_log: MetadataLog, cluster_id: str) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.node_id = config.node_id
+        self._log = metadata_log
+        self.image = MetadataImage()
+        self.heartbeats = BrokerHeartbeatManager(self.image, config.broker_session_timeout_ms)
+        self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer())
+        self._lock = trio.Lock()  # one operation at a time
+        self._log_lock = trio.Lock()  # the log is read on the event loop and appended on a worker thread
+        self._appended = trio.Event()
+        for entry in metadata_log.entries():
+            self._replay(entry.record, entry.offset, entry.controller_epoch)
+        self.image.controller_epoch = metadata_log.controller_epoch
+        self._end_offset = metadata_log.log_end_offset
+        log.info("controller %d loaded the metadata log up to offset %d in epoch %d: %d broker(s), %d topic(s)",
+                 self.node_id, self._end_offset, self.image.controller_epoch, len(self.image.brokers),
+                 len(self.image.topics))
+
+    @classmethod
+    def open(cls, config: QuorumControllerConfig, metadata_dir: Path) -> QuorumController:
+        """Open (or create) the metadata log in `metadata_dir` and replay it; the directory's meta.properties
+        holds the cluster id (`config.cluster_id` must match it, and is written there on first start)."""
+        cluster_id, _directory_id = LogDir(metadata_dir).load_or_create_meta(config.node_id, config.cluster_id)
+        metadata_log = MetadataLog.open(metadata_dir)
+        try:
+            return cls(config, metadata_log, cluster_id)
+        except BaseException:
+            metadata_log.close()
+            raise
+
+    def close(self) -> None:
+        self._log.close()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fence brokers whose sessions end and rebalance leaders, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.heartbeats.run, self.fence_if_stale)
+            if self.config.auto_leader_rebalance_enable:
+                nursery.start_soon(self._rebalance_periodically)
+            task_status.started()
+
+    # ---- the metadata log ----------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """One past the last committed record: the high watermark of `__cluster_metadata-0`."""
+        return self._end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    async def read_metadata(self, offset: int, max_bytes: int) -> bytes:
+        """Committed record batches from `offset`, for a metadata fetch; OFFSET_OUT_OF_RANGE outside the log."""
+        async with self._log_lock:
+            if not self._log.log_start_offset <= offset <= self._end_offset:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"offset {offset} is outside [{self._log.log_start_offset}, {self._end_offset}]")
+            return self._log.read(offset, max_bytes)
+
+    async def wait_for_records(self, offset: int, deadline: float) -> bool:
+        """Wait, until `deadline` on trio's clock, for a record at `offset` or later to be committed."""
+        with trio.move_on_at(deadline):
+            while self._end_offset <= offset:
+                await self._appended.wait()
+        return self._end_offset > offset
+
+    async def _commit(self, records: Sequence[MetadataRecord]) -> int:
+        """Append `records` as one durable batch, then replay them; returns the offset of the first. A failed
+        append raises and ends the controller: the batch may or may not be in the log."""
+        async with self._log_lock:
+            last = await trio.to_thread.run_sync(self._log.append, list(records))
+        first = last - len(records) + 1
+        for i, record in enumerate(records):
+            self._replay(record, first + i, self._log.controller_epoch)
+        self._end_offset = last + 1
+        appended, self._appended = self._appended, trio.Event()
+        appended.set()
+        return first
+
+    def _replay(self, record: MetadataRecord, offset: int, controller_epoch: int) -> None:
+        if isinstance(record, RegisterBrokerRecord):
+            previous = self.image.brokers.get(record.broker_id)
+            new_incarnation = previous is None or previous.incarnation_id != record.incarnation_id
+            self.image.replay(record, offset, controller_epoch)
+            self.heartbeats.registered(record.broker_id, offset, new_incarnation)
+            return
+        self.image.replay(record, offset, controller_epoch)
+        if isinstance(record, UnregisterBrokerRecord):
+            self.heartbeats.unregistered(record.broker_id)
+
+    # ---- brokers ---------------------------------------------------------------------------------------------
+
+    def _check_broker_epoch(self, broker_id: int, broker_epoch: int) -> BrokerInfo:
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}")
+        if broker.broker_epoch != broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"Expected broker epoch {broker.broker_epoch}, but got broker epoch {broker_epoch}")
+        return broker
+
+    async def register_broker(self, registration: BrokerRegistration, connection_id: int | None = None) -> int:
+        """Register a broker (fenced until it catches up) and return its broker epoch: the offset of its
+        RegisterBrokerRecord. A new incarnation of a registered broker id replaces the old one, whose replicas
+        leave their ISRs first (it may have lost what it had not flushed); the same incarnation registering again
+        keeps its epoch and state."""
+        async with self._lock:
+            broker_id = registration.broker_id
+            if registration.cluster_id != self.cluster_id:
+                raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                                 f"Expected cluster ID {self.cluster_id}, but got cluster ID {registration.cluster_id}")
+            existing = self.image.brokers.get(broker_id)
+            same_incarnation = existing is not None and existing.incarnation_id == registration.incarnation_id
+            if existing is not None and not same_incarnation and self.heartbeats.has_valid_session(broker_id):
+                raise KafkaError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                                 "Another broker is registered with that broker id.")
+            records: list[MetadataRecord] = []
+            if existing is not None and same_incarnation:
+                epoch, fenced, in_shutdown = existing.broker_epoch, existing.fenced, existing.in_controlled_shutdown
+            else:
+                if existing is not None and not existing.fenced:
+                    records += self.replication.remove_from_isrs(broker_id)
+                epoch, fenced, in_shutdown = self._end_offset + len(records), True, False
+            records.append(RegisterBrokerRecord(
+                broker_id=broker_id, is_migrating_zk_broker=False, incarnation_id=registration.incarnation_id,
+                broker_epoch=epoch, end_points=[RegisterBrokerRecord.BrokerEndpoint(
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    for e in registration.endpoints],
+                features=[], rack=registration.rack, fenced=fenced, in_controlled_shutdown=in_shutdown))
+            await self._commit(records)
+            self.heartbeats.touch(broker_id, -1, connection_id)
+            log.info("registered broker %d (incarnation %s) with broker epoch %d", broker_id,
+                     registration.incarnation_id, epoch)
+            return epoch
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, *, want_fence: bool = False,
+                        want_shut_down: bool = False, connection_id: int | None = None) -> HeartbeatReply:
+        """Keep a broker's session, and move it between fenced, unfenced and controlled shutdown as it asks."""
+        async with self._lock:
+            broker = self._check_broker_epoch(broker_id, broker_epoch)
+            current, after = self.heartbeats.next_state(broker, want_fence, want_shut_down, metadata_offset,
+                                                        lambda: self.replication.has_leaderships(broker_id))
+            records: list[MetadataRecord] = []
+            if after is not current:
+                if after.fenced and not broker.fenced:
+                    log.info("fencing broker %d at its request", broker_id)
+                    records = self.replication.broker_fenced(broker_id)
+                elif after is BrokerControlState.UNFENCED:
+                    log.info("unfencing broker %d: it has replayed the metadata log to offset %d", broker_id,
+                             metadata_offset)
+                    records = self.replication.broker_unfenced(broker_id)
+                elif after is BrokerControlState.CONTROLLED_SHUTDOWN:
+                    log.info("broker %d begins a controlled shutdown", broker_id)
+                    records = self.replication.broker_in_controlled_shutdown(broker_id)
+            if records:
+                await self._commit(records)
+            if after is BrokerControlState.CONTROLLED_SHUTDOWN and current is not after:
+                self.heartbeats.began_controlled_shutdown(broker_id, self._end_offset - 1)
+            self.heartbeats.touch(broker_id, metadata_offset, connection_id)
+            session = self.heartbeats.sessions[broker_id]
+            return HeartbeatReply(is_caught_up=metadata_offset >= session.registration_offset,
+                                  is_fenced=after.fenced,
+                                  should_shut_down=after is BrokerControlState.SHUTDOWN_NOW)
+
+    async def fence_if_stale(self, broker_id: int) -> None:
+        """Fence a broker whose session has ended (timed out, or its connection closed), unless it heartbeat
+        again meanwhile."""
+        async with self._lock:
+            if broker_id not in self.heartbeats.stale_brokers():
+                return
+            if self.heartbeats.session_lost_by_close(broker_id):
+                log.info("fencing broker %d: its controller connection closed", broker_id)
+            else:
+                log.info("fencing broker %d: no heartbeat for %d ms", broker_id,
+                         self.config.broker_session_timeout_ms)
+            await self._commit(self.replication.broker_fenced(broker_id))
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """(first id, count) of a new block of producer ids, durable before it is handed out."""
+        async with self._lock:
+            self._check_broker_epoch(broker_id, broker_epoch)
+            start = self.image.next_producer_id
+            await self._commit([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                  next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)])
+            return start, PRODUCER_ID_BLOCK_SIZE
+
+    # ---- topics and partitions ---------------------------------------------------------------------------------
+
+    async def create_topics(self, topics: Sequence[NewTopic],
+                            validate_only: bool = False) -> list[CreatedTopic | KafkaError]:
+        """Create each topic, or say why not; with `validate_only`, only say."""
+        async with self._lock:
+            records: list[MetadataRecord] = []
+            results: list[CreatedTopic | KafkaError] = []
+            for topic in topics:
+                try:
+                    topic_records, created = self.replication.create_topic(topic)
+                except KafkaError as exc:
+                    results.append(exc)
+                    continue
+                records += topic_records
+                results.append(created)
+            if records and not validate_only:
+                await self._commit(records)
+                for result in results:
+                    if isinstance(result, CreatedTopic):
+                        log.info("created topic %s with %d partition(s), replication factor %d (id %s)",
+                                 result.name, result.num_partitions, result.replication_factor, result.topic_id)
+            return results
+
+    async def delete_topics(self, targets: Sequence[tuple[str | None, uuid.UUID | None]]) -> list[DeletedTopic]:
+        """Delete topics named by name or (when given) by id: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for
+        those that do not exist, TOPIC_DELETION_DISABLED for the others when delete.topic.enable is false."""
+        async with self._lock:
+            records: list[MetadataRecord] = []
+            results = []
+            for name, topic_id in targets:
+                if topic_id is not None:
+                    topic = self.image.topics_by_id.get(topic_id)
+                    missing = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                else:
+                    topic = self.image.topics.get(name) if name is not None else None
+                    missing = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if topic is None:
+                    results.append(DeletedTopic(name, topic_id, missing))
+                elif not self.config.delete_topic_enable:
+                    results.append(DeletedTopic(topic.name, topic.topic_id,
+                                                KafkaError(ErrorCode.TOPIC_DELETION_DISABLED,
+                                                           "Topic deletion is disabled.")))
+                else:
+                    records += self.replication.delete_topic(topic)
+                    results.append(DeletedTopic(topic.name, topic.topic_id, None))
+            if records:
+                await self._commit(records)
+                for result in results:
+                    if result.error is None:
+                        log.info("deleted topic %s (id %s)", result.name, result.topic_id)
+            return results
+
+    async def create_partitions(self, requests: Sequence[NewPartitions],
+                                validate_only: bool = False) -> list[KafkaError | None]:
+        async with self._lock:
+            records: list[MetadataRecord] = []
+            results: list[KafkaError | None] = []
+            for request in requests:
+                try:
+                    records += self.replication.create_partitions(request.name, request.count, request.assignments)
+                    results.append(None)
+                except KafkaError as exc:
+                    results.append(exc)
+            if records and not validate_only:
+                await self._commit(records)
+            return results
+
+    async def alter_configs(self, resources: Sequence[ConfigResourceAlteration], *, incremental: bool,
+                            validate_only: bool = False) -> list[KafkaError | None]:
+        """Alter topic configs: incrementally (SET, DELETE, APPEND, SUBTRACT) or, for the legacy AlterConfigs,
+        replacing all of a topic's overrides. Enabling unclean leader election elects leaders for the topic's
+        offline partitions at once."""
+        async with self._lock:
+            records: list[MetadataRecord] = []
+            results: list[KafkaError | None] = []
+            for resource in resources:
+                try:
+                    records += self._alter_topic_configs(resource, incremental)
+                    results.append(None)
+                except KafkaError as exc:
+                    results.append(exc)
+            if records and not validate_only:
+                await self._commit(records)
+            return results
+
+    def _alter_topic_configs(self, resource: ConfigResourceAlteration, incremental: bool) -> list[MetadataRecord]:
+        if resource.resource_type != TOPIC_RESOURCE:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"altering configs of resource type {resource.resource_type} is not supported")
+        topic = self.image.topics.get(resource.resource_name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist")
+        check_no_duplicates(resource.alterations)
+        defaults = self.config.log_defaults
+        current = self.image.topic_configs.get(topic.name, {})
+        new = (incrementally_altered(current, defaults, resource.alterations) if incremental
+               else replaced(resource.alterations))
+        effective = validate_topic_configs(new, defaults)
+        records: list[MetadataRecord] = list(config_records(topic.name, current, new))
+        was_unclean = unclean_leader_election_enabled(self.image, topic.name, self.node_id, defaults)
+        if UNCLEAN_LEADER_ELECTION in new and effective.unclean_leader_election_enable and not was_unclean:
+            records += self.replication.unclean_elections(topic)
+        return records
+
+    # ---- leaders and ISRs --------------------------------------------------------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int,
+                              topics: Sequence[TopicIsrChanges]) -> list[list[IsrChangeResult]]:
+        """ISR changes proposed by partition leaders; STALE_BROKER_EPOCH (raised) when the sender's registration
+        is not the one it names."""
+        async with self._lock:
+            self._check_broker_epoch(broker_id, broker_epoch)
+            records: list[MetadataRecord] = []
+            results = []
+            for request in topics:
+                if request.topic_id is not None:
+                    topic = self.image.topics_by_id.get(request.topic_id)
+                    missing = ErrorCode.UNKNOWN_TOPIC_ID
+                else:
+                    topic = self.image.topics.get(request.topic_name) if request.topic_name is not None else None
+                    missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                topic_results = []
+                for change in request.changes:
+                    if topic is None:
+                        topic_results.append(IsrChangeResult(change, missing, None))
+                        continue
+                    record, error, state = self.replication.alter_partition(broker_id, topic, change)
+                    if error is not ErrorCode.NONE:
+                        log.info("refused AlterPartition from broker %d for %s-%d: %s", broker_id, topic.name,
+                                 change.index, error.name)
+                    elif record is not None:
+                        records.append(record)
+                        log.info("broker %d changed the ISR of %s-%d to %s", broker_id, topic.name, change.index,
+                                 state.isr if state is not None else None)
+                    topic_results.append(IsrChangeResult(change, error, state))
+                results.append(topic_results)
+            if records:
+                await self._commit(records)
+            return results
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None) -> list[ElectionResult]:
+        """Preferred or unclean elections for the named partitions, or for all (then leaving out those that
+        need none, as Kafka does)."""
+        if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}")
+        async with self._lock:
+            records: list[MetadataRecord] = []
+            results = []
+            decided: dict[tuple[str, int], ElectionResult] = {}  # a partition named twice is elected once
+            for topic, index in partitions_named(self.image, None if partitions is None else list(partitions)):
+                result = decided.get((topic, index))
+                if result is None:
+                    record, error, message = self.replication.elect_leader(topic, index, election_type)
+                    if record is not None:
+                        records.append(record)
+                    result = decided[(topic, index)] = ElectionResult(topic, index, error, message)
+                if partitions is None and result.error is ErrorCode.ELECTION_NOT_NEEDED:
+                    continue
+                results.append(result)
+            if records:
+                await self._commit(records)
+                log.info("ElectLeaders (%s) elected leaders for %d partition(s)",
+                         "preferred" if election_type == PREFERRED_ELECTION else "unclean", len(records))
+            return results
+
+    async def move_leader(self, topic: str, index: int, to: int) -> PartitionInfo:
+        """Make replica `to` lead the partition (a controlled move injected by a test, see leader_move); returns
+        the partition's state after it."""
+        async with self._lock:
+            record = leader_move(self.image, topic, index, to)
+            if record is not None:
+                await self._commit([record])
+                log.info("moved the leadership of %s-%d to broker %d", topic, index, to)
+            return self.image.topics[topic].partitions[index]
+
+    async def rebalance_leaders(self) -> None:
+        """Move leadership back to preferred replicas where a broker leads too few of its preferred partitions
+        (auto.leader.rebalance.enable)."""
+        async with self._lock:
+            records = self.replication.preferred_leader_rebalance(self.config.leader_imbalance_per_broker_percentage)
+            if records:
+                log.info("leader rebalance: moving %d partition(s) back to their preferred leader", len(records))
+                await self._commit(records)
+
+    async def _rebalance_periodically(self) -> None:
+        interval = max(self.config.leader_imbalance_check_interval_seconds, 1)
+        while True:
+            await trio.sleep(interval)
+            await self.rebalance_leaders()

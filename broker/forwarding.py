@@ -1,0 +1,122 @@
+"""Admin requests that change cluster metadata go to the controller (Kafka's ForwardingManager, KIP-590).
+
+CreateTopics, DeleteTopics, CreatePartitions, topic AlterConfigs / IncrementalAlterConfigs and ElectLeaders are
+sent to the controller as the same Kafka request, and its response is relayed to the client. Before answering,
+the broker waits (bounded) until its own metadata image has replayed everything the controller had committed
+when it answered, so a client that creates a topic and then produces to this broker finds it here. A request the
+controller could not be reached for is answered with REQUEST_TIMED_OUT in every entry, as Kafka answers a
+forwarded request that timed out.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import trio
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
+
+from .controller_channel import ControllerChannel
+from .metadata_loader import MetadataFetchError, MetadataLoader
+from .network_client import DisconnectedError
+
+if TYPE_CHECKING:
+    from .kafka_apis import RequestContext
+
+log = logging.getLogger("minikafka.forwarding")
+
+API_VERSIONS_VERSION = 3
+
+# Builds the answer to a request that could not be forwarded: every entry with this error and message.
+FailedResponse = Callable[[ErrorCode, str], ApiMessage]
+
+
+class ForwardingError(Exception):
+    """The controller could not be asked, or cannot take this version of the request; `code` is the error to
+    answer each entry with."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ForwardingManager:
+    def __init__(self, channel: ControllerChannel, loader: MetadataLoader, metadata_wait_ms: int) -> None:
+        self._channel = channel
+        self._loader = loader
+        self._metadata_wait_s = metadata_wait_ms / 1000
+        self._controller_versions: dict[int, tuple[int, int]] | None = None
+
+    @property
+    def channel(self) -> ControllerChannel:
+        return self._channel
+
+    async def forward(self, request: ApiMessage, version: int) -> ApiMessage:
+        """The controller's response to `request` at `version`, once this broker's metadata has caught up with it.
+        Raises ForwardingError when there is no answer to relay."""
+        await self._check_version(request.API_KEY, version)
+        try:
+            response = await self._channel.send(_encodable(request), version)
+        except DisconnectedError as exc:
+            log.warning("%s not forwarded: %s", type(request).__name__, exc)
+            raise ForwardingError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        await self.catch_up()
+        return _encodable(response)
+
+    async def catch_up(self) -> bool:
+        """Wait (bounded) until this broker has replayed what the controller has committed now; False if the
+        wait ran out or the controller could not be asked."""
+        with trio.move_on_after(self._metadata_wait_s):
+            try:
+                high_watermark = await self._loader.controller_high_watermark(self._channel)
+            except (DisconnectedError, MetadataFetchError) as exc:
+                log.info("cannot learn the controller's metadata offset: %s", exc)
+                return False
+            await self._loader.wait_for(high_watermark)
+            return True
+        log.info("metadata did not catch up with the controller within %.1f s", self._metadata_wait_s)
+        return False
+
+    async def _check_version(self, api_key: int, version: int) -> None:
+        """Refuse a version the controller does not serve, before sending it (the controller would close the
+        connection). The controller's ranges are asked once; a controller that does not say is trusted."""
+        if self._controller_versions is None:
+            self._controller_versions = await self._ask_versions()
+        lo, hi = self._controller_versions.get(api_key, (version, version))
+        if not lo <= version <= hi:
+            raise ForwardingError(ErrorCode.UNSUPPORTED_VERSION,
+                                  f"the controller serves {ApiKey(api_key).api_name} v{lo}-{hi}, not v{version}")
+
+    async def _ask_versions(self) -> dict[int, tuple[int, int]]:
+        request = ApiVersionsRequest[API_VERSIONS_VERSION](client_software_name="minikafka",
+                                                           client_software_version="1")
+        try:
+            response = await self._channel.send(request, API_VERSIONS_VERSION)
+        except DisconnectedError as exc:
+            raise ForwardingError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a controller that cannot say is trusted with the client's version
+            log.info("the controller did not answer ApiVersions (%r); forwarding at the clients' versions", exc)
+            return {}
+        if response.error_code != ErrorCode.NONE:
+            return {}
+        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def _encodable(message: ApiMessage) -> ApiMessage:
+    """`message`, ready to be encoded again: kafka-python's decoder leaves out the (empty) header slot its
+    constructor sets, and its encoder looks at that slot when it is given a version."""
+    if not hasattr(message, "_header"):
+        message._header = None
+    return message
+
+
+async def forward(ctx: RequestContext, request: ApiMessage, failed: FailedResponse) -> ApiMessage:
+    """A handler's whole work for a forwarded request: the controller's answer, or `failed`'s."""
+    try:
+        return await ctx.broker.forwarding.forward(request, ctx.version)
+    except ForwardingError as exc:
+        return failed(exc.code, str(exc))

@@ -1,0 +1,187 @@
+"""What the cluster fault tests assert after a history of kills, pauses and restarts.
+
+- Accounting: every record a producer was acknowledged for is in the partition exactly once, at the offset its
+  acknowledgement named; records are told apart by their values, which the tests make unique.
+- Replicas: each replica's partition directory, read from its broker's data dir once the replicas have caught up
+  (or the brokers are stopped), holds the same record batches (base offset, last offset, leader epoch, CRC,
+  producer id and sequence) and the same leader-epoch-checkpoint; and that checkpoint is exactly the epoch changes
+  of the batches (each epoch starts at its first batch), as Kafka keeps it on a follower.
+
+The checkpoint rule assumes every leader epoch the partition kept wrote at least one batch: a leader records its
+epoch when elected, before any record arrives, and its followers learn the epoch only from a batch. The tests write
+after each election, as Kafka's own epoch tests do.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from minikafka.protocol.record_batch import BatchHeader, batch_crc_ok, iter_batches
+from minikafka.storage.checkpoint import EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint
+from minikafka.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT
+from minikafka.storage.log_dir import REPLICATION_CHECKPOINT
+from minikafka.storage.segment import LOG_SUFFIX
+
+if TYPE_CHECKING:
+    from minikafka.broker_handle import Broker
+    from minikafka.cluster_handle import Cluster
+    from minikafka.integration.state import Record
+
+
+# ---- acknowledgements ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Acknowledgements:
+    """What a producer was told, gathered from its delivery reports (on any thread): the offset of each
+    acknowledged value per partition, and the errors it reported (a test expects none)."""
+
+    offsets: dict[int, dict[int, bytes]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def acknowledged(self, partition: int, offset: int, value: bytes) -> None:
+        """Noted; an offset acknowledged for two values is noted as an error (a client's callback thread may
+        swallow an exception)."""
+        with self._lock:
+            previous = self.offsets.setdefault(partition, {}).setdefault(offset, value)
+            if previous != value:
+                self.errors.append(f"partition {partition} offset {offset} acknowledged for {previous!r} and for "
+                                   f"{value!r}")
+
+    def failed(self, error: str) -> None:
+        with self._lock:
+            self.errors.append(error)
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(by_offset) for by_offset in self.offsets.values())
+
+    def of(self, partition: int) -> dict[int, bytes]:
+        with self._lock:
+            return dict(self.offsets.get(partition, {}))
+
+
+def assert_acknowledged_exactly_once(records: Iterable[Record], acknowledged: Mapping[int, bytes],
+                                     where: str) -> None:
+    """Every acknowledged value sits at its acknowledged offset, and no value is stored twice (the producers these
+    tests use are idempotent, or never retry a write that may have landed)."""
+    stored = list(records)
+    by_offset = {r.offset: r.value for r in stored}
+    wrong = [(offset, value, by_offset.get(offset)) for offset, value in sorted(acknowledged.items())
+             if by_offset.get(offset) != value]
+    assert not wrong, (f"{where}: {len(wrong)} of {len(acknowledged)} acknowledged records are not at their "
+                       f"acknowledged offsets; first (offset, acknowledged value, stored value): {wrong[:5]}")
+    twice = sorted((value, count) for value, count in Counter(r.value for r in stored).items() if count > 1)
+    assert not twice, f"{where}: {len(twice)} values are stored more than once, e.g. {twice[:5]}"
+
+
+# ---- replicas on disk ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StoredBatch:
+    """A record batch as a replica's segment file holds it (what must match byte for byte across replicas: the
+    CRC covers everything after the leader epoch)."""
+
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    crc: int
+    producer_id: int
+    base_sequence: int
+
+    @classmethod
+    def of(cls, header: BatchHeader) -> StoredBatch:
+        return cls(header.base_offset, header.last_offset, header.partition_leader_epoch, header.crc,
+                   header.producer_id, header.base_sequence)
+
+
+@dataclass(frozen=True)
+class ReplicaLog:
+    broker_id: int
+    batches: list[StoredBatch]
+    epochs: list[EpochEntry]
+
+
+def partition_dir(broker: Broker, topic: str, partition: int) -> Path:
+    return broker.data_dir / f"{topic}-{partition}"
+
+
+def stored_batches(directory: Path) -> list[StoredBatch]:
+    """The batches of every segment of a partition directory, in offset order; a batch whose CRC does not match
+    its bytes, or bytes after the last whole batch, fail the test."""
+    batches: list[StoredBatch] = []
+    for path in sorted(directory.glob(f"*{LOG_SUFFIX}"), key=lambda p: int(p.stem)):
+        data = path.read_bytes()
+        end = 0
+        for position, header in iter_batches(data):
+            assert batch_crc_ok(data, position, header), f"{path}: batch at offset {header.base_offset} fails its CRC"
+            batches.append(StoredBatch.of(header))
+            end = position + header.size
+        assert end == len(data), f"{path}: {len(data) - end} bytes after the last whole batch (at byte {end})"
+    return batches
+
+
+def leader_epochs(directory: Path) -> list[EpochEntry]:
+    return read_leader_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT)
+
+
+def replica_log(broker: Broker, topic: str, partition: int) -> ReplicaLog:
+    directory = partition_dir(broker, topic, partition)
+    return ReplicaLog(broker.node_id, stored_batches(directory), leader_epochs(directory))
+
+
+def high_watermark_checkpoint(broker: Broker, topic: str, partition: int) -> int | None:
+    """The broker's replication-offset-checkpoint entry for the partition (None: none written yet)."""
+    return read_offset_checkpoint(broker.data_dir / REPLICATION_CHECKPOINT).get((topic, partition))
+
+
+def epoch_changes(batches: list[StoredBatch]) -> list[EpochEntry]:
+    """Where each leader epoch starts in a list of batches: the leader-epoch-checkpoint a follower derives."""
+    entries: list[EpochEntry] = []
+    for batch in batches:
+        if not entries or entries[-1].epoch != batch.leader_epoch:
+            entries.append(EpochEntry(batch.leader_epoch, batch.base_offset))
+    return entries
+
+
+def assert_well_formed(log: ReplicaLog, where: str) -> None:
+    """Offsets follow on from batch to batch, leader epochs never go down, and the checkpoint matches the batches."""
+    for before, after in zip(log.batches, log.batches[1:], strict=False):
+        assert after.base_offset == before.last_offset + 1, (
+            f"{where}, broker {log.broker_id}: batch at {after.base_offset} follows one ending at {before.last_offset}")
+        assert after.leader_epoch >= before.leader_epoch, (
+            f"{where}, broker {log.broker_id}: leader epoch {after.leader_epoch} at offset {after.base_offset} "
+            f"after epoch {before.leader_epoch}")
+    assert log.epochs == epoch_changes(log.batches), (
+        f"{where}, broker {log.broker_id}: leader-epoch-checkpoint {log.epochs} is not the epoch changes of its "
+        f"batches {epoch_changes(log.batches)}")
+
+
+def assert_replicas_identical(cluster: Cluster, topic: str, partition: int = 0) -> list[StoredBatch]:
+    """Every replica of the partition holds the same batches and leader-epoch-checkpoint; returns the batches.
+
+    Call it when the replicas have caught up (`cluster.wait_for_replicas_caught_up`) and nothing is producing, or
+    with the brokers stopped.
+    """
+    where = f"{topic}-{partition}"
+    replicas = cluster.state.partition(topic, partition).replicas
+    logs = [replica_log(cluster.broker(r), topic, partition) for r in replicas]
+    for log in logs:
+        assert_well_formed(log, where)
+    reference = logs[0]
+    for log in logs[1:]:
+        if log.batches != reference.batches:
+            first = next((i for i, (a, b) in enumerate(zip(reference.batches, log.batches, strict=False)) if a != b),
+                         min(len(reference.batches), len(log.batches)))
+            raise AssertionError(
+                f"{where}: brokers {reference.broker_id} and {log.broker_id} differ from batch {first} on "
+                f"({len(reference.batches)} and {len(log.batches)} batches): "
+                f"{reference.batches[first:first + 2]} vs {log.batches[first:first + 2]}")
+        assert log.epochs == reference.epochs, (
+            f"{where}: leader-epoch-checkpoint of broker {reference.broker_id} {reference.epochs} != that of broker "
+            f"{log.broker_id} {log.epochs}")
+    return reference.batches
