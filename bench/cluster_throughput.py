@@ -13,21 +13,10 @@ import os
 import statistics
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from broker_throughput import RECORD, consume, rss_mb  # the single-broker bench, beside this file
+from confluent_kafka import KafkaException, Producer
 
 import minikafka
-
-RECORD = 1024
-
-
-def rss_mb(pid: int | None) -> float:
-    if pid is None:
-        return float("nan")
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def produce(bootstrap: str, topic: str, count: int) -> float:
@@ -49,26 +38,6 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
     left = producer.flush(300)
     if left or failed:
         raise SystemExit(f"{left} records not delivered, {len(failed)} failed ({failed[:3]})")
-    return time.perf_counter() - started
-
-
-def consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-                         "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 1_000_000})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen = 0
-    started = time.perf_counter()
-    deadline = started + 300
-    try:
-        while seen < count and time.perf_counter() < deadline:
-            for message in consumer.consume(10000, 1.0):
-                if message.error() is None:
-                    seen += 1
-    finally:
-        consumer.close()
-    if seen < count:
-        raise SystemExit(f"consumed only {seen} of {count}")
     return time.perf_counter() - started
 
 
