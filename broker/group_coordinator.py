@@ -728,7 +728,8 @@ def load_group_coordinator(broker: Any) -> GroupCoordinator:
         log.warning("%s has %d partitions but offsets.topic.num.partitions is %d; using the topic's count",
                     GROUP_METADATA_TOPIC, len(topic.partitions), config.num_partitions)
         config.num_partitions = len(topic.partitions)
-    coordinator = GroupCoordinator(config, GroupMetadataLog(broker.replica_manager))
+    coordinator = GroupCoordinator(config, GroupMetadataLog(broker.replica_manager,
+                                                            broker.config.get("offsets.commit.timeout.ms")))
     coordinator.group_manager.active = True
     return coordinator
 

@@ -16,11 +16,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import trio
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
+from minikafka.storage.log import AppendInfo
 
+from .delayed_produce import AppendResult, DelayedProduce
 from .group import OffsetAndMetadata
 from .replica_manager import error_of
 
@@ -88,6 +91,8 @@ RecordValue = OffsetAndMetadata | GroupMetadataValue | None
 # A coordinator record as written to the log: key bytes and value bytes (None: a tombstone).
 Record = tuple[bytes, bytes | None]
 
+
+DEFAULT_COMMIT_TIMEOUT_MS = 5000
 
 # ---- primitive encoding (Kafka's generated-message wire types) --------------------------------------------------
 
@@ -391,8 +396,9 @@ _APPEND_ERROR_MAP = {
 class GroupMetadataLog:
     """Appends coordinator records to, and replays them from, the partitions of `__consumer_offsets`."""
 
-    def __init__(self, replica_manager) -> None:
+    def __init__(self, replica_manager, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
         self._replica_manager = replica_manager
+        self._commit_timeout_ms = commit_timeout_ms
 
     def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
         """Write records to one partition through the replica manager (acks=all); NONE or the group API error."""
@@ -410,6 +416,28 @@ class GroupMetadataLog:
         code = _APPEND_ERROR_MAP.get(result.error.code, result.error.code)
         log.warning("writing %d coordinator records to %s-%d failed: %s -> %s", len(records), *tp,
                     result.error.code.name, code.name)
+        return code
+
+    async def wait_replicated(self, partition: int) -> ErrorCode:
+        """Wait, at most offsets.commit.timeout.ms, until the ISR has everything appended to the partition so
+        far: the coordinator answers a write only once it is committed, as Kafka's acks=all coordinator appends
+        do. NONE or the group API error."""
+        tp = (GROUP_METADATA_TOPIC, partition)
+        hosted = self._replica_manager.get_partition(*tp)
+        if hosted is None:
+            return _APPEND_ERROR_MAP.get(self._replica_manager.unhosted_error(tp), ErrorCode.NOT_COORDINATOR)
+        end = hosted.log.log_end_offset
+        # The wait only needs the offset the high watermark must pass: the last one appended.
+        appended = AppendInfo(end - 1, end - 1, -1, end - 1, -1, hosted.log.log_start_offset, 0)
+        delayed = DelayedProduce(self._replica_manager, {tp: AppendResult(None, appended)})
+        if not delayed.try_complete():
+            await delayed.wait(self._replica_manager.purgatory,
+                               trio.current_time() + self._commit_timeout_ms / 1000)
+        error = delayed.results[tp].error
+        if error is None:
+            return ErrorCode.NONE
+        code = _APPEND_ERROR_MAP.get(error.code, error.code)
+        log.warning("coordinator records of %s-%d not replicated: %s -> %s", *tp, error.code.name, code.name)
         return code
 
     def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:

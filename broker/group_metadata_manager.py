@@ -46,6 +46,8 @@ class MetadataLog(Protocol):
 
     def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
 
+    async def wait_replicated(self, partition: int) -> ErrorCode: ...
+
 
 @functools.lru_cache(maxsize=65536)
 def java_string_hashcode(value: str) -> int:
@@ -182,6 +184,11 @@ class GroupMetadataManager:
         if error == ErrorCode.NONE:
             self._log_records[partition] += len(records)
         return error
+
+    async def wait_replicated(self, group_id: str) -> ErrorCode:
+        """Wait until the writes made so far to the group's partition are committed: a request that wrote
+        answers only then (NONE, or the group API error), while its state changes stay as made."""
+        return await self.metadata_log.wait_replicated(self.partition_for(group_id))
 
     def store_group(self, group: Group, assignment: dict[str, bytes]) -> ErrorCode:
         """Persist the group's generation, members and their assignments (Kafka's GroupMetadataValue)."""

@@ -44,6 +44,7 @@ from typing import Any
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
+from ..group import SyncResult
 from ..group_coordinator import GroupCoordinator, JoinRequest
 from ..group_metadata_log import GROUP_METADATA_TOPIC
 from ..kafka_apis import RequestContext
@@ -73,6 +74,11 @@ def _coordinator(ctx: RequestContext) -> GroupCoordinator:
 
 def _offset_manager(ctx: RequestContext) -> OffsetManager:
     return ctx.broker.group_coordinator.offset_manager
+
+
+async def _committed(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """A request that wrote group records answers once they are committed (NONE) or with the group API error."""
+    return await _coordinator(ctx).group_manager.wait_replicated(group_id)
 
 
 async def _ensure_offsets_topic(ctx: RequestContext) -> None:
@@ -154,6 +160,10 @@ async def handle_join_group(ctx: RequestContext, request) -> object:
         protocols=[(p.name, bytes(p.metadata or b"")) for p in request.protocols],
         api_version=ctx.version, reason=request.reason if ctx.version >= 8 else None)
     result = await _coordinator(ctx).join_group(req).wait()
+    if result.error == ErrorCode.NONE and req.group_instance_id is not None:
+        error = await _committed(ctx, req.group_id)
+        if error != ErrorCode.NONE:
+            result.error = error
     protocol_name = result.protocol_name
     if ctx.version < 7 and protocol_name is None:
         protocol_name = ""
@@ -179,6 +189,10 @@ async def handle_sync_group(ctx: RequestContext, request) -> object:
         request.group_instance_id if ctx.version >= 3 else None,
         request.protocol_type if ctx.version >= 5 else None, request.protocol_name if ctx.version >= 5 else None,
         [(a.member_id, bytes(a.assignment or b"")) for a in request.assignments]).wait()
+    if result.error == ErrorCode.NONE:
+        error = await _committed(ctx, request.group_id)
+        if error != ErrorCode.NONE:
+            result = SyncResult(error)
     if result.error != ErrorCode.NONE:
         log.info("SyncGroup %s from member %s: %s", request.group_id, request.member_id, result.error.name)
     return ctx.response(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
@@ -249,6 +263,10 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
                 request.group_id, request.member_id or "",
                 request.group_instance_id if ctx.version >= 7 else None, request.generation_id_or_member_epoch,
                 request.retention_time_ms if ctx.version <= 4 else -1, entries, ctx.version)
+            if ErrorCode.NONE in entry_errors:
+                error = await _committed(ctx, request.group_id)
+                if error != ErrorCode.NONE:
+                    entry_errors = [error if code == ErrorCode.NONE else code for code in entry_errors]
         except KafkaError as exc:
             group_error = exc.code
             log.info("OffsetCommit for group %s (member %r, generation %d) refused: %s", request.group_id,
@@ -358,6 +376,9 @@ async def handle_offset_delete(ctx: RequestContext, request) -> object:
         deleted = dict(_offset_manager(ctx).delete_offsets(request.group_id, known))
     except KafkaError as exc:
         return ctx.response(error_code=exc.code, throttle_time_ms=0, topics=[])
+    error = await _committed(ctx, request.group_id)
+    if error != ErrorCode.NONE:
+        return ctx.response(error_code=error, throttle_time_ms=0, topics=[])
     topics = []
     for t in request.topics:
         codes = dict(deleted.get(t.name, []))
@@ -408,6 +429,8 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
     R = ctx.response_class
     names = list(dict.fromkeys(request.groups_names))
     results = _coordinator(ctx).delete_groups(names)
+    results = [(group_id, await _committed(ctx, group_id) if code == ErrorCode.NONE and group_id is not None
+                else code) for group_id, code in results]
     for group_id, code in results:
         if code != ErrorCode.NONE:
             log.info("DeleteGroups %s: %s", group_id, code.name)

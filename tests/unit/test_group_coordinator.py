@@ -7,11 +7,14 @@ import pytest
 import trio
 
 from minikafka.broker.coordinator_timer import CoordinatorTimer
+from minikafka.broker.delayed_produce import produce_key
 from minikafka.broker.group import GroupState, OffsetAndMetadata
 from minikafka.broker.group_coordinator import GroupCoordinator, JoinRequest
 from minikafka.broker.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.group_metadata_log import (
+    GROUP_METADATA_TOPIC,
     GroupMetadataKey,
+    GroupMetadataLog,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
@@ -22,6 +25,7 @@ from minikafka.broker.group_metadata_log import (
 )
 from minikafka.broker.group_metadata_manager import java_string_hashcode, partition_for
 from minikafka.broker.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
+from minikafka.broker.purgatory import Purgatory
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode
@@ -48,6 +52,9 @@ class MemoryLog:
 
     def rewrite(self, partition, records, now_ms):
         self.records[partition] = list(records)
+        return E.NONE
+
+    async def wait_replicated(self, partition):
         return E.NONE
 
     def decoded(self):
@@ -416,3 +423,57 @@ async def test_group_max_size(running):
     second = coordinator.join_group(request(version=3)).result
     assert second.error == E.GROUP_MAX_SIZE_REACHED
     assert len(coordinator.groups["g"].members) == 1
+
+
+class ReplicatingPartition:
+    """A leader of a __consumer_offsets partition whose followers catch up when the test says."""
+
+    def __init__(self, log_end_offset: int) -> None:
+        self.log = type("Log", (), {"log_end_offset": log_end_offset, "log_start_offset": 0})()
+        self.high_watermark = 0
+        self.is_leader = True
+
+    def check_enough_replicas_reach_offset(self, required_offset):
+        if not self.is_leader:
+            return True, E.NOT_LEADER_OR_FOLLOWER
+        return self.high_watermark >= required_offset, E.NONE
+
+
+class ReplicaManagerWithOnePartition:
+    def __init__(self, partition: ReplicatingPartition) -> None:
+        self.partition = partition
+        self.purgatory = Purgatory()
+
+    def get_partition(self, topic, index):
+        return self.partition if (topic, index) == (GROUP_METADATA_TOPIC, 0) else None
+
+    def unhosted_error(self, tp):
+        return E.NOT_LEADER_OR_FOLLOWER
+
+    def replicate(self, high_watermark: int) -> None:
+        self.partition.high_watermark = high_watermark
+        self.purgatory.check_and_complete(produce_key((GROUP_METADATA_TOPIC, 0)))
+
+
+async def test_writes_answer_once_the_isr_has_them(autojump_clock, nursery):
+    partition = ReplicatingPartition(log_end_offset=3)
+    replicas = ReplicaManagerWithOnePartition(partition)
+    metadata_log = GroupMetadataLog(replicas, commit_timeout_ms=5000)
+    answers = []
+
+    async def wait():
+        answers.append(await metadata_log.wait_replicated(0))
+    nursery.start_soon(wait)
+    await trio.sleep(1)
+    assert answers == []
+    replicas.replicate(3)
+    await trio.sleep(1)
+    assert answers == [E.NONE]
+    assert await metadata_log.wait_replicated(1) == E.NOT_COORDINATOR
+
+    partition.log.log_end_offset = 4
+    start = trio.current_time()
+    assert await metadata_log.wait_replicated(0) == E.COORDINATOR_NOT_AVAILABLE
+    assert trio.current_time() - start == pytest.approx(5)
+    partition.is_leader = False
+    assert await metadata_log.wait_replicated(0) == E.NOT_COORDINATOR
