@@ -55,7 +55,8 @@ class DelayedProduce:
         return not self._required
 
     def _fail(self, tp: TopicPartition, code: ErrorCode, message: str) -> None:
-        self.results[tp] = AppendResult(KafkaError(code, message), None)
+        """The error, keeping the append's outcome: as Kafka's, the response still names the offsets the batch got."""
+        self.results[tp] = AppendResult(KafkaError(code, message), self.results[tp].info)
 
     async def wait(self, purgatory: Purgatory, deadline: float, client: trio.SocketStream | None = None,
                    stop_early: Callable[[], bool] | None = None) -> dict[TopicPartition, AppendResult]:

@@ -106,8 +106,13 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
                     leader_id, leader_epoch = replica_manager.current_leader(tp)
                     hint["current_leader"] = PR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
                     leaders.add(leader_id)
-                parts.append(PR(index=p.index, error_code=result.error.code, base_offset=-1, log_append_time_ms=-1,
-                                log_start_offset=-1, record_errors=[], error_message=result.error.message, **hint))
+                # An acks=all append that then failed (timed out, ISR shrunk, leadership lost) keeps its offsets.
+                info = result.info
+                parts.append(PR(index=p.index, error_code=result.error.code,
+                                base_offset=info.first_offset if info else -1,
+                                log_append_time_ms=info.log_append_time if info else -1,
+                                log_start_offset=info.log_start_offset if info else -1,
+                                record_errors=[], error_message=result.error.message, **hint))
             else:
                 info = result.info
                 assert info is not None  # an append without an error has its outcome

@@ -80,8 +80,8 @@ def test_frozen_followers_leave_the_isr_and_acks_all_holds_down_to_min_insync_re
                                     STUCK_PRODUCE_TIMEOUT_MS)
                 alone = cluster.wait_for_isr(TOPIC, 0, 1, timeout=WAIT_S)
                 second_out_s = time.monotonic() - paused_at
-                error, _ = stuck.result(timeout=WAIT_S)
-            assert error == ErrorCode.REQUEST_TIMED_OUT, error.name
+                error, stuck_base = stuck.result(timeout=WAIT_S)
+            assert (error, stuck_base) == (ErrorCode.REQUEST_TIMED_OUT, stuck_offset)  # appended, not replicated
             after = cluster.state.partition(TOPIC, 0)
             assert alone.isr == [leader.node_id] and after.log_end_offset == stuck_offset + 1
             assert after.high_watermark == stuck_offset, f"the high watermark moved under min.insync.replicas: {after}"
