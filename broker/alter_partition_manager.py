@@ -19,6 +19,7 @@ from kafka.protocol.api_message import ApiMessage
 from minikafka.protocol.control_plane import AlterPartitionRequest
 from minikafka.protocol.errors import ErrorCode
 
+from .failure_log import FailureLog
 from .partition import LeaderAndIsr, PendingIsrChange
 
 log = logging.getLogger("minikafka.alter_partition")
@@ -42,6 +43,7 @@ class AlterPartitionManager:
         self._retry_backoff_s = retry_backoff_ms / 1000
         self._unsent: dict[tuple[uuid.UUID, int], tuple[PendingIsrChange, AnswerCallback]] = {}
         self._wakeup = trio.Event()
+        self._failures = FailureLog(log, "AlterPartition", level=logging.INFO)
 
     @property
     def channel(self) -> ControllerChannel | None:
@@ -79,8 +81,9 @@ class AlterPartitionManager:
         try:
             response = await channel.send(request, ALTER_PARTITION_VERSION)
         except Exception as exc:  # noqa: BLE001 - any failure to reach the controller is retried
-            log.info("AlterPartition for %d partitions not sent: %r; retrying", len(in_flight), exc)
+            self._failures.failed(f"{len(in_flight)} partition(s) not sent: {exc!r}; retrying")
             return False
+        self._failures.succeeded()
         if response.error_code != ErrorCode.NONE:
             log.info("AlterPartition for %d partitions refused: %s; retrying", len(in_flight),
                      ErrorCode(response.error_code).name)

@@ -25,6 +25,7 @@ from minikafka.protocol.control_plane import BrokerHeartbeatRequest, BrokerRegis
 from minikafka.protocol.errors import ErrorCode
 
 from .controller_channel import ControllerChannel
+from .failure_log import FailureLog
 from .metadata_image import BrokerEndpointInfo
 from .network_client import DisconnectedError
 
@@ -68,6 +69,7 @@ class BrokerLifecycleManager:
         self._ready_to_unfence = False
         self._want_shut_down = False
         self._wakeup = trio.Event()
+        self._heartbeat_failures = FailureLog(log, f"broker {node_id} heartbeat")
 
     # ---- what the broker server tells it ----------------------------------------------------------------------
 
@@ -156,8 +158,9 @@ class BrokerLifecycleManager:
         try:
             response = await self._channel.send(request, HEARTBEAT_VERSION)
         except DisconnectedError as exc:
-            log.warning("broker %d heartbeat not delivered: %s", self.node_id, exc)
+            self._heartbeat_failures.failed(exc)
             return
+        self._heartbeat_failures.succeeded()
         code = ErrorCode(response.error_code)
         if code == ErrorCode.STALE_BROKER_EPOCH:
             # The controller no longer has this registration: only a new one lets the broker back in.

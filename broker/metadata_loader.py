@@ -26,6 +26,7 @@ from minikafka.protocol.record_batch import iter_batches
 from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC, decode_entries
 
 from .controller_channel import ControllerChannel
+from .failure_log import FailureLog
 from .metadata_image import MetadataChange, MetadataImage, MetadataReplayError
 from .network_client import DisconnectedError
 
@@ -84,17 +85,15 @@ class MetadataLoader:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch and replay until cancelled; a failed fetch is tried again after a short backoff."""
         task_status.started()
-        failures = 0
+        failures = FailureLog(log, "metadata fetch from the controller")
         while True:
             try:
                 response = await self._channel.send(self._fetch_request(self._max_wait_ms), FETCH_VERSION)
                 self._handle(response)
-                failures = 0
+                failures.succeeded()
             except (DisconnectedError, MetadataFetchError) as exc:
-                failures += 1
-                if failures == 1 or failures % 100 == 0:
-                    log.warning("metadata fetch from the controller failed (%d in a row): %s", failures, exc)
-                await trio.sleep(FETCH_BACKOFF_S * min(failures, 20))
+                failures.failed(exc)
+                await trio.sleep(FETCH_BACKOFF_S * min(failures.failures, 20))
 
     def _fetch_request(self, max_wait_ms: int, max_bytes: int = FETCH_MAX_BYTES) -> ApiMessage:
         R = FetchRequest[FETCH_VERSION]

@@ -33,6 +33,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import CorruptRecordError
 from minikafka.storage.special_timestamps import SpecialTimestamp
 
+from .failure_log import FailureLog
 from .network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
 from .replication_config import ReplicationConfig
 
@@ -101,6 +102,8 @@ class ReplicaFetcher:
         self.partition_states: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = trio.Event()
         self._cancel_scope = trio.CancelScope()
+        self._failures = FailureLog(log, f"replication of broker {replica_manager.node_id} from broker {leader_id}",
+                                    level=logging.INFO)
 
     def __repr__(self) -> str:
         return (f"ReplicaFetcher({self.fetcher_id} of broker {self._replica_manager.node_id} from leader "
@@ -223,9 +226,10 @@ class ReplicaFetcher:
         try:
             response = await client.send(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
         except DisconnectedError as exc:
-            log.info("%r: OffsetForLeaderEpoch failed: %s", self, exc)
+            self._failures.failed(f"OffsetForLeaderEpoch: {exc}")
             self._delay(requested)
             return
+        self._failures.succeeded()
         retry = []
         for topic in response.topics:
             for p in topic.partitions:
@@ -299,10 +303,11 @@ class ReplicaFetcher:
         try:
             response = await client.send(request, FETCH_VERSION)
         except DisconnectedError as exc:
-            log.info("%r: fetch failed: %s", self, exc)
+            self._failures.failed(f"Fetch: {exc}")
             self._delay(sent)
             await self._idle()
             return
+        self._failures.succeeded()
         await self._process_fetch_response(client, response, sent)
 
     def _fetch_request(self, ready: dict[TopicPartition, PartitionFetchState],
