@@ -76,10 +76,12 @@ class OffsetManager:
             raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS)
         return group
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       retention_time_ms: int, entries: list[OffsetCommitEntry], api_version: int
-                       ) -> list[ErrorCode]:
-        """One error per entry; a group-level problem raises KafkaError (every partition gets that code)."""
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int, retention_time_ms: int, entries: list[OffsetCommitEntry],
+                             api_version: int) -> list[ErrorCode]:
+        """One error per entry, once the commit is replicated; a group-level problem raises KafkaError (every
+        partition gets that code). As Kafka's pending offset commits, offsets whose records fail to replicate are
+        taken back: the group keeps what it had, unless a later commit has replaced them meanwhile."""
         manager = self.group_manager
         manager.check_active(group_id, allow_empty=True)
         existing = manager.groups.get(group_id)
@@ -107,8 +109,19 @@ class OffsetManager:
                 raise KafkaError(error, f"storing offsets of group {group_id} failed")
             if existing is None:
                 manager.groups[group_id] = group
+            previous = {tp: group.offsets.get(tp) for tp, _ in staged}
             for tp, value in staged:
                 group.offsets[tp] = value
+            error = await manager.wait_replicated(group_id)
+            if error != ErrorCode.NONE:
+                for tp, value in staged:
+                    if group.offsets.get(tp) is value:
+                        before = previous[tp]
+                        if before is None:
+                            del group.offsets[tp]
+                        else:
+                            group.offsets[tp] = before
+                errors = [error if code == ErrorCode.NONE else code for code in errors]
         return errors
 
     # ---- OffsetFetch and OffsetDelete ----------------------------------------------------------------------

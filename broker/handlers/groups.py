@@ -259,14 +259,10 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
     entry_errors: list[ErrorCode] = []
     if entries:
         try:
-            entry_errors = _offset_manager(ctx).commit_offsets(
+            entry_errors = await _offset_manager(ctx).commit_offsets(
                 request.group_id, request.member_id or "",
                 request.group_instance_id if ctx.version >= 7 else None, request.generation_id_or_member_epoch,
                 request.retention_time_ms if ctx.version <= 4 else -1, entries, ctx.version)
-            if ErrorCode.NONE in entry_errors:
-                error = await _committed(ctx, request.group_id)
-                if error != ErrorCode.NONE:
-                    entry_errors = [error if code == ErrorCode.NONE else code for code in entry_errors]
         except KafkaError as exc:
             group_error = exc.code
             log.info("OffsetCommit for group %s (member %r, generation %d) refused: %s", request.group_id,

@@ -38,6 +38,7 @@ class MemoryLog:
     def __init__(self) -> None:
         self.records: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         self.fail_with: ErrorCode | None = None
+        self.replication_fails_with: ErrorCode | None = None
 
     def append(self, partition, records, now_ms):
         if self.fail_with is not None:
@@ -55,7 +56,7 @@ class MemoryLog:
         return E.NONE
 
     async def wait_replicated(self, partition):
-        return E.NONE
+        return self.replication_fails_with or E.NONE
 
     def decoded(self):
         return [(decode_key(k), v is None) for recs in self.records.values() for k, v in recs]
@@ -230,21 +231,21 @@ async def test_offsets_commit_fetch_and_survive_replay(running):
     (a, _b), generation = await stable_group(coordinator)
     entries = [OffsetCommitEntry("t", 0, 10, 3, "meta"), OffsetCommitEntry("t", 1, 20, -1, None),
                OffsetCommitEntry("t", 2, 30, -1, "x" * 5000)]
-    errors = offsets.commit_offsets("g", a, None, generation, -1, entries, 8)
+    errors = await offsets.commit_offsets("g", a, None, generation, -1, entries, 8)
     assert errors == [E.NONE, E.NONE, E.OFFSET_METADATA_TOO_LARGE]
     with pytest.raises(KafkaError) as stale:
-        offsets.commit_offsets("g", a, None, generation - 1, -1, entries[:1], 8)
+        await offsets.commit_offsets("g", a, None, generation - 1, -1, entries[:1], 8)
     assert stale.value.code == E.ILLEGAL_GENERATION
     with pytest.raises(KafkaError) as unknown:
-        offsets.commit_offsets("g", "ghost", None, generation, -1, entries[:1], 8)
+        await offsets.commit_offsets("g", "ghost", None, generation, -1, entries[:1], 8)
     assert unknown.value.code == E.UNKNOWN_MEMBER_ID
     with pytest.raises(KafkaError) as no_membership:
-        offsets.commit_offsets("g", "", None, -1, -1, entries[:1], 8)
+        await offsets.commit_offsets("g", "", None, -1, -1, entries[:1], 8)
     assert no_membership.value.code == E.UNKNOWN_MEMBER_ID
     # A simple (assign()-only) consumer commits to a group that does not exist yet.
-    assert offsets.commit_offsets("simple", "", None, -1, -1, [OffsetCommitEntry("t", 0, 7, -1, "")], 8) == [E.NONE]
+    assert await offsets.commit_offsets("simple", "", None, -1, -1, [OffsetCommitEntry("t", 0, 7, -1, "")], 8) == [E.NONE]
     with pytest.raises(KafkaError) as missing:
-        offsets.commit_offsets("nope", "m", None, 3, -1, entries[:1], 9)
+        await offsets.commit_offsets("nope", "m", None, 3, -1, entries[:1], 9)
     assert missing.value.code == E.GROUP_ID_NOT_FOUND
 
     restarted = make(log)
@@ -260,12 +261,26 @@ async def test_failed_append_changes_nothing(running):
     log = MemoryLog()
     coordinator = await running(make(log))
     offsets = coordinator.offset_manager
-    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
+    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
     log.fail_with = E.NOT_COORDINATOR
     with pytest.raises(KafkaError) as failed:
-        offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 99, -1, "")], 8)
+        await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 99, -1, "")], 8)
     assert failed.value.code == E.NOT_COORDINATOR
     assert dict(offsets.fetch_offsets("s", [("t", [0])]))["t"][0][1].offset == 5
+
+
+async def test_offsets_whose_records_fail_to_replicate_are_taken_back(running):
+    log = MemoryLog()
+    coordinator = await running(make(log))
+    offsets = coordinator.offset_manager
+    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
+    log.replication_fails_with = E.REQUEST_TIMED_OUT
+    assert await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 99, -1, ""),
+                                                                OffsetCommitEntry("t", 1, 7, -1, "")], 8) == [
+        E.REQUEST_TIMED_OUT, E.REQUEST_TIMED_OUT]
+    fetched = dict(offsets.fetch_offsets("s", [("t", [0, 1])]))["t"]
+    assert [(index, committed.offset if committed else None) for index, committed, *_ in fetched] == [
+        (0, 5), (1, None)]
 
 
 async def test_delete_groups_only_when_empty(running):
@@ -273,7 +288,7 @@ async def test_delete_groups_only_when_empty(running):
     coordinator = await running(make(log))
     offsets = coordinator.offset_manager
     (a, b), generation = await stable_group(coordinator)
-    offsets.commit_offsets("g", a, None, generation, -1, [OffsetCommitEntry("t", 0, 1, -1, "")], 8)
+    await offsets.commit_offsets("g", a, None, generation, -1, [OffsetCommitEntry("t", 0, 1, -1, "")], 8)
     assert coordinator.delete_groups(["g", "missing", None]) == [
         ("g", E.NON_EMPTY_GROUP), ("missing", E.GROUP_ID_NOT_FOUND), (None, E.INVALID_GROUP_ID)]
     coordinator.leave_group("g", [(a, None, None), (b, None, None)])
@@ -286,7 +301,7 @@ async def test_delete_groups_only_when_empty(running):
 async def test_offset_delete(running):
     coordinator = await running(make())
     offsets = coordinator.offset_manager
-    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, ""),
+    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, ""),
                                                    OffsetCommitEntry("t", 1, 6, -1, "")], 8)
     assert offsets.delete_offsets("s", [("t", [0])]) == [("t", [(0, E.NONE)])]
     assert dict(offsets.fetch_offsets("s", None)) == {"t": [(1, coordinator.groups["s"].offsets[("t", 1)])]}
@@ -299,7 +314,7 @@ async def test_offsets_of_empty_groups_expire_after_retention(running):
     log, clock = MemoryLog(), Clock()
     coordinator = await running(make(log, clock, offsets_retention_ms=60_000))
     offsets = coordinator.offset_manager
-    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
+    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("t", 0, 5, -1, "")], 8)
     clock.now += 59_999
     assert offsets.cleanup_group_metadata() == 0 and "s" in coordinator.groups
     clock.now += 1
@@ -363,7 +378,7 @@ async def test_superseded_records_are_rewritten_away(running):
     offsets = coordinator.offset_manager
     (a, b), generation = await stable_group(coordinator)
     for i in range(COMPACTION_MIN_DEAD_RECORDS // 4 + 1):
-        offsets.commit_offsets("g", a, None, generation, -1,
+        await offsets.commit_offsets("g", a, None, generation, -1,
                                [OffsetCommitEntry("t", p, i, -1, f"m{i}") for p in range(4)], 8)
     partition = coordinator.group_manager.partition_for("g")
     assert offsets.maybe_compact() == 1
@@ -379,7 +394,7 @@ async def test_deleting_a_topic_removes_its_committed_offsets(running):
     log = MemoryLog()
     coordinator = await running(make(log))
     offsets = coordinator.offset_manager
-    offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("gone", 0, 5, -1, ""),
+    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("gone", 0, 5, -1, ""),
                                                    OffsetCommitEntry("kept", 0, 6, -1, "")], 8)
     assert offsets.on_topic_deleted("gone") == 1
     assert dict(offsets.fetch_offsets("s", None)).keys() == {"kept"}
