@@ -243,7 +243,8 @@ async def test_offsets_commit_fetch_and_survive_replay(running):
         await offsets.commit_offsets("g", "", None, -1, -1, entries[:1], 8)
     assert no_membership.value.code == E.UNKNOWN_MEMBER_ID
     # A simple (assign()-only) consumer commits to a group that does not exist yet.
-    assert await offsets.commit_offsets("simple", "", None, -1, -1, [OffsetCommitEntry("t", 0, 7, -1, "")], 8) == [E.NONE]
+    simple = [OffsetCommitEntry("t", 0, 7, -1, "")]
+    assert await offsets.commit_offsets("simple", "", None, -1, -1, simple, 8) == [E.NONE]
     with pytest.raises(KafkaError) as missing:
         await offsets.commit_offsets("nope", "m", None, 3, -1, entries[:1], 9)
     assert missing.value.code == E.GROUP_ID_NOT_FOUND
