@@ -230,7 +230,7 @@ class BrokerServer:
             topic_ids={name: topic.topic_id for name, topic in image.topics.items()},
             brokers=set(image.brokers))
         self._publish(image, everything)
-        self.loader.install_publisher(self._publish)
+        self.loader.install_publisher(self._publish, self.replica_manager.create_new_logs)
         for tp in sorted(set(self.log_manager.logs) - set(self.replica_manager.partitions)):
             log.warning("partition dir for %s-%s has no replica here in the cluster metadata; left untouched", *tp)
 

@@ -4,7 +4,12 @@ A consumer waits for the high watermark to move, a follower for the leader's log
 — and the fetch is answered with whatever there is then — when a partition stops being led here or the caller's
 leader epoch is fenced, when the fetch offset falls outside what can be read (a truncated leader) or on an older
 segment, when a follower's last fetched epoch now diverges, or once min_bytes are there. Appends, high watermark
-moves and leadership changes wake it; nothing polls.
+moves and leadership changes check it; nothing polls.
+
+As Kafka's, it reads nothing while it waits: where its fetch offset sits in the log (segment and byte position) is
+taken once, when it parks, and the bytes that have accumulated are the distance from there to where the high
+watermark (a follower: the log end) sits now. Checking costs the same whatever min_bytes asks or the log holds,
+so the purgatory can check every parked fetch of a partition on each append; the records are read once, after.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import trio
 from kafka.protocol.consumer.offsets import IsolationLevel
 
 from minikafka.protocol.errors import KafkaError
+from minikafka.storage.log_offset_metadata import LogOffsetMetadata
 
 from .purgatory import Purgatory
 
@@ -70,40 +76,52 @@ class FetchPartitionResult:
 
 
 class DelayedFetch:
+    __slots__ = ("_params", "_replica_manager", "_statuses")
+
     def __init__(self, replica_manager: ReplicaManager, params: FetchParams,
                  requests: list[FetchPartitionRequest]) -> None:
         self._replica_manager = replica_manager
         self._params = params
-        self._requests = requests
+        # Each partition with where its fetch offset is (Kafka's FetchPartitionStatus), None if it has no place now.
+        self._statuses = [(request, self._start_offset_metadata(request)) for request in requests]
+
+    def _start_offset_metadata(self, request: FetchPartitionRequest) -> LogOffsetMetadata | None:
+        try:
+            return self._replica_manager.partition_or_error(*request.topic_partition).offset_metadata(
+                request.fetch_offset)
+        except KafkaError:
+            return None
 
     def try_complete(self) -> bool:
+        """Whether the fetch is worth answering now (Kafka's DelayedFetch.tryComplete), reading no records. The
+        purgatory calls this for every fetch parked on a partition at each of its appends: keep it cheap."""
         params = self._params
+        partitions = self._replica_manager.partitions
         accumulated = 0
-        for request in self._requests:
+        for request, start in self._statuses:
+            partition = partitions.get(request.topic_partition)
+            if start is None or partition is None:
+                return True  # the partition is gone, or was changed under the fetch before it parked
             try:
-                partition = self._replica_manager.partition_or_error(*request.topic_partition)
                 partition.check_leader(request.current_leader_epoch)
-                the_log = partition.log
                 if params.is_from_follower:
-                    end = the_log.log_end_offset
+                    end = partition.log.log_end_offset_metadata
                 elif params.isolation_level == IsolationLevel.READ_COMMITTED:
-                    end = partition.last_stable_offset()
+                    end = partition.last_stable_offset_metadata()
                 else:
-                    end = partition.high_watermark
-                offset = request.fetch_offset
-                if offset > end or offset < the_log.log_start_offset:
-                    return True
-                if offset < end:
-                    if offset < the_log.active_segment.base_offset:
-                        return True  # a read of rolled segments: worth answering now
-                    if params.min_bytes <= 1:
-                        return True
-                    wanted = min(request.max_bytes, params.min_bytes - accumulated)
-                    accumulated += len(the_log.read(offset, wanted, max_offset=end, min_one_message=True))
+                    end = partition.high_watermark_metadata()
+                offset = start.message_offset
+                if offset > end.message_offset or offset < partition.log.log_start_offset:
+                    return True  # a truncated leader, or records deleted from under the fetch
+                if offset < end.message_offset:
+                    if start.segment_base_offset < end.segment_base_offset:
+                        return True  # a read of rolled segments, or the log just rolled: worth answering now
+                    if start.segment_base_offset == end.segment_base_offset:
+                        accumulated += min(end.relative_position_in_segment - start.relative_position_in_segment,
+                                           request.max_bytes)
                 if request.last_fetched_epoch >= 0:
-                    epoch, end_offset = the_log.end_offset_for_epoch(request.last_fetched_epoch)
-                    if (UNDEFINED in (epoch, end_offset) or epoch < request.last_fetched_epoch
-                            or end_offset < offset):
+                    epoch, end_offset = partition.log.end_offset_for_epoch(request.last_fetched_epoch)
+                    if UNDEFINED in (epoch, end_offset) or epoch < request.last_fetched_epoch or end_offset < offset:
                         return True
             except KafkaError:
                 return True
@@ -112,9 +130,9 @@ class DelayedFetch:
     async def wait(self, purgatory: Purgatory, deadline: float, client: trio.SocketStream | None = None,
                    stop_early: Callable[[], bool] | None = None) -> None:
         """Until the fetch can complete, its deadline passes or `stop_early()` (the broker is shutting down)."""
-        keys = [fetch_key(request.topic_partition) for request in self._requests]
+        keys = [fetch_key(request.topic_partition) for request, _ in self._statuses]
         while not self.try_complete():
             remaining = deadline - trio.current_time()
             if remaining <= 0 or (stop_early is not None and stop_early()):
                 return
-            await purgatory.wait_any(keys, remaining, client)
+            await purgatory.wait_any(keys, remaining, client, self.try_complete)

@@ -3,14 +3,17 @@
 CreateTopics, DeleteTopics, CreatePartitions, topic AlterConfigs / IncrementalAlterConfigs and ElectLeaders are
 sent to the controller as the same Kafka request, and its response is relayed to the client. Before answering,
 the broker waits (bounded) until its own metadata image has replayed everything the controller had committed
-when it answered, so a client that creates a topic and then produces to this broker finds it here. A request the
+when it answered, so a client that creates a topic and then produces to this broker finds it here. A broker that
+begins to shut down stops waiting and relays the answer at once (the controller's decision stands; the broker
+applies the rest when it starts again), so a large change in flight never holds a shutdown. A request the
 controller could not be reached for is answered with REQUEST_TIMED_OUT in every entry, as Kafka answers a
 forwarded request that timed out.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -25,6 +28,7 @@ from .metadata_loader import MetadataFetchError, MetadataLoader
 from .network_client import DisconnectedError
 
 if TYPE_CHECKING:
+    from .broker_server import BrokerServer
     from .kafka_apis import RequestContext
 
 log = logging.getLogger("minikafka.forwarding")
@@ -33,6 +37,9 @@ API_VERSIONS_VERSION = 3
 
 # Builds the answer to a request that could not be forwarded: every entry with this error and message.
 FailedResponse = Callable[[ErrorCode, str], ApiMessage]
+# Returns when waiting for this broker's metadata is no longer worth it (the broker is shutting down).
+Interrupt = Callable[[], Awaitable[object]]
+SHUTDOWN_KEY = "shutdown"  # a purgatory key nothing checks: only the shutdown's wake_all ends a wait on it
 
 
 class ForwardingError(Exception):
@@ -55,21 +62,40 @@ class ForwardingManager:
     def channel(self) -> ControllerChannel:
         return self._channel
 
-    async def forward(self, request: ApiMessage, version: int) -> ApiMessage:
-        """The controller's response to `request` at `version`, once this broker's metadata has caught up with it.
-        Raises ForwardingError when there is no answer to relay."""
+    async def forward(self, request: ApiMessage, version: int, interrupt: Interrupt | None = None) -> ApiMessage:
+        """The controller's response to `request` at `version`, once this broker's metadata has caught up with it
+        (or `interrupt()` has returned). Raises ForwardingError when there is no answer to relay."""
         await self._check_version(request.API_KEY, version)
         try:
             response = await self._channel.send(_encodable(request), version)
         except DisconnectedError as exc:
             log.warning("%s not forwarded: %s", type(request).__name__, exc)
             raise ForwardingError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
-        await self.catch_up()
+        await self.catch_up(interrupt)
         return _encodable(response)
 
-    async def catch_up(self) -> bool:
+    async def catch_up(self, interrupt: Interrupt | None = None) -> bool:
         """Wait (bounded) until this broker has replayed what the controller has committed now; False if the
-        wait ran out or the controller could not be asked."""
+        wait ran out, the controller could not be asked or `interrupt()` returned first."""
+        if interrupt is None:
+            return await self._catch_up()
+        caught_up = False
+        async with trio.open_nursery() as nursery:
+            async def catching_up() -> None:
+                nonlocal caught_up
+                caught_up = await self._catch_up()
+                nursery.cancel_scope.cancel()
+
+            async def interrupted() -> None:
+                await interrupt()
+                log.info("stopped waiting for this broker's metadata to catch up with the controller")
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(catching_up)
+            nursery.start_soon(interrupted)
+        return caught_up
+
+    async def _catch_up(self) -> bool:
         with trio.move_on_after(self._metadata_wait_s):
             try:
                 high_watermark = await self._loader.controller_high_watermark(self._channel)
@@ -116,7 +142,15 @@ def _encodable(message: ApiMessage) -> ApiMessage:
 
 async def forward(ctx: RequestContext, request: ApiMessage, failed: FailedResponse) -> ApiMessage:
     """A handler's whole work for a forwarded request: the controller's answer, or `failed`'s."""
+    broker = ctx.broker
     try:
-        return await ctx.broker.forwarding.forward(request, ctx.version)
+        return await broker.forwarding.forward(request, ctx.version, lambda: shutdown_begins(broker))
     except ForwardingError as exc:
         return failed(exc.code, str(exc))
+
+
+async def shutdown_begins(broker: BrokerServer) -> None:
+    """Returns once `broker` begins to shut down: when it stops taking requests, its purgatory's wake_all ends
+    every wait in it, this one too."""
+    if not broker.socket_server.draining:
+        await broker.purgatory.wait_any([SHUTDOWN_KEY], math.inf)

@@ -17,16 +17,14 @@ import trio
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.config import BROKER_ROLE, CONTROLLER_ROLE, BrokerConfig
-from minikafka.protocol.control_plane import BrokerHeartbeatRequest
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import KafkaError
+from minikafka.storage.errors import KafkaStorageError
 
 from .broker_server import BrokerServer
 from .controller import ControllerServer
 from .server import ConnectionInfo
 
 log = logging.getLogger("minikafka.node")
-
-HEARTBEAT_VERSION = 1
 
 
 class KafkaNode:
@@ -80,17 +78,21 @@ class KafkaNode:
         return self._stopping.is_set()
 
     async def _end_earlier_registration(self) -> None:
+        """End it as the broker's shutdown heartbeat would. A controller that cannot write its metadata log (a full
+        disk) could not register the broker either: the start stops here with that error, as Kafka halts."""
         assert self.controller is not None
         earlier = self.controller.image.brokers.get(self.config.node_id)
         if earlier is None or earlier.fenced:
             return
-        request = BrokerHeartbeatRequest(broker_id=earlier.broker_id, broker_epoch=earlier.broker_epoch,
-                                         current_metadata_offset=self.controller.image.offset, want_fence=True,
-                                         want_shut_down=True, offline_log_dirs=[])
-        response = await self.controller.apis.handle(request, HEARTBEAT_VERSION, None)
-        if response.error_code != ErrorCode.NONE:
+        try:
+            await self.controller.controller.heartbeat(earlier.broker_id, earlier.broker_epoch,
+                                                       self.controller.image.offset, want_fence=True,
+                                                       want_shut_down=True)
+        except KafkaStorageError:
+            raise
+        except KafkaError as exc:
             log.warning("node %d: the earlier registration of its broker was not ended: %s", self.config.node_id,
-                        ErrorCode(response.error_code).name)
+                        exc.code.name)
 
     def stop(self) -> None:
         """A clean stop, as on SIGTERM."""

@@ -4,19 +4,41 @@ Recovery happens here at start-up: each log is opened from its recovery point (f
 recovery-point-offset-checkpoint), so only what was written after the last flush is scanned. The controller's
 metadata log (`__cluster_metadata-0`, in the same directory on a combined node) is the controller's, not a
 partition of this broker's.
+
+Damaged files are handled as Kafka's LogManager handles them. An unreadable recovery-point-offset-checkpoint or
+log-start-offset-checkpoint is logged and ignored: every log is then recovered from its first segment, or starts
+at its first segment's base offset. Any other unreadable file in a log dir (replication-offset-checkpoint, a
+partition's leader-epoch-checkpoint or partition.metadata, meta.properties) makes Kafka take the directory
+offline, so the start is refused with the file and what is wrong with it. A checkpoint that cannot be written (a
+full disk) is logged and the previous one stays: the next start recovers a little more.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trio
+
 from minikafka.config import ConfigError
+from minikafka.protocol.errors import KafkaError
+from minikafka.storage.checkpoint import offset_checkpoint_bytes
+from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig
-from minikafka.storage.log_dir import LogDir
+from minikafka.storage.log_dir import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    LogDir,
+    OffsetMap,
+)
 from minikafka.storage.metadata_log import METADATA_TOPIC
 
 if TYPE_CHECKING:
@@ -25,6 +47,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("minikafka.log_manager")
 
 TopicPartition = tuple[str, int]
+LOG_CREATION_BATCH = 50  # new logs per worker-thread call: about a hundred ms of mkdir, file creation and fsync
+LOG_CREATION_THREADS = 2  # batches created at once: file creation and fsync mostly wait on the disk
+
+
+@dataclass(frozen=True)
+class NewLog:
+    """A partition log to create. `leader_epoch`, when this broker is to lead the partition, is the epoch its
+    leadership starts: written with the log, so becoming leader writes no file on the event loop."""
+
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    overrides: dict[str, str]
+    leader_epoch: int | None
 
 
 def now_ms() -> int:
@@ -39,31 +75,41 @@ class LogManager:
         self.disk_quota = disk_quota
         self.log_dirs = [LogDir(Path(d)) for d in dirs]
         self.cluster_id = ""
+        directory_ids: dict[str, LogDir] = {}
         try:
             for log_dir in self.log_dirs:
-                self.cluster_id, _directory_id = log_dir.load_or_create_meta(
+                self.cluster_id, directory_id = log_dir.load_or_create_meta(
                     node_id, cluster_id or self.cluster_id or None)
+                other = directory_ids.setdefault(directory_id, log_dir)
+                if other is not log_dir:
+                    raise ValueError(f"Duplicate directory ID {directory_id} found. It was the ID of {other.path}, "
+                                     f"but also of {log_dir.path}")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._last_flush_ms: dict[TopicPartition, int] = {}
+        self._unwritten: set[Path] = set()  # checkpoint files whose last write failed: logged once until it works
 
     def load_logs(self, topic_configs: dict[str, dict[str, str]]) -> None:
         """Open (and recover) every partition directory found in the log dirs."""
         started = time.monotonic()
         for log_dir in self.log_dirs:
-            recovery = log_dir.read_recovery_points()
-            starts = log_dir.read_log_start_offsets()
+            recovery = _read_or_reset(log_dir.read_recovery_points, "resetting the recovery checkpoint to 0")
+            starts = _read_or_reset(log_dir.read_log_start_offsets,
+                                    "resetting to the base offset of the first segment")
             self._high_watermarks.update(log_dir.read_high_watermarks())
             for topic, index, path in log_dir.partition_dirs():
                 if topic == METADATA_TOPIC:
                     continue
                 tp = (topic, index)
                 config = LogConfig.from_props(topic_configs.get(topic, {}), self.defaults)
-                self.logs[tp] = Log.open(path, topic, index, config, recovery_point=recovery.get(tp, 0),
-                                         log_start_offset=starts.get(tp, 0), now_ms=now_ms())
+                try:
+                    self.logs[tp] = Log.open(path, topic, index, config, recovery_point=recovery.get(tp, 0),
+                                             log_start_offset=starts.get(tp, 0), now_ms=now_ms())
+                except OSError as exc:
+                    raise KafkaStorageError(f"Error while loading log dir {path}: {exc}") from exc
                 self._dir_of[tp] = log_dir
         if self.logs:
             log.info("loaded %d partition logs in %.0f ms", len(self.logs), 1000 * (time.monotonic() - started))
@@ -76,13 +122,64 @@ class LogManager:
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
-        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v is d))
+        (log_dir,) = self._next_log_dirs(1)
         config = LogConfig.from_props(overrides, self.defaults)
         created = Log.open(log_dir.partition_dir(topic, index), topic, index, config, topic_id=topic_id.bytes,
                            now_ms=now_ms())
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
         return created
+
+    async def create_logs(self, new: list[NewLog]) -> None:
+        """Create the logs `new` names (those not here yet) on worker threads, LOG_CREATION_BATCH at a time, each
+        batch registered on the event loop as it completes: thousands of new partitions, each some mkdir, file
+        creation and fsync, never hold the loop, and a cancellation (a shutdown) stops after the batch in hand.
+        A log that cannot be created here is left to get_or_create_log, which meets the error again and reports
+        it."""
+        new = [spec for spec in new if (spec.topic, spec.index) not in self.logs]
+        placed = list(zip(new, self._next_log_dirs(len(new)), strict=True))
+        threads = trio.CapacityLimiter(LOG_CREATION_THREADS)
+        async with trio.open_nursery() as nursery:
+            for start in range(0, len(placed), LOG_CREATION_BATCH):
+                nursery.start_soon(self._create_batch, placed[start:start + LOG_CREATION_BATCH], threads)
+
+    async def _create_batch(self, placed: list[tuple[NewLog, LogDir]], threads: trio.CapacityLimiter) -> None:
+        created = await trio.to_thread.run_sync(self._open_new_logs, placed, limiter=threads)
+        for spec, log_dir, the_log in created:
+            self.logs[(spec.topic, spec.index)] = the_log
+            self._dir_of[(spec.topic, spec.index)] = log_dir
+
+    def _open_new_logs(self, placed: list[tuple[NewLog, LogDir]]) -> list[tuple[NewLog, LogDir, Log]]:
+        """Runs on a worker thread: it only creates files and new Log objects, which nothing else holds yet."""
+        created = []
+        for spec, log_dir in placed:
+            try:
+                config = LogConfig.from_props(spec.overrides, self.defaults)
+                the_log = Log.open(log_dir.partition_dir(spec.topic, spec.index), spec.topic, spec.index, config,
+                                   topic_id=spec.topic_id.bytes, now_ms=now_ms())
+            except (KafkaError, OSError, ValueError) as exc:
+                log.debug("%s-%d not created ahead: %s", spec.topic, spec.index, exc)
+                continue
+            try:
+                if spec.leader_epoch is not None:
+                    the_log.leader_epoch_cache.assign(spec.leader_epoch, the_log.log_end_offset)
+                the_log.flush()  # the new directory entries, here rather than all at once at shutdown
+            except (KafkaError, OSError) as exc:  # becoming leader, or the next flush, writes it again and reports
+                log.debug("%s-%d: not made durable ahead: %s", spec.topic, spec.index, exc)
+            created.append((spec, log_dir, the_log))
+        return created
+
+    def _next_log_dirs(self, count: int) -> list[LogDir]:
+        """The log dirs for `count` new logs, each to the dir with the fewest logs then (Kafka's nextLogDirs)."""
+        held = {id(d): 0 for d in self.log_dirs}
+        for log_dir in self._dir_of.values():
+            held[id(log_dir)] += 1
+        chosen = []
+        for _ in range(count):
+            log_dir = min(self.log_dirs, key=lambda d: held[id(d)])
+            held[id(log_dir)] += 1
+            chosen.append(log_dir)
+        return chosen
 
     def delete_log(self, topic: str, index: int) -> None:
         tp = (topic, index)
@@ -99,12 +196,48 @@ class LogManager:
                 the_log.update_config(config)
 
     def checkpoint(self, high_watermarks: dict[TopicPartition, int]) -> None:
-        """Write the three broker-level checkpoints of every log dir (atomically, as Kafka does)."""
+        """Write the three broker-level checkpoints of every log dir (atomically, as Kafka does), and any
+        leader-epoch-checkpoint an earlier write left behind. A file that cannot be written keeps its previous
+        content, which is safe: the next start recovers from older recovery points."""
+        for the_log in self.logs.values():
+            self._write(the_log.leader_epoch_cache.path, the_log.leader_epoch_cache.flush_if_dirty)
         for log_dir in self.log_dirs:
             mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) is log_dir}
-            log_dir.write_recovery_points({tp: lg.recovery_point for tp, lg in mine.items()})
-            log_dir.write_log_start_offsets({tp: lg.log_start_offset for tp, lg in mine.items()})
-            log_dir.write_high_watermarks({tp: high_watermarks.get(tp, 0) for tp in mine})
+            self._write_offsets(log_dir.path / RECOVERY_POINT_CHECKPOINT, log_dir.write_recovery_points,
+                                {tp: lg.recovery_point for tp, lg in mine.items()})
+            self._write_offsets(log_dir.path / LOG_START_OFFSET_CHECKPOINT, log_dir.write_log_start_offsets,
+                                {tp: lg.log_start_offset for tp, lg in mine.items()})
+            self._write_offsets(log_dir.path / REPLICATION_CHECKPOINT, log_dir.write_high_watermarks,
+                                {tp: high_watermarks.get(tp, 0) for tp in mine})
+
+    def _write_offsets(self, path: Path, write: Callable[[OffsetMap], None], offsets: OffsetMap) -> None:
+        def admitted_write() -> None:
+            self._admit(path, len(offset_checkpoint_bytes(offsets)))
+            write(offsets)
+
+        self._write(path, admitted_write)
+
+    def _admit(self, path: Path, size: int) -> None:
+        """A full disk as the disk quota emulates it refuses a checkpoint as it refuses an append."""
+        quota = self.disk_quota.quota_bytes
+        if quota is not None and self.disk_quota.used_bytes() + size > quota:
+            raise KafkaStorageError(f"Error while writing {path}: [Errno {errno.ENOSPC}] "
+                                    f"{os.strerror(errno.ENOSPC)} (disk quota of {quota} bytes)")
+
+    def _write(self, path: Path, write: Callable[[], None]) -> None:
+        """Run one checkpoint write; a failure is logged (once until a write of that file succeeds again)."""
+        try:
+            write()
+        except (KafkaStorageError, OSError) as exc:
+            if path not in self._unwritten:
+                self._unwritten.add(path)
+                log.error("checkpoint failed, the previous one stays: %s", exc)
+            else:
+                log.debug("checkpoint failed again: %s", exc)
+            return
+        if path in self._unwritten:
+            self._unwritten.discard(path)
+            log.info("%s written again", path)
 
     def rolled_unflushed(self) -> list[tuple[Log, int]]:
         """Logs with rolled segments not yet fsynced, and the offset to flush up to (the active segment's base).
@@ -140,9 +273,28 @@ class LogManager:
             the_log.abandon()
 
     def shutdown(self, high_watermarks: dict[TopicPartition, int]) -> None:
-        """Flush everything and checkpoint so the next start needs no recovery."""
-        for the_log in self.logs.values():
-            the_log.flush()
+        """Flush everything and checkpoint so the next start needs no recovery. As in Kafka's LogManager.shutdown,
+        a log that cannot be flushed or closed (a full or failing disk) is logged and the others go on; its
+        recovery point stays where its last successful flush put it."""
+        for tp, the_log in self.logs.items():
+            try:
+                the_log.flush()
+            except (KafkaStorageError, OSError) as exc:
+                log.error("%s-%s not flushed at shutdown: %s", tp[0], tp[1], exc)
         self.checkpoint(high_watermarks)
-        for the_log in self.logs.values():
-            the_log.close()
+        for tp, the_log in self.logs.items():
+            try:
+                the_log.close()
+            except (KafkaStorageError, OSError) as exc:
+                log.error("%s-%s not closed cleanly at shutdown (recovery on the next start repairs it): %s",
+                          tp[0], tp[1], exc)
+                the_log.abandon()
+
+
+def _read_or_reset(read: Callable[[], OffsetMap], reset: str) -> OffsetMap:
+    """A checkpoint Kafka's LogManager.loadLogs does without when it cannot be read."""
+    try:
+        return read()
+    except KafkaStorageError as exc:
+        log.warning("%s; %s", exc, reset)
+        return {}

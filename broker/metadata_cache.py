@@ -5,13 +5,20 @@ A client is told of brokers on the listener its request came in on. A live broke
 fenced; a replica is offline when its broker is fenced, unregistered, or has no endpoint on that listener. As in
 KRaft, clients are given a random live broker as the controller, since they never talk to the controller itself
 (KIP-590): requests meant for it are forwarded by whichever broker gets them.
+
+What handlers compute from the image can be kept here until the image changes (`derived`): a Metadata response
+encodes each topic once per change of the metadata, not once per request.
 """
 from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from .metadata_image import NO_LEADER, BrokerEndpointInfo, BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
+
+T = TypeVar("T")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 NO_CONTROLLER = -1
@@ -25,6 +32,20 @@ class MetadataCache:
     def __init__(self, image: MetadataImage, cluster_id: str) -> None:
         self.image = image
         self.cluster_id = cluster_id
+        self._derived: dict[Hashable, Any] = {}
+        self._derived_at = image.offset  # the image's last replayed record when `_derived` was computed
+
+    def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()`'s value, kept under `key` until the image changes (a record is replayed). `compute` must
+        depend on nothing but the image and what `key` names."""
+        if self._derived_at != self.image.offset:
+            self._derived.clear()
+            self._derived_at = self.image.offset
+        try:
+            value: T = self._derived[key]
+        except KeyError:
+            value = self._derived[key] = compute()
+        return value
 
     @property
     def topics(self) -> dict[str, TopicInfo]:

@@ -127,6 +127,21 @@ class MetadataChange:
         self.broker_configs |= later.broker_configs
         self.brokers |= later.brokers
 
+    def parts(self, max_partitions: int) -> Iterator[MetadataChange]:
+        """This change in parts of at most `max_partitions` partitions, the first also carrying its broker and
+        config changes, every one the topic ids: what a publisher can apply one part at a time, letting other
+        work run between parts, when a change touches thousands of partitions."""
+        if len(self.partitions) <= max_partitions:
+            yield self
+            return
+        items = list(self.partitions.items())
+        for start in range(0, len(items), max_partitions):
+            part = dict(items[start:start + max_partitions])
+            if start == 0:
+                yield MetadataChange(part, self.topic_ids, self.topic_configs, self.broker_configs, self.brokers)
+            else:
+                yield MetadataChange(part, self.topic_ids)
+
 
 @dataclass
 class MetadataImage:

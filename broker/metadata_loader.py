@@ -7,14 +7,21 @@ own MetadataImage, and what they changed goes to the publisher (the broker serve
 followers, applies topic configs and forgets deleted topics). Until the broker installs its publisher the image
 is only built: its first publication is of the whole image.
 
+One fetch can bring thousands of records (a topic of thousands of partitions), and the broker's other clients
+must not wait for them: a large answer is decoded on a worker thread, the file work the change needs (new
+partitions' logs) is done by the publisher's preparation on worker threads, and the change is then published in
+parts, with other tasks run every PUBLISH_STEP_S, as Kafka's publisher works on its own thread beside the request
+handlers.
+
 The controller's answer carries its high watermark, the end of the committed log; the broker is caught up once it
 has replayed to there, and `wait_for` lets a request wait until a given offset has been replayed.
 """
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 from kafka.protocol.api_message import ApiMessage
@@ -23,7 +30,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.metadata_records import MetadataRecordError
 from minikafka.protocol.record_batch import iter_batches
-from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC, decode_entries
+from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC, MetadataEntry, decode_entries
 
 from .controller_channel import ControllerChannel
 from .failure_log import FailureLog
@@ -37,8 +44,16 @@ FETCH_VERSION = 17
 FETCH_MAX_WAIT_MS = 500  # KRaft's observer fetch long-poll
 FETCH_MAX_BYTES = 8 * 1024 * 1024  # one metadata batch is at most 8 MiB
 FETCH_BACKOFF_S = 0.05
+DECODE_OFF_LOOP_BYTES = 64 * 1024  # answers this large (about a thousand records) are decoded on a worker thread
+REPLAY_STEP = 1000  # records replayed into the image per step; other tasks run between steps
+# A change is published in parts of this many partitions (applying one may write a file: a leader epoch), and
+# other tasks run whenever a publication has held the event loop this long.
+PUBLISH_PARTITIONS = 16
+PUBLISH_STEP_S = 0.01
 
 Publisher = Callable[[MetadataImage, MetadataChange], None]
+# The file work a change needs before it is published (new partitions' logs), done off the event loop.
+Preparer = Callable[[MetadataImage, MetadataChange], Awaitable[None]]
 
 
 class MetadataFetchError(Exception):
@@ -53,6 +68,7 @@ class MetadataLoader:
         self._channel = channel
         self._max_wait_ms = max_wait_ms
         self._publisher: Publisher | None = None
+        self._prepare: Preparer | None = None
         # The offset the next Fetch asks for: past every batch replayed, control batches included.
         self.next_offset = 0
         # The controller's high watermark as last answered (-1 before its first answer).
@@ -68,9 +84,11 @@ class MetadataLoader:
     def caught_up(self) -> bool:
         return 0 <= self.high_watermark <= self.next_offset
 
-    def install_publisher(self, publisher: Publisher) -> None:
-        """From now on every change goes to `publisher`; the caller has published the image as it is."""
+    def install_publisher(self, publisher: Publisher, prepare: Preparer | None = None) -> None:
+        """From now on every change goes to `publisher`, after `prepare` has done the file work it needs; the
+        caller has published the image as it is."""
         self._publisher = publisher
+        self._prepare = prepare
 
     async def wait_for(self, offset: int) -> None:
         """Until every record below `offset` (an end offset, e.g. a high watermark) has been replayed."""
@@ -89,7 +107,7 @@ class MetadataLoader:
         while True:
             try:
                 response = await self._channel.send(self._fetch_request(self._max_wait_ms), FETCH_VERSION)
-                self._handle(response)
+                await self._handle(response)
                 failures.succeeded()
             except (DisconnectedError, MetadataFetchError) as exc:
                 failures.failed(exc)
@@ -106,7 +124,7 @@ class MetadataLoader:
                                                          partitions=[partition])],
                  forgotten_topics_data=[], rack_id="")
 
-    def _handle(self, response: ApiMessage) -> None:
+    async def _handle(self, response: ApiMessage) -> None:
         if response.error_code != ErrorCode.NONE:
             raise MetadataFetchError(f"Fetch of {METADATA_TOPIC} failed: {ErrorCode(response.error_code).name}")
         data = next((p for t in response.responses for p in t.partitions
@@ -118,19 +136,24 @@ class MetadataLoader:
                                      f" failed: {ErrorCode(data.error_code).name}")
         records = data.records or b""
         if records:
-            self._replay(records)
+            await self._replay(records)
         if data.high_watermark != self.high_watermark:
             self.high_watermark = data.high_watermark
             self._signal_progress()
 
-    def _replay(self, records: bytes) -> None:
-        """Replay whole batches at or past next_offset, then publish what they changed as one change."""
+    async def _replay(self, records: bytes) -> None:
+        """Replay whole batches at or past next_offset, then publish what they changed as one change; next_offset
+        moves (and waiters wake) once it is published."""
         change = MetadataChange()
         end = self.next_offset
         try:
-            for entry in decode_entries(records, METADATA_TOPIC):
-                if entry.offset < self.next_offset:
-                    continue  # a batch that begins before the offset asked for comes whole
+            if len(records) >= DECODE_OFF_LOOP_BYTES:
+                entries = await trio.to_thread.run_sync(_entries_from, records, self.next_offset)
+            else:
+                entries = _entries_from(records, self.next_offset)
+            for i, entry in enumerate(entries):
+                if i and i % REPLAY_STEP == 0:
+                    await trio.lowlevel.checkpoint()
                 replayed = self.image.replay(entry.record, entry.offset, entry.controller_epoch)
                 if replayed is not None:
                     change.merge(replayed)
@@ -141,13 +164,23 @@ class MetadataLoader:
             end = max(end, header.last_offset + 1)
         if end == self.next_offset:
             raise MetadataFetchError(f"the controller answered offset {self.next_offset} with no whole batch")
-        self.next_offset = end
         if self._publisher is not None:
-            try:
-                self._publisher(self.image, change)
-            except Exception:  # a failure to act on one change must not stop this broker learning later ones
-                log.exception("broker %d failed to apply metadata up to offset %d", self.node_id, end - 1)
+            await self._publish(self._publisher, change, end)
+        self.next_offset = end
         self._signal_progress()
+
+    async def _publish(self, publisher: Publisher, change: MetadataChange, end: int) -> None:
+        try:
+            if self._prepare is not None:
+                await self._prepare(self.image, change)
+            step_began = time.monotonic()
+            for part in change.parts(PUBLISH_PARTITIONS):
+                if time.monotonic() - step_began >= PUBLISH_STEP_S:
+                    await trio.lowlevel.checkpoint()
+                    step_began = time.monotonic()
+                publisher(self.image, part)
+        except Exception:  # a failure to act on one change must not stop this broker learning later ones
+            log.exception("broker %d failed to apply metadata up to offset %d", self.node_id, end - 1)
 
     def _signal_progress(self) -> None:
         self._progress.set()
@@ -165,3 +198,8 @@ class MetadataLoader:
                 if p.partition_index == METADATA_PARTITION and p.error_code == ErrorCode.NONE:
                     return int(p.high_watermark)
         raise MetadataFetchError(f"the controller's Fetch answer has no {METADATA_TOPIC}-{METADATA_PARTITION}")
+
+
+def _entries_from(records: bytes, offset: int) -> list[MetadataEntry]:
+    """The metadata records at or past `offset` (a batch that begins before the offset asked for comes whole)."""
+    return [entry for entry in decode_entries(records, METADATA_TOPIC) if entry.offset >= offset]

@@ -27,6 +27,8 @@ GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION = 9
 # least min.cleanable.dirty.ratio (Kafka's default 0.5) of the log.
 COMPACTION_MIN_DEAD_RECORDS = 10000
 MIN_CLEANABLE_DIRTY_RATIO = 0.5
+# The largest timestamp an offset's record holds (an int64).
+MAX_TIMESTAMP_MS = (1 << 63) - 1
 
 
 @dataclass
@@ -90,7 +92,9 @@ class OffsetManager:
         if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
             self._reschedule_heartbeat(group, group.members[member_id])
         now = self.clock_ms()
-        expire = None if retention_time_ms == -1 else now + retention_time_ms
+        # As Kafka: commit time plus retention, unless the retention is -1 (offsets.retention.minutes applies). Kafka
+        # adds them as longs, which wrap into the past; a sum past the largest timestamp means never, not at once.
+        expire = None if retention_time_ms == -1 else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
         errors: list[ErrorCode] = []
         records: list[Record] = []
         staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []

@@ -22,7 +22,9 @@ from kafka.protocol.consumer.offsets import IsolationLevel
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.record_batch import NO_TIMESTAMP
+from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log import Log, TimestampAndOffset
+from minikafka.storage.log_offset_metadata import LogOffsetMetadata
 from minikafka.storage.special_timestamps import SpecialTimestamp
 
 from .replica import NO_BROKER_EPOCH, Replica
@@ -108,7 +110,8 @@ class Partition:
         self.pending_isr_change: PendingIsrChange | None = None
         self.remote_replicas: dict[int, Replica] = {}  # leader only: the followers
         self.leader_epoch_start_offset: int | None = None  # leader only: where this leader epoch began
-        self.high_watermark = high_watermark
+        self._high_watermark = high_watermark
+        self._high_watermark_metadata: LogOffsetMetadata | None = None
         # Shared with the replica manager, which keeps it current: the brokers allowed to join an ISR.
         self.alive_broker_epochs: Mapping[int, int] = alive_broker_epochs if alive_broker_epochs is not None else {}
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -140,9 +143,35 @@ class Partition:
         """Each follower's log end offset as of its last fetch (-1 before its first under this leadership)."""
         return {broker: replica.log_end_offset for broker, replica in self.remote_replicas.items()}
 
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
+        self._high_watermark_metadata = None
+
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The high watermark with its place in the log, as Kafka keeps it: worked out once per move (nothing to
+        read when it is the log end), then shared by every fetch parked on this partition."""
+        metadata = self._high_watermark_metadata
+        if metadata is None:
+            metadata = self._high_watermark_metadata = self.log.offset_metadata(self._high_watermark)
+        return metadata
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """`offset` with its place in the log; at the high watermark, the one every parked consumer shares."""
+        if offset == self._high_watermark:
+            return self.high_watermark_metadata()
+        return self.log.offset_metadata(offset)
+
     def last_stable_offset(self) -> int:
         """Without transactions every record below the high watermark is stable."""
         return self.high_watermark
+
+    def last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        return self.high_watermark_metadata()
 
     # ---- leadership -----------------------------------------------------------------------------------------
 
@@ -162,7 +191,10 @@ class Partition:
         if is_new_epoch:
             start = self.log.log_end_offset
             # Cached at once, so a follower that saw later epochs of an earlier leadership truncates correctly.
-            self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+            try:
+                self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+            except KafkaStorageError as exc:  # a full disk: cached all the same, and written before the first append
+                log.warning("%s-%d: %s", self.topic, self.index, exc)
             for replica in self.remote_replicas.values():
                 replica.reset(now_ms, start, is_new_leader, replica.broker_id in state.isr)
             log.info("%s-%d: leader at epoch %d from offset %d (partition epoch %d, ISR %s, high watermark %d)",

@@ -2,43 +2,47 @@
 
 Kafka's DelayedOperationPurgatory keeps operations keyed by topic-partition and re-checks them when that
 partition changes. Here the waiting request is a task, so the purgatory only has to wake it: the request
-re-checks its own completion condition after every wake-up (DelayedFetch, DelayedProduce). Timeouts run on trio's
+re-checks its own completion condition after every wake-up (DelayedFetch, DelayedProduce). A request may hand its
+condition to the purgatory (Kafka's tryComplete): a change of a key then checks it in place and wakes only the
+requests it completes, so a change costs a call per waiting request rather than a task switch. Timeouts run on trio's
 clock, as every deadline of a waiting request does, so a test's trio.testing.MockClock drives them.
 
-A waiting request may name its client's connection: when the client closes it, the wait ends with ClientGone and
-the request is dropped, since nobody is left to answer.
+A waiting request may name its client's connection: when the client closes or resets it, the wait ends with
+ClientGone (see client_disconnect) and the request is dropped, since nobody is left to answer.
 """
 from __future__ import annotations
 
-import socket
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 import trio
 
-
-class ClientGone(ConnectionError):
-    """The client closed its connection while its request waited: there is nobody to answer."""
+from .client_disconnect import unless_client_disconnects
 
 
 class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[Hashable, set[trio.Event]] = {}
+        self._conditions: dict[trio.Event, Callable[[], bool]] = {}  # of the waits that gave one
 
     async def wait_any(self, keys: Iterable[Hashable], timeout_s: float,
-                       client: trio.SocketStream | None = None) -> bool:
-        """Wait until any key is checked or `timeout_s` seconds of trio's clock pass; True if woken by a key.
-        Raises ClientGone if `client` closes its connection meanwhile."""
+                       client: trio.SocketStream | None = None,
+                       try_complete: Callable[[], bool] | None = None) -> bool:
+        """Wait until any key is checked (and, if given, `try_complete()` then holds) or `timeout_s` seconds of
+        trio's clock pass; True if woken by a key. Raises ClientGone if `client` closes its connection meanwhile."""
         event = trio.Event()
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(event)
+        if try_complete is not None:
+            self._conditions[event] = try_complete
         try:
             with trio.move_on_after(max(0.0, timeout_s)):
                 if client is None:
                     await event.wait()
                 else:
-                    await _wait_unless_client_closes(event, client)
+                    await unless_client_disconnects(client, event.wait)
         finally:
+            self._conditions.pop(event, None)
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:
@@ -53,39 +57,29 @@ class Purgatory:
         return len({event for events in self._watchers.values() for event in events})
 
     def check_and_complete(self, key: Hashable) -> None:
-        """Something changed for `key`: wake every request watching it."""
-        for event in self._watchers.pop(key, ()):
+        """Something changed for `key`: wake every request watching it that gave no condition or whose condition
+        now holds."""
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            return
+        conditions = self._conditions
+        for event in list(watchers):
+            condition = conditions.get(event)
+            if condition is not None:
+                try:
+                    holds = condition()
+                except Exception:  # noqa: BLE001 - woken, the request meets the error again in its own task
+                    holds = True
+                if not holds:
+                    continue
+            watchers.discard(event)
             event.set()
+        if not watchers:
+            del self._watchers[key]
 
     def wake_all(self) -> None:
-        """Complete every waiting request now (shutdown)."""
-        for key in list(self._watchers):
-            self.check_and_complete(key)
-
-
-async def _wait_unless_client_closes(event: trio.Event, client: trio.SocketStream) -> None:
-    gone = False
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            nonlocal gone
-            if await _closed_by_peer(client):
-                gone = True
-                nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
-        await event.wait()
-        nursery.cancel_scope.cancel()
-    if gone:
-        raise ClientGone("the client closed its connection while its request waited")
-
-
-async def _closed_by_peer(client: trio.SocketStream) -> bool:
-    """Whether the peer closes the connection before sending anything more. Bytes that arrive first are the
-    client's next request (a pipelining client is still there): they are only peeked at, left for the server."""
-    sock = client.socket
-    try:
-        await trio.lowlevel.wait_readable(sock)
-        return not await sock.recv(1, socket.MSG_PEEK)
-    except OSError:
-        return True
+        """Complete every waiting request now (shutdown), whatever their conditions say."""
+        for watchers in self._watchers.values():
+            for event in watchers:
+                event.set()
+        self._watchers.clear()

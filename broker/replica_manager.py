@@ -28,7 +28,7 @@ from minikafka.storage.log_config import LogConfig
 from .alter_partition_manager import AlterPartitionManager, ControllerChannel
 from .delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest, FetchPartitionResult, fetch_key
 from .delayed_produce import AppendResult, DelayedProduce, produce_key
-from .log_manager import LogManager
+from .log_manager import LogManager, NewLog
 from .partition import NO_LEADER, LeaderAndIsr, Partition, PartitionRegistration, PendingIsrChange
 from .purgatory import Purgatory
 from .replica_fetcher import InitialFetchState
@@ -36,6 +36,7 @@ from .replica_fetcher_manager import ReplicaFetcherManager
 from .replication_config import ReplicationConfig
 
 if TYPE_CHECKING:
+    from .metadata_image import MetadataChange, MetadataImage
     from .network_client import LinkIsCut
 
 log = logging.getLogger("minikafka.replica_manager")
@@ -162,6 +163,20 @@ class ReplicaManager:
             self._make_leader(partition, state)
         else:
             self._make_follower(partition, state)
+
+    async def create_new_logs(self, image: MetadataImage, change: MetadataChange) -> None:
+        """Create, off the event loop and before `change` is applied, the logs of the partitions it gives this
+        broker anew (a leader's with its first leader epoch), so applying it opens no file: a topic of thousands
+        of partitions does not stall the broker's other clients."""
+        new = []
+        for (topic, index), state in change.partitions.items():
+            if state is None or self.node_id not in state.replicas or (topic, index) in self.partitions:
+                continue  # gone, not here, or hosted already (a replica of an older topic id is replaced on apply)
+            leader_epoch = state.leader_epoch if state.leader == self.node_id else None
+            new.append(NewLog(topic, index, change.topic_ids[topic], image.topic_configs.get(topic, {}),
+                              leader_epoch))
+        if new:
+            await self.log_manager.create_logs(new)
 
     def update_alive_brokers(self, broker_epochs: dict[int, int]) -> None:
         """The brokers allowed into an ISR changed (a registration, fencing or shutdown); followers waiting for
@@ -366,6 +381,7 @@ class ReplicaManager:
         if (params.max_wait_ms <= 0 or not requests or readable >= params.min_bytes
                 or any(r.error is not None or r.diverging_epoch is not None for r in results)):
             return results
+        del results  # a parked fetch holds no records: it reads again when it completes
         delayed = DelayedFetch(self, params, requests)
         await delayed.wait(self.purgatory, trio.current_time() + params.max_wait_ms / 1000, client, stop_early)
         return await self.read_from_log(params, requests, update_fetch_state=False)

@@ -4,6 +4,17 @@ Like Kafka's SocketServer, a connection is muted while its request is being hand
 request order, and a long-poll fetch holds back only its own connection). A frame that cannot be parsed closes
 that connection and nothing else.
 
+No client can take the broker from the others (Kafka's Selector and KafkaChannel mute states, on trio):
+- a connection yields to the others after each request, so a client pipelining thousands of requests holds the
+  others back by about one request at a time;
+- pipelined requests are taken one frame at a time from what was read, as they are answered;
+- the responses of pipelined requests are written together, once UNSENT_RESPONSE_BYTES of them wait; a write the
+  client does not read keeps the connection muted (nothing more read or answered) until it drains, so a
+  connection holds at most one read and one batch of responses (or one larger response) besides its socket's
+  buffers;
+- a request that waits for others (in a purgatory, or JoinGroup and SyncGroup for the rebalance) is dropped with
+  its connection once the client closes or resets it (client_disconnect).
+
 Shutdown is structured: `drain()` stops the accept loops (closing the listening sockets) and the reading of new
 requests, waits a bounded time for the requests taken to be answered, and leaves the connection tasks for the
 owner's cancellation.
@@ -19,6 +30,8 @@ import trio
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.framing import FrameDecoder, FrameError
 
+from .client_disconnect import unless_client_disconnects
+
 log = logging.getLogger("minikafka.server")
 
 # Takes a request frame, returns the framed response or None (acks=0 produce); raises CloseConnection to close.
@@ -28,9 +41,14 @@ RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[bytes | None]]
 ConnectionClosed = Callable[["ConnectionInfo"], None]
 
 RECEIVE_BYTES = 1 << 18
+# Responses of pipelined requests written together: up to this many bytes wait for one write.
+UNSENT_RESPONSE_BYTES = 1 << 16
 # Requests that may wait in a purgatory, as the two big-endian bytes a request frame starts with.
 MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.JOIN_GROUP,
                                                                    ApiKey.SYNC_GROUP))
+# Requests that always wait for other clients (the rebalance): answered under a watch for their client going. A
+# produce or fetch is watched by the purgatory, and only if it parks there.
+REBALANCE_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP))
 
 
 class CloseConnection(Exception):
@@ -44,6 +62,26 @@ class ConnectionInfo:
         self.connection_id = connection_id
         self.peer = peer
         self.listener = listener
+
+
+class _UnsentResponses:
+    """Responses of pipelined requests waiting to be written together, in request order."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        self.size = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces)
+
+    def add(self, response: bytes) -> None:
+        self._pieces.append(response)
+        self.size += len(response)
+
+    def take(self) -> bytes:
+        """All of them, for one write, leaving none."""
+        pieces, self._pieces, self.size = self._pieces, [], 0
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 class SocketServer:
@@ -79,19 +117,9 @@ class SocketServer:
         except OSError:
             peer = "?"
         info = ConnectionInfo(conn_id, peer, listener_name)
-        decoder = FrameDecoder(self._max_request_bytes)
         self.connections[conn_id] = stream
         try:
-            while True:
-                with trio.move_on_after(self._idle_timeout_s) as idle:
-                    data = await stream.receive_some(RECEIVE_BYTES)
-                if idle.cancelled_caught:
-                    log.info("closing idle connection %s from %s", conn_id, peer)
-                    return
-                if not data:
-                    return
-                if not await self._answer(stream, decoder.feed(data), info):
-                    return
+            await self._serve_requests(stream, info)
         except FrameError as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except CloseConnection as exc:
@@ -107,39 +135,73 @@ class SocketServer:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _answer(self, stream: trio.SocketStream, frames: list[bytes], info: ConnectionInfo) -> bool:
-        """Answer requests as `_answer_in_order`, counted until their responses are written, for `drain()`."""
-        if not frames:
-            return True
-        self._answering += 1
-        try:
-            return await self._answer_in_order(stream, frames, info)
-        finally:
-            self._answering -= 1
-            if not self._answering and self._all_answered is not None:
-                self._all_answered.set()
+    async def _serve_requests(self, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        """Answer the connection's requests in order until it closes, idles out or the server drains.
 
-    async def _answer_in_order(self, stream: trio.SocketStream, frames: list[bytes], info: ConnectionInfo) -> bool:
-        """Answer pipelined requests in order, their responses sent together in as few writes as possible.
-
-        Responses wait for the batch's end only behind requests that answer at once: before one that may wait
-        in a purgatory, what is ready is sent first. Returns False when the connection should close.
+        Responses wait to be written together only behind requests that answer at once: before a read, and before
+        a request that may wait in a purgatory, what is ready is sent first. From the first request taken until
+        its responses and those of the requests pipelined behind it are written, the connection counts as
+        answering, for `drain()`.
         """
-        ready: list[bytes] = []
+        decoder = FrameDecoder(self._max_request_bytes)
+        unsent = _UnsentResponses()
+        answering = False
+        yielded = True  # since the last request answered: a read or write lets the other connections run
         try:
-            for frame in frames:
+            while True:
+                request = decoder.next_frame()
+                if request is None:
+                    if unsent:
+                        await stream.send_all(unsent.take())
+                    if answering:
+                        answering = False
+                        self._answered()
+                    data = await self._receive(stream, info)
+                    if not data:
+                        return
+                    decoder.append(data)
+                    yielded = True
+                    continue
+                if not yielded:
+                    await trio.lowlevel.checkpoint()  # the other connections' turn between pipelined requests
                 if self.draining:
-                    return False
-                if ready and frame[:2] in MAY_WAIT_API_KEYS:
-                    await stream.send_all(b"".join(ready))
-                    ready.clear()
-                response = await self._process(frame, info)
+                    return
+                if not answering:
+                    answering = True
+                    self._answering += 1
+                if unsent and request[:2] in MAY_WAIT_API_KEYS:
+                    await stream.send_all(unsent.take())
+                response = await self._answer(stream, request, info)
+                yielded = False
                 if response is not None:
-                    ready.append(response)
-            return True
+                    unsent.add(response)
+                    if unsent.size >= UNSENT_RESPONSE_BYTES:
+                        await stream.send_all(unsent.take())  # muted while the client is not reading
+                        yielded = True
         finally:
-            if ready:
-                await stream.send_all(b"".join(ready))
+            try:
+                if unsent:
+                    await stream.send_all(unsent.take())
+            finally:
+                if answering:
+                    self._answered()
+
+    async def _answer(self, stream: trio.SocketStream, request: bytes, info: ConnectionInfo) -> bytes | None:
+        if request[:2] in REBALANCE_API_KEYS:
+            return await unless_client_disconnects(stream, functools.partial(self._process, request, info))
+        return await self._process(request, info)
+
+    async def _receive(self, stream: trio.SocketStream, info: ConnectionInfo) -> bytes:
+        """The next bytes the client sent; empty when it closed or the connection was idle too long."""
+        with trio.move_on_after(self._idle_timeout_s):
+            return await stream.receive_some(RECEIVE_BYTES)
+        log.info("closing idle connection %s from %s", info.connection_id, info.peer)
+        return b""
+
+    def _answered(self) -> None:
+        self._answering -= 1
+        if not self._answering and self._all_answered is not None:
+            self._all_answered.set()
 
     async def drain(self, timeout_s: float) -> None:
         """Stop accepting connections and taking requests; wait (at most `timeout_s`) for those taken to be

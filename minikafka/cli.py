@@ -102,17 +102,18 @@ def serve(args: argparse.Namespace) -> int:
     import trio
 
     from minikafka.broker.broker_lifecycle_manager import RegistrationError
+    from minikafka.storage.errors import KafkaStorageError
 
     try:
         trio.run(_serve, config)
     except BaseExceptionGroup as group:
-        _, rest = group.split((OSError, ConfigError, RegistrationError))
+        _, rest = group.split((OSError, ConfigError, RegistrationError, KafkaStorageError))
         if rest is not None:
             raise
         first = _first_leaf(group)
         print(f"minikafka: cannot start: {first}", file=sys.stderr)
         return 2 if isinstance(first, ConfigError) else 1
-    except (OSError, ConfigError, RegistrationError) as exc:
+    except (OSError, ConfigError, RegistrationError, KafkaStorageError) as exc:
         print(f"minikafka: cannot start: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     return 0

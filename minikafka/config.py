@@ -32,6 +32,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "delete.topic.enable": (bool, True),
     "socket.request.max.bytes": (int, 104857600),
     "message.max.bytes": (int, 1048588),
+    "fetch.max.bytes": (int, 57671680),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, None),
     "log.roll.hours": (int, 168),

@@ -7,6 +7,7 @@ import importlib
 import os
 import pkgutil
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kafka.protocol.api_message import ApiMessage
@@ -14,6 +15,7 @@ from kafka.protocol.api_message import ApiMessage
 from . import framing
 from .api_keys import ApiKey
 from .request_header import InvalidRequestError, RequestHeader
+from .schema_checks import Checker, build_checker
 from .varint import VarintError, encode_uvarint, read_uvarint
 
 _INT32 = struct.Struct(">i")
@@ -74,15 +76,42 @@ def skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
+Reader = Callable[[memoryview, int], tuple[ApiMessage, int]]
+
+# Per request class and version: kafka-python's generated decoder, and what Kafka's reader refuses beyond it.
+_READERS: dict[tuple[type[ApiMessage], int], tuple[Reader, Checker | None]] = {}
+
+
+def _reader(request: type[ApiMessage], version: int, flexible: bool) -> tuple[Reader, Checker | None]:
+    reader = _READERS.get((request, version))
+    if reader is None:
+        spec = request._struct
+        decode = spec.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=request[None])
+        reader = _READERS[(request, version)] = (decode, build_checker(spec, version, flexible, request.__name__))
+    return reader
+
+
 def decode_request(schema: ApiSchema, header: RequestHeader, frame: bytes, body_pos: int) -> ApiMessage:
-    """Decode a request body of a version the caller has checked is supported."""
-    if schema.flexible(header.api_version):
+    """Decode a request body of a version the caller has checked is supported, refusing what Kafka's parser
+    refuses: a body that runs past the frame, a null where the field is not nullable, an overlong string."""
+    version = header.api_version
+    flexible = schema.flexible(version)
+    if flexible:
         body_pos = skip_tagged_fields(frame, body_pos)
+    decode, check = _reader(schema.request, version, flexible)
     try:
-        return schema.request.decode(memoryview(frame)[body_pos:], version=header.api_version)
+        request, end = decode(memoryview(frame), body_pos)
     except Exception as exc:  # the generated decoders raise assorted errors on garbage
+        raise InvalidRequestError(f"cannot decode {schema.request.__name__} v{version}: {exc!r}") from exc
+    if end > len(frame):
         raise InvalidRequestError(
-            f"cannot decode {schema.request.__name__} v{header.api_version}: {exc!r}") from exc
+            f"cannot decode {schema.request.__name__} v{version}: it runs {end - len(frame)} bytes past the frame")
+    if check is not None:
+        try:
+            check(request)
+        except InvalidRequestError as exc:
+            raise InvalidRequestError(f"cannot decode {schema.request.__name__} v{version}: {exc}") from None
+    return request
 
 
 class RecordsSplicer:

@@ -18,26 +18,36 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every frame now complete, in order."""
-        self._buffer += data
+        self.append(data)
         frames = []
-        while True:
-            if self._need is None:
-                if len(self._buffer) < 4:
-                    break
-                (size,) = _SIZE.unpack_from(self._buffer, 0)
-                if size < 0:
-                    raise FrameError(f"negative frame size {size}")
-                if size > self._max_size:
-                    raise FrameError(
-                        f"frame of {size} bytes is larger than socket.request.max.bytes ({self._max_size})")
-                self._need = size
-                del self._buffer[:4]
-            if len(self._buffer) < self._need:
-                break
-            frames.append(bytes(self._buffer[:self._need]))
-            del self._buffer[:self._need]
-            self._need = None
+        while (complete := self.next_frame()) is not None:
+            frames.append(complete)
         return frames
+
+    def append(self, data: bytes) -> None:
+        """Add received bytes, to be taken one frame at a time with `next_frame` (a server splits a read of many
+        pipelined requests only as it answers them)."""
+        self._buffer += data
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame, or None until more bytes come."""
+        if self._need is None:
+            if len(self._buffer) < 4:
+                return None
+            (size,) = _SIZE.unpack_from(self._buffer, 0)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self._max_size:
+                raise FrameError(
+                    f"frame of {size} bytes is larger than socket.request.max.bytes ({self._max_size})")
+            self._need = size
+            del self._buffer[:4]
+        if len(self._buffer) < self._need:
+            return None
+        whole = bytes(self._buffer[:self._need])
+        del self._buffer[:self._need]
+        self._need = None
+        return whole
 
     @property
     def pending(self) -> int:

@@ -1,8 +1,9 @@
 """Record batch v2 header codec: parse, validate, and rewrite batches without touching records.
 
-The broker never decodes records on the data path. Everything it needs (offsets, counts,
-timestamps, producer id/epoch/sequence, CRC) lives in the fixed 61-byte batch header, so
-validation and offset assignment are work per batch, not per record.
+Everything the broker needs to place a batch (offsets, counts, timestamps, producer
+id/epoch/sequence, CRC) lives in the fixed 61-byte batch header, so framing checks and offset
+assignment are work per batch. The records themselves are checked, never rewritten, by
+storage/log_validator.py.
 
 Layout (big-endian), byte offsets in brackets:
 baseOffset int64 [0], batchLength int32 [8], partitionLeaderEpoch int32 [12], magic int8 [16],
@@ -38,6 +39,8 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 
 NO_TIMESTAMP = -1
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
@@ -95,7 +98,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def timestamp_type(self) -> int:
-        """0 = CreateTime, 1 = LogAppendTime."""
+        """CREATE_TIME or LOG_APPEND_TIME."""
         return (self.attributes & TIMESTAMP_TYPE_MASK) >> 3
 
     @property
@@ -241,16 +244,35 @@ def assign_offsets(
             _LEADER_EPOCH.pack_into(buf, pos + LEADER_EPOCH_OFFSET, leader_epoch)
             header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
             if log_append_time_ms is not None:
-                attributes = header.attributes | TIMESTAMP_TYPE_MASK
-                _ATTRIBUTES.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
-                _MAX_TIMESTAMP.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, log_append_time_ms)
-                crc = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + header.size])
-                _CRC.pack_into(buf, pos + CRC_OFFSET, crc)
-                header = header._replace(attributes=attributes, max_timestamp=log_append_time_ms, crc=crc)
+                header = _stamp(buf, view, pos, header, LOG_APPEND_TIME, log_append_time_ms)
             result.append(header)
             next_offset = header.last_offset + 1
             pos += header.size
         return result
+
+
+def stamp_timestamp_type_and_max(
+    buf: bytes | bytearray, pos: int, header: BatchHeader, timestamp_type: int, max_timestamp: int
+) -> BatchHeader:
+    """Set the timestamp type and max timestamp of the batch at `pos` (Kafka's setMaxTimestamp), recomputing
+    the CRC they are under. A batch that has them already is left alone (and `buf` may then be read-only)."""
+    if header.timestamp_type == timestamp_type and header.max_timestamp == max_timestamp:
+        return header
+    if not isinstance(buf, bytearray):
+        raise TypeError("restamping a record batch needs a bytearray")
+    with memoryview(buf) as view:
+        return _stamp(buf, view, pos, header, timestamp_type, max_timestamp)
+
+
+def _stamp(
+    buf: bytearray, view: memoryview, pos: int, header: BatchHeader, timestamp_type: int, max_timestamp: int
+) -> BatchHeader:
+    attributes = header.attributes & ~TIMESTAMP_TYPE_MASK | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+    _ATTRIBUTES.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _MAX_TIMESTAMP.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    crc = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + header.size])
+    _CRC.pack_into(buf, pos + CRC_OFFSET, crc)
+    return header._replace(attributes=attributes, max_timestamp=max_timestamp, crc=crc)
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:

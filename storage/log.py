@@ -1,7 +1,8 @@
 """The log of one partition replica: Kafka's UnifiedLog (local part) over LogSegments.
 
-Appends validate and stamp batch headers in place and write the bytes as they came; reads return
-byte ranges of segment files. Nothing on these paths looks inside a batch.
+A leader's appends check each batch's header and records (log_validator), stamp headers in place
+and write the bytes as they came; a follower's appends check headers and CRCs only, as Kafka's do;
+reads return byte ranges of segment files.
 
 Threading: every method that changes the log runs on the owning thread (the broker's event
 loop). read(), fetch_offset_by_timestamp(), offset_of_max_timestamp() and flush() may run in a
@@ -37,7 +38,6 @@ from .checkpoint import TMP_SUFFIX, fsync_dir
 from .errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -46,6 +46,8 @@ from .errors import (
 )
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
+from .log_offset_metadata import LogOffsetMetadata
+from .log_validator import validate_records
 from .partition_metadata import read_partition_metadata, uuid_to_str, write_partition_metadata
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment
@@ -295,9 +297,10 @@ class Log:
         A bytearray is stamped in place; other buffers are copied first. Raises the storage
         errors of the checks (corrupt/invalid batches, sizes, timestamps, idempotence).
         """
-        headers = validate_batches(records)
-        self._check_sizes(headers, len(records))
-        self._check_timestamps(headers, now_ms)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        headers = validate_batches(buf)
+        self._check_sizes(headers, len(buf))
+        headers = validate_records(buf, headers, self.config, now_ms, self.name)
         duplicate = self.producer_state.check_client_batches(headers)
         if duplicate is not None:
             return AppendInfo(
@@ -310,7 +313,6 @@ class Log:
                 duplicate.last_offset - duplicate.first_offset + 1,
                 duplicate=True,
             )
-        buf = records if isinstance(records, bytearray) else bytearray(records)
         append_time = now_ms if self.config.log_append_time else None
         headers = assign_offsets(buf, headers, self.log_end_offset, leader_epoch, append_time)
         if leader_epoch >= 0:
@@ -368,25 +370,6 @@ class Log:
                 f"Message batch size is {total} bytes in append to partition {self.name}, which exceeds "
                 f"the maximum configured segment size of {self.config.segment_bytes}."
             )
-
-    def _check_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
-        """Kafka's timestamp rules, applied to the batch's first and max timestamps."""
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        create_time = not self.config.log_append_time
-        for header in headers:
-            if create_time and header.max_timestamp != NO_TIMESTAMP:
-                low, high = header.base_timestamp, header.max_timestamp
-                if now_ms - low > before or high - now_ms > after:
-                    raise InvalidTimestampError(
-                        f"One or more records have been rejected due to invalid timestamp: timestamps "
-                        f"[{low}, {high}] are out of range [{now_ms - before}, {now_ms + after}]"
-                    )
-            elif header.timestamp_type == 1:
-                raise InvalidTimestampError(
-                    "One or more records have been rejected due to invalid timestamp: "
-                    "producer should not set timestamp type to LogAppendTime"
-                )
 
     def _append(
         self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int, log_append_time: int
@@ -484,6 +467,31 @@ class Log:
             if data is not None:
                 return data
         return b""
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        """The log end offset with its place: the end of the active segment."""
+        active = self._segments[-1]
+        return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where the batch holding `offset` starts (Kafka's convertToOffsetMetadataOrThrow): free at the log end,
+        elsewhere an index lookup and a scan of batch headers. Raises OffsetOutOfRangeError outside the log."""
+        segments = self._segments
+        end = segments[-1].next_offset
+        if offset == end:
+            return self.log_end_offset_metadata
+        if offset < self._log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.name}, but we only have log "
+                f"segments in the range {self._log_start_offset} to {end}."
+            )
+        start = max(bisect_right(segments, offset, key=_base_offset) - 1, 0)
+        for segment in segments[start:]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, found.position)
+        return self.log_end_offset_metadata  # no batch at or past `offset` yet: its records will come at the end
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first record with timestamp >= `timestamp`, or None if there is none.

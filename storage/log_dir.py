@@ -7,14 +7,18 @@ Layout as in Kafka (KRaft mode), so Kafka's tools and habits apply:
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from .checkpoint import atomic_write, read_offset_checkpoint, write_offset_checkpoint
+from .checkpoint import atomic_write, parse_java_int, read_offset_checkpoint, write_offset_checkpoint
 from .errors import KafkaStorageError
-from .partition_metadata import random_uuid, uuid_to_str
+from .partition_metadata import random_uuid, uuid_from_str, uuid_to_str
 from .properties import parse_properties
+
+logger = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -24,6 +28,8 @@ META_PROPERTIES_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+# Kafka's DirectoryId.UNASSIGNED, LOST and MIGRATING: never the id of a real directory.
+RESERVED_DIRECTORY_IDS = (bytes(16), bytes(15) + b"\x01", bytes(15) + b"\x02")
 
 OffsetMap = dict[tuple[str, int], int]
 
@@ -65,6 +71,66 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(partition)
 
 
+class MetaProperties(NamedTuple):
+    """What meta.properties says: the cluster and node a log directory belongs to, and the directory's own id."""
+
+    cluster_id: str
+    node_id: int
+    directory_id: str  # empty when the file has none yet
+
+
+def read_meta_properties(path: Path) -> MetaProperties | None:
+    """The content of a meta.properties file, None if there is none; ValueError naming the file and what is wrong
+    where Kafka would refuse to start with it (MetaProperties.Builder, MetaPropertiesEnsemble.verify and
+    KafkaRaftServer's checks). Read as Java's Properties.load reads a stream: ISO 8859-1, so any bytes are text."""
+    try:
+        text = path.read_bytes().decode("latin-1")
+    except FileNotFoundError:
+        return None
+    try:
+        return _meta_properties(parse_properties(text), path.parent)
+    except ValueError as e:
+        raise ValueError(f"Error while reading meta.properties file {path}: {e}") from None
+
+
+def _meta_properties(props: dict[str, str], directory: Path) -> MetaProperties:
+    raw_version = props.get("version", "0")
+    try:
+        version = parse_java_int(raw_version, 32)
+    except ValueError:
+        raise ValueError(f"invalid version string {raw_version!r}") from None
+    if version not in (0, 1):
+        raise ValueError(f"unknown version number {version}")
+    node_key = "node.id" if version == 1 else "broker.id"  # a version 0 file (ZooKeeper era) names the node so
+    raw_node = props.get(node_key)
+    if raw_node is None:
+        raise ValueError(f"node ID not found (a version {version} file names it {node_key})")
+    try:
+        node_id = parse_java_int(raw_node, 32)
+    except ValueError:
+        raise ValueError(f"failed to parse {node_key} {raw_node!r} as an int") from None
+    cluster_id = props.get("cluster.id")
+    if not cluster_id:
+        raise ValueError("cluster.id was not found")
+    directory_id = props.get("directory.id", "")
+    if directory_id:
+        try:
+            raw_id = uuid_from_str(directory_id)
+        except ValueError as e:
+            raise ValueError(f"unable to read directory.id as a Uuid: {e}") from None
+        if raw_id in RESERVED_DIRECTORY_IDS:
+            raise ValueError(f"invalid reserved directory ID {directory_id} found in {directory}")
+    return MetaProperties(cluster_id, node_id, directory_id)
+
+
+def _write_meta_properties(path: Path, meta: MetaProperties) -> None:
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    props = {"cluster.id": meta.cluster_id, "directory.id": meta.directory_id, "node.id": str(meta.node_id),
+             "version": str(META_PROPERTIES_VERSION)}
+    text = "#\n#" + stamp + "\n" + "".join(f"{key}={value}\n" for key, value in props.items())
+    atomic_write(path, text.encode("utf-8"))
+
+
 class LogDir:
     """One log directory of a broker (`log.dirs` entry); created if missing."""
 
@@ -78,35 +144,31 @@ class LogDir:
     # ----------------------------------------------------------------- meta.properties
 
     def load_or_create_meta(self, node_id: int, cluster_id: str | None) -> tuple[str, str]:
-        """(cluster id, directory id) of this directory, writing meta.properties if it has none.
+        """(cluster id, directory id) of this directory.
 
-        A missing cluster id is generated. Raises ValueError if the directory belongs to another
-        node or another cluster.
+        A directory without meta.properties is formatted, as `kafka-storage.sh format` would: the file gets
+        `cluster_id` (generated when None) and a new directory id. An existing file is checked as Kafka checks it
+        on start (MetaPropertiesEnsemble), and only a missing directory.id is added to it. ValueError, naming the
+        file and what is wrong, when it cannot be used: unreadable content, or another node's or cluster's.
         """
         path = self.path / META_PROPERTIES
-        props = parse_properties(path.read_text(encoding="utf-8")) if path.exists() else {}
-        if props:
-            stored_node = props.get("node.id")
-            if stored_node is not None and int(stored_node) != node_id:
-                raise ValueError(f"Stored node id {stored_node} in {path} doesn't match the node id {node_id}")
-            stored_cluster = props.get("cluster.id")
-            if cluster_id is not None and stored_cluster is not None and stored_cluster != cluster_id:
-                raise ValueError(
-                    f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored_cluster} in {path}")
-            cluster_id = stored_cluster or cluster_id
-        cluster_id = cluster_id or uuid_to_str(random_uuid())
-        directory_id = props.get("directory.id") or uuid_to_str(random_uuid())
-        wanted = {
-            "cluster.id": cluster_id,
-            "directory.id": directory_id,
-            "node.id": str(node_id),
-            "version": str(META_PROPERTIES_VERSION),
-        }
-        if any(props.get(key) != value for key, value in wanted.items()):
-            stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
-            text = "#\n#" + stamp + "\n" + "".join(f"{key}={value}\n" for key, value in wanted.items())
-            atomic_write(path, text.encode("utf-8"))
-        return cluster_id, directory_id
+        meta = read_meta_properties(path)
+        if meta is None:
+            meta = MetaProperties(cluster_id or uuid_to_str(random_uuid()), node_id, uuid_to_str(random_uuid()))
+            _write_meta_properties(path, meta)
+            return meta.cluster_id, meta.directory_id
+        if meta.node_id != node_id:
+            raise ValueError(f"Stored node id {meta.node_id} in {path} doesn't match the node id {node_id}. If you "
+                             "moved your data, make sure your configured node id matches; to create a new node, "
+                             "remove all data in its data directories")
+        if cluster_id is not None and meta.cluster_id != cluster_id:
+            raise ValueError(f"The Cluster ID {cluster_id} doesn't match stored clusterId {meta.cluster_id} in "
+                             f"{path}")
+        if not meta.directory_id:
+            meta = MetaProperties(meta.cluster_id, meta.node_id, uuid_to_str(random_uuid()))
+            logger.info("Rewriting %s with a new directory.id", path)
+            _write_meta_properties(path, meta)
+        return meta.cluster_id, meta.directory_id
 
     # ----------------------------------------------------------------- checkpoints
 

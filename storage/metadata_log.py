@@ -6,12 +6,17 @@ and fsynced before `append` returns: a change is durable before the controller a
 rewritten. On start the controller replays the log to rebuild its state. The directory is an ordinary partition
 directory in Kafka's layout (segments, indexes, leader-epoch-checkpoint), so Kafka's tools can read it.
 
+An append that fails (a full disk) leaves the log as it was: whatever it wrote is cut off again and made durable,
+so a change the controller reports as failed is never replayed later. Should even that fail, the log refuses
+every further append, and reads never go past the last append that succeeded.
+
 Plain synchronous file I/O like the rest of storage: a caller on an event loop runs each call on a worker thread
 (`trio.to_thread`), one call at a time.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,9 +29,12 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.metadata_records import MetadataRecord, MetadataRecordError, decode_record, encode_record
 from minikafka.protocol.record_batch import iter_batches
 
-from .errors import CorruptRecordError, StorageError
+from .checkpoint import fsync_dir
+from .errors import CorruptRecordError, KafkaStorageError, StorageError
 from .log import Log
 from .log_config import LogConfig
+
+logger = logging.getLogger(__name__)
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -82,6 +90,8 @@ class MetadataLog:
     def __init__(self, log: Log, controller_epoch: int) -> None:
         self._log = log
         self._controller_epoch = controller_epoch
+        self._end_offset = log.log_end_offset  # one past the last record of the last append that succeeded
+        self._failure: str | None = None  # why appends are refused, once a failed one could not be undone
 
     @classmethod
     def open(cls, log_dir: Path, *, controller_epoch: int | None = None, now_ms: int | None = None) -> MetadataLog:
@@ -117,7 +127,7 @@ class MetadataLog:
     @property
     def log_end_offset(self) -> int:
         """The offset the next record gets; after a replay, one past the last record applied."""
-        return self._log.log_end_offset
+        return self._end_offset
 
     @property
     def dir(self) -> Path:
@@ -127,11 +137,13 @@ class MetadataLog:
         """Append `records` as one batch (all or nothing, as a change to cluster state must be), fsync it, and
         return the offset of its last record.
 
-        Raises RecordTooLargeError for a batch over 8 MiB and KafkaStorageError for an I/O failure; after the
-        latter the change may or may not be in the log, and, as in Kafka, the controller must not go on.
+        Raises RecordTooLargeError for a batch over 8 MiB and KafkaStorageError for an I/O failure, after which
+        the log holds what it held before (see the module doc).
         """
         if not records:
             raise ValueError("a metadata log batch needs at least one record")
+        if self._failure is not None:
+            raise KafkaStorageError(f"The metadata log {self.dir} refuses appends: {self._failure}")
         now = _now_ms() if now_ms is None else now_ms
         values = [encode_record(record) for record in records]
         builder = MemoryRecordsBuilder(
@@ -141,9 +153,26 @@ class MetadataLog:
             if builder.append(timestamp=now, key=None, value=value, headers=[]) is None:
                 raise ValueError("the record batch builder refused a metadata record")
         builder.close()
-        info = self._log.append_as_leader(bytearray(builder.buffer()), self._controller_epoch, now)
-        self._log.flush()
+        try:
+            info = self._log.append_as_leader(bytearray(builder.buffer()), self._controller_epoch, now)
+            self._log.flush()
+        except (KafkaStorageError, OSError) as exc:
+            self._undo_append(exc)
+            if isinstance(exc, KafkaStorageError):
+                raise
+            raise KafkaStorageError(f"Error while appending to the metadata log {self.dir}: {exc}") from exc
+        self._end_offset = info.last_offset + 1
         return info.last_offset
+
+    def _undo_append(self, cause: Exception) -> None:
+        """Cut the log back to the end of the last append that succeeded, durably."""
+        try:
+            self._log.truncate_to(self._end_offset)
+            self._log.active_segment.flush()
+            fsync_dir(self.dir)
+        except (KafkaStorageError, OSError) as exc:
+            self._failure = f"a failed append ({cause}) could not be undone: {exc}"
+            logger.error("%s: %s; restart the controller once the disk is repaired", self.dir, self._failure)
 
     @property
     def log_start_offset(self) -> int:
@@ -159,7 +188,7 @@ class MetadataLog:
         """Every metadata record in offset order with its offset and controller epoch, as `replay`."""
         log = self._log
         offset = log.log_start_offset
-        end = log.log_end_offset
+        end = self._end_offset
         while offset < end:
             data = log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
             next_offset = offset
@@ -174,10 +203,15 @@ class MetadataLog:
         """Whole batches from the one holding `offset`, at most `max_bytes` except that the first batch always
         comes whole: what a Fetch of `__cluster_metadata` answers. Empty at the log end offset; raises
         OffsetOutOfRangeError outside [log start offset, log end offset]."""
-        return self._log.read(offset, max_bytes, max_offset=self._log.log_end_offset, min_one_message=True)
+        return self._log.read(offset, max_bytes, max_offset=self._end_offset, min_one_message=True)
 
     def close(self) -> None:
-        self._log.close()
+        """Flush and close; on a full or failing disk, log it and let go of the files (the next open recovers)."""
+        try:
+            self._log.close()
+        except (KafkaStorageError, OSError) as exc:
+            logger.error("%s not closed cleanly, the next start recovers it: %s", self.dir, exc)
+            self._log.abandon()
 
     def __repr__(self) -> str:
         return f"MetadataLog({self._log!r}, controller_epoch={self._controller_epoch})"

@@ -7,9 +7,8 @@ import binascii
 import uuid
 from pathlib import Path
 
-from .checkpoint import atomic_write
+from .checkpoint import atomic_write, parse_java_int, split_fields, text_lines
 from .errors import KafkaStorageError
-from .properties import parse_properties
 
 PARTITION_METADATA = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
@@ -41,21 +40,40 @@ def random_uuid() -> bytes:
 
 
 def read_partition_metadata(directory: Path) -> bytes | None:
-    """The topic id recorded in `directory`, or None when there is no partition.metadata."""
+    """The topic id recorded in `directory`, or None when there is no partition.metadata. KafkaStorageError, naming
+    the file and what is wrong with it, when it cannot be read or Kafka's PartitionMetadataReadBuffer would refuse
+    it (a later version is accepted, as Kafka accepts it for downgrades)."""
     path = directory / PARTITION_METADATA
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as e:
         raise KafkaStorageError(f"Error while reading partition metadata file {path}: {e}") from e
     try:
-        fields = parse_properties(text)
-        if int(fields["version"]) != PARTITION_METADATA_VERSION:
-            raise ValueError(f"unrecognized version {fields['version']}")
-        return uuid_from_str(fields["topic_id"].strip())
-    except (KeyError, ValueError) as e:
-        raise KafkaStorageError(f"Malformed partition metadata file {path}: {e}") from e
+        return _parse(data)
+    except ValueError as e:
+        raise KafkaStorageError(f"Error while reading partition metadata file {path}: {e}") from None
+
+
+def _parse(data: bytes) -> bytes:
+    lines = text_lines(data)
+    version = _field(lines, 0, "version")
+    if parse_java_int(version, 32) < PARTITION_METADATA_VERSION:
+        raise ValueError(f"unrecognized version {version}")
+    topic_id = uuid_from_str(_field(lines, 1, "topic_id"))
+    if topic_id == _RESERVED[0]:
+        raise ValueError("invalid topic id (the zero uuid)")
+    return topic_id
+
+
+def _field(lines: list[str], index: int, name: str) -> str:
+    """The value of line `index`, written `<name>: <value>`: Kafka takes the second of exactly two fields."""
+    line = lines[index] if index < len(lines) else ""
+    fields = split_fields(line)
+    if len(fields) != 2:
+        raise ValueError(f"malformed line {index + 1} {line[:80]!r}, expected '{name}: <value>'")
+    return fields[1]
 
 
 def write_partition_metadata(directory: Path, topic_id: bytes) -> None:

@@ -4,7 +4,9 @@ Its state is the metadata log (`__cluster_metadata-0`), replayed into a metadata
 controller restarted after kill -9 holds exactly what was committed. Operations run one at a time, each as
 validate against the image, build the records, append them as one batch and fsync (on a worker thread), replay
 them into the image, and wake whoever waits for new metadata (brokers' long-poll fetches): a change is durable
-before anyone sees it, and all of an operation's records land or none do.
+before anyone sees it, and all of an operation's records land or none do. An append that fails (a full disk) leaves
+the log and the image as they were and fails the operation with KAFKA_STORAGE_ERROR, the code of the exception
+Kafka's log raises on an I/O failure, which its controller hands to the caller unchanged.
 
 Open it inside trio: broker sessions run on trio's clock. `run()` keeps the background duties (fencing brokers
 whose sessions end, the preferred-leader rebalance) until cancelled.
@@ -13,19 +15,24 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import trio
 
+from minikafka.config import ConfigError
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
     MetadataRecord,
+    MetadataRecordError,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
+from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_dir import LogDir
 from minikafka.storage.metadata_log import MetadataLog
 
@@ -45,18 +52,25 @@ from .controller_config import QuorumControllerConfig
 from .leader_move import leader_move
 from .replica_placer import StripedReplicaPlacer
 from .replication_control import (
+    MAX_RECORDS_PER_USER_OP,
     PREFERRED_ELECTION,
     UNCLEAN_ELECTION,
     CreatedTopic,
     IsrChange,
     NewTopic,
+    OperationTooLargeError,
     ReplicationControl,
     partitions_named,
 )
 
 log = logging.getLogger("minikafka.controller")
 
+COMMIT_RETRY_BACKOFF_S = 1.0  # a background duty whose commit failed tries again after this
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+OFF_LOOP_PARTITIONS = 1000  # requests placing more new partitions are checked and built on a worker thread
+REPLAY_STEP = 1000  # records replayed into the image between checkpoints, so a big commit lets other tasks run
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,7 @@ class QuorumController:
         self._lock = trio.Lock()  # one operation at a time
         self._log_lock = trio.Lock()  # the log is read on the event loop and appended on a worker thread
         self._appended = trio.Event()
+        self._commits_failing = False  # the last commit failed: logged once until one succeeds
         for entry in metadata_log.entries():
             self._replay(entry.record, entry.offset, entry.controller_epoch)
         self.image.controller_epoch = metadata_log.controller_epoch
@@ -146,10 +161,16 @@ class QuorumController:
     def open(cls, config: QuorumControllerConfig, metadata_dir: Path) -> QuorumController:
         """Open (or create) the metadata log in `metadata_dir` and replay it; the directory's meta.properties
         holds the cluster id (`config.cluster_id` must match it, and is written there on first start)."""
-        cluster_id, _directory_id = LogDir(metadata_dir).load_or_create_meta(config.node_id, config.cluster_id)
+        try:
+            cluster_id, _directory_id = LogDir(metadata_dir).load_or_create_meta(config.node_id, config.cluster_id)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         metadata_log = MetadataLog.open(metadata_dir)
         try:
             return cls(config, metadata_log, cluster_id)
+        except MetadataRecordError as exc:  # Kafka's controller stops at a record it cannot load, too
+            metadata_log.close()
+            raise KafkaStorageError(f"Error while replaying the metadata log {metadata_log.dir}: {exc}") from None
         except BaseException:
             metadata_log.close()
             raise
@@ -193,12 +214,25 @@ class QuorumController:
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> int:
         """Append `records` as one durable batch, then replay them; returns the offset of the first. A failed
-        append raises and ends the controller: the batch may or may not be in the log."""
+        append raises KafkaStorageError and changes nothing: the log is as it was and nothing is replayed."""
         async with self._log_lock:
-            last = await trio.to_thread.run_sync(self._log.append, list(records))
+            try:
+                last = await trio.to_thread.run_sync(self._log.append, list(records))
+            except KafkaStorageError as exc:
+                if not self._commits_failing:
+                    self._commits_failing = True
+                    log.error("controller %d could not commit %d metadata record(s), nothing changed: %s (logged "
+                              "once until a commit succeeds)", self.node_id, len(records), exc)
+                raise
+        if self._commits_failing:
+            self._commits_failing = False
+            log.info("controller %d commits metadata records again", self.node_id)
         first = last - len(records) + 1
-        for i, record in enumerate(records):
-            self._replay(record, first + i, self._log.controller_epoch)
+        with trio.CancelScope(shield=True):  # the image takes every record the log took
+            for i, record in enumerate(records):
+                if i and i % REPLAY_STEP == 0:
+                    await trio.lowlevel.checkpoint()
+                self._replay(record, first + i, self._log.controller_epoch)
         self._end_offset = last + 1
         appended, self._appended = self._appended, trio.Event()
         appended.set()
@@ -300,7 +334,14 @@ class QuorumController:
             else:
                 log.info("fencing broker %d: no heartbeat for %d ms", broker_id,
                          self.config.broker_session_timeout_ms)
-            await self._commit(self.replication.broker_fenced(broker_id))
+            try:
+                await self._commit(self.replication.broker_fenced(broker_id))
+            except KafkaStorageError:
+                pass  # logged by _commit
+            else:
+                return
+        # Still stale, so the heartbeat manager asks again at once: not before the backoff.
+        await trio.sleep(COMMIT_RETRY_BACKOFF_S)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """(first id, count) of a new block of producer ids, durable before it is handed out."""
@@ -315,25 +356,50 @@ class QuorumController:
 
     async def create_topics(self, topics: Sequence[NewTopic],
                             validate_only: bool = False) -> list[CreatedTopic | KafkaError]:
-        """Create each topic, or say why not; with `validate_only`, only say."""
+        """Create each topic, or say why not; with `validate_only`, only say. A request that would write more
+        than MAX_RECORDS_PER_USER_OP records fails as a whole, as Kafka's does (POLICY_VIOLATION for each topic)."""
         async with self._lock:
-            records: list[MetadataRecord] = []
-            results: list[CreatedTopic | KafkaError] = []
-            for topic in topics:
-                try:
-                    topic_records, created = self.replication.create_topic(topic)
-                except KafkaError as exc:
-                    results.append(exc)
-                    continue
-                records += topic_records
-                results.append(created)
+            try:
+                records, results = await self._build(sum(max(t.num_partitions, len(t.assignments)) for t in topics),
+                                                     lambda: self._new_topic_records(topics))
+            except OperationTooLargeError as exc:
+                return [exc] * len(topics)
             if records and not validate_only:
-                await self._commit(records)
+                try:
+                    await self._commit(records)
+                except KafkaStorageError as exc:
+                    return [exc if isinstance(result, CreatedTopic) else result for result in results]
                 for result in results:
                     if isinstance(result, CreatedTopic):
                         log.info("created topic %s with %d partition(s), replication factor %d (id %s)",
                                  result.name, result.num_partitions, result.replication_factor, result.topic_id)
             return results
+
+    def _new_topic_records(self, topics: Sequence[NewTopic]) -> tuple[list[MetadataRecord],
+                                                                       list[CreatedTopic | KafkaError]]:
+        """The records creating `topics`, and each topic's outcome; OperationTooLargeError for a request over
+        MAX_RECORDS_PER_USER_OP records."""
+        records: list[MetadataRecord] = []
+        results: list[CreatedTopic | KafkaError] = []
+        for topic in topics:
+            try:
+                topic_records, created = self.replication.create_topic(topic, MAX_RECORDS_PER_USER_OP - len(records))
+            except OperationTooLargeError:
+                raise
+            except KafkaError as exc:
+                results.append(exc)
+                continue
+            records += topic_records
+            results.append(created)
+        return records, results
+
+    async def _build(self, partitions: int, build: Callable[[], T]) -> T:
+        """`build()` (checks and records for new partitions), on a worker thread when it places more than
+        OFF_LOOP_PARTITIONS partitions, which would hold the event loop tens of ms per thousand. The image it
+        reads changes only under the controller's lock, which the caller holds."""
+        if partitions > OFF_LOOP_PARTITIONS:
+            return await trio.to_thread.run_sync(build)
+        return build()
 
     async def delete_topics(self, targets: Sequence[tuple[str | None, uuid.UUID | None]]) -> list[DeletedTopic]:
         """Delete topics named by name or (when given) by id: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for
@@ -341,15 +407,18 @@ class QuorumController:
         async with self._lock:
             records: list[MetadataRecord] = []
             results = []
-            for name, topic_id in targets:
-                if topic_id is not None:
-                    topic = self.image.topics_by_id.get(topic_id)
-                    missing = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
-                else:
-                    topic = self.image.topics.get(name) if name is not None else None
-                    missing = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            found = [(name, topic_id, self.image.topics_by_id.get(topic_id) if topic_id is not None else
+                      self.image.topics.get(name) if name is not None else None) for name, topic_id in targets]
+            # As Kafka, a topic named more than once (by name, by id, or both) is not deleted: INVALID_REQUEST.
+            times_named = Counter(topic.topic_id for _name, _topic_id, topic in found if topic is not None)
+            for name, topic_id, topic in found:
                 if topic is None:
-                    results.append(DeletedTopic(name, topic_id, missing))
+                    results.append(DeletedTopic(name, topic_id, KafkaError(
+                        ErrorCode.UNKNOWN_TOPIC_ID if topic_id is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                elif times_named[topic.topic_id] > 1:
+                    results.append(DeletedTopic(name, topic_id, KafkaError(
+                        ErrorCode.INVALID_REQUEST, "Duplicate topic id." if topic_id is not None else
+                        "Duplicate topic name.")))
                 elif not self.config.delete_topic_enable:
                     results.append(DeletedTopic(topic.name, topic.topic_id,
                                                 KafkaError(ErrorCode.TOPIC_DELETION_DISABLED,
@@ -358,7 +427,10 @@ class QuorumController:
                     records += self.replication.delete_topic(topic)
                     results.append(DeletedTopic(topic.name, topic.topic_id, None))
             if records:
-                await self._commit(records)
+                try:
+                    await self._commit(records)
+                except KafkaStorageError as exc:
+                    return [DeletedTopic(r.name, r.topic_id, r.error or exc) for r in results]
                 for result in results:
                     if result.error is None:
                         log.info("deleted topic %s (id %s)", result.name, result.topic_id)
@@ -366,18 +438,30 @@ class QuorumController:
 
     async def create_partitions(self, requests: Sequence[NewPartitions],
                                 validate_only: bool = False) -> list[KafkaError | None]:
+        """Grow each topic, or say why not; a topic whose new partitions would take the request past
+        MAX_RECORDS_PER_USER_OP records is refused (POLICY_VIOLATION) and adds none."""
         async with self._lock:
-            records: list[MetadataRecord] = []
-            results: list[KafkaError | None] = []
-            for request in requests:
-                try:
-                    records += self.replication.create_partitions(request.name, request.count, request.assignments)
-                    results.append(None)
-                except KafkaError as exc:
-                    results.append(exc)
+            records, results = await self._build(sum(r.count for r in requests),
+                                                 lambda: self._new_partition_records(requests))
             if records and not validate_only:
-                await self._commit(records)
+                try:
+                    await self._commit(records)
+                except KafkaStorageError as exc:
+                    return [error or exc for error in results]
             return results
+
+    def _new_partition_records(self, requests: Sequence[NewPartitions]) -> tuple[list[MetadataRecord],
+                                                                                  list[KafkaError | None]]:
+        records: list[MetadataRecord] = []
+        results: list[KafkaError | None] = []
+        for request in requests:
+            try:
+                records += self.replication.create_partitions(request.name, request.count, request.assignments,
+                                                              MAX_RECORDS_PER_USER_OP - len(records))
+                results.append(None)
+            except KafkaError as exc:
+                results.append(exc)
+        return records, results
 
     async def alter_configs(self, resources: Sequence[ConfigResourceAlteration], *, incremental: bool,
                             validate_only: bool = False) -> list[KafkaError | None]:
@@ -394,7 +478,10 @@ class QuorumController:
                 except KafkaError as exc:
                     results.append(exc)
             if records and not validate_only:
-                await self._commit(records)
+                try:
+                    await self._commit(records)
+                except KafkaStorageError as exc:
+                    return [error or exc for error in results]
             return results
 
     def _alter_topic_configs(self, resource: ConfigResourceAlteration, incremental: bool) -> list[MetadataRecord]:
@@ -501,4 +588,7 @@ class QuorumController:
         interval = max(self.config.leader_imbalance_check_interval_seconds, 1)
         while True:
             await trio.sleep(interval)
-            await self.rebalance_leaders()
+            try:
+                await self.rebalance_leaders()
+            except KafkaStorageError:
+                pass  # logged by _commit; the next interval tries again

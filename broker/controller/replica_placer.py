@@ -20,6 +20,22 @@ class StripedReplicaPlacer:
 
         Raises INVALID_REPLICATION_FACTOR when the factor is not positive or exceeds the brokers there are.
         """
+        self.check(brokers, replication_factor)
+        order = sorted(brokers)
+        start = self._rng.randrange(len(order))
+        placements = []
+        for partition in range(partitions):
+            stripe = partition % len(order)
+            if stripe == 0 and partition > 0 and len(order) > 1:
+                self._rng.shuffle(order)
+            first = start + stripe
+            placements.append([order[(first + r) % len(order)] for r in range(replication_factor)])
+        return placements
+
+    @staticmethod
+    def check(brokers: list[int], replication_factor: int) -> None:
+        """What `place` refuses, asked without placing anything: a caller checks a request before it knows
+        whether the placement is small enough to build."""
         if replication_factor <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"Invalid replication factor {replication_factor}: the replication factor must be "
@@ -33,13 +49,3 @@ class StripedReplicaPlacer:
                              f"Unable to replicate the partition {replication_factor} time(s): The target "
                              f"replication factor of {replication_factor} cannot be reached because only "
                              f"{len(brokers)} broker(s) are registered and unfenced.")
-        order = sorted(brokers)
-        start = self._rng.randrange(len(order))
-        placements = []
-        for partition in range(partitions):
-            stripe = partition % len(order)
-            if stripe == 0 and partition > 0 and len(order) > 1:
-                self._rng.shuffle(order)
-            first = start + stripe
-            placements.append([order[(first + r) % len(order)] for r in range(replication_factor)])
-        return placements

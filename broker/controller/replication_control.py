@@ -5,6 +5,9 @@ changed here: the quorum controller appends the records and replays them into th
 with Kafka's code. Covered: topic creation with replica placement or explicit assignments, deletion, partition
 additions, the effects of a broker being fenced, unfenced or shutting down, ISR changes from partition leaders
 (AlterPartition), ElectLeaders, unclean elections and the preferred-leader rebalance.
+
+A client request writes at most MAX_RECORDS_PER_USER_OP records, as in Kafka's controller; creations are counted
+against it before anything is placed, so an absurd partition count costs no more than a small one.
 """
 from __future__ import annotations
 
@@ -38,9 +41,20 @@ from .partition_change_builder import Election, build_partition_change
 from .replica_placer import StripedReplicaPlacer
 
 PARTITION_RECORD_VERSION = 0  # no log directories or eligible leader replicas: the fields this image keeps
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most records one client request may have written, so no
+# request can make the controller build, write and replay an unbounded batch.
+MAX_RECORDS_PER_USER_OP = 10_000
 # ElectLeaders election types
 PREFERRED_ELECTION = 0
 UNCLEAN_ELECTION = 1
+
+
+class OperationTooLargeError(KafkaError):
+    """A request whose records would exceed MAX_RECORDS_PER_USER_OP: refused with the POLICY_VIOLATION Kafka's
+    controller answers for an over-long batch, found by counting before any record or placement is built."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
 
 
 @dataclass(frozen=True)
@@ -82,8 +96,11 @@ class ReplicationControl:
 
     # ---- topics ----------------------------------------------------------------------------------------------
 
-    def create_topic(self, topic: NewTopic) -> tuple[list[MetadataRecord], CreatedTopic]:
-        """The records creating `topic`; the checks and their order are Kafka's CreateTopics ones."""
+    def create_topic(self, topic: NewTopic,
+                     room: int = MAX_RECORDS_PER_USER_OP) -> tuple[list[MetadataRecord], CreatedTopic]:
+        """The records creating `topic`; the checks and their order are Kafka's CreateTopics ones. `room` is how
+        many records the request may still add: a topic needing more raises OperationTooLargeError once it is
+        otherwise valid, before its partitions are placed."""
         problem = validate_topic_name(topic.name)
         if problem:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -94,7 +111,8 @@ class ReplicationControl:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  "Both numPartitions or replicationFactor and replicasAssignments were set. "
                                  "Both cannot be used at the same time.")
-            placement = self._checked_assignment(topic.assignments, 0, None)
+            assigned = self._checked_assignment(topic.assignments, 0, None)
+            count, factor = len(assigned), len(assigned[0])
         else:
             if topic.num_partitions == 0 or topic.num_partitions < -1:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
@@ -103,24 +121,30 @@ class ReplicationControl:
             count = self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
             factor = (self._config.default_replication_factor if topic.replication_factor == -1
                       else topic.replication_factor)
-            placement = dict(enumerate(self._place(count, factor)))
+            self._placer.check(self._active_brokers(), factor)
         nulls = sorted(name for name, value in topic.configs.items() if value is None)
         if nulls:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Null value not supported for topic configs: {','.join(nulls)}")
         configs = {name: value for name, value in topic.configs.items() if value is not None}
         validate_topic_configs(configs, self._config.log_defaults)
+        config_changes = config_records(topic.name, {}, configs)
+        if 1 + len(config_changes) + count > room:
+            raise OperationTooLargeError()
+        placement = assigned if topic.assignments else dict(enumerate(self._place(count, factor)))
         topic_id = uuid.uuid4()
         records: list[MetadataRecord] = [TopicRecord(name=topic.name, topic_id=topic_id)]
-        records += config_records(topic.name, {}, configs)
+        records += config_changes
         records += [self._partition_record(topic_id, index, replicas) for index, replicas in placement.items()]
-        return records, CreatedTopic(topic.name, topic_id, len(placement), len(placement[0]), configs)
+        return records, CreatedTopic(topic.name, topic_id, count, factor, configs)
 
     def delete_topic(self, topic: TopicInfo) -> list[MetadataRecord]:
         return [RemoveTopicRecord(topic_id=topic.topic_id)]
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[MetadataRecord]:
-        """The records growing topic `name` to `count` partitions, placed or as assigned."""
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          room: int = MAX_RECORDS_PER_USER_OP) -> list[MetadataRecord]:
+        """The records growing topic `name` to `count` partitions, placed or as assigned; more new partitions
+        than `room` (the records the request may still add) raise OperationTooLargeError before any is placed."""
         topic = self._image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -131,11 +155,13 @@ class ReplicationControl:
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
         factor = len(topic.partitions[0].replicas)
+        if assignments and len(assignments) != count - current:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Increasing the number of partitions by {count - current} but "
+                             f"{len(assignments)} assignments provided.")
+        if count - current > room:
+            raise OperationTooLargeError()
         if assignments:
-            if len(assignments) != count - current:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {count - current} but "
-                                 f"{len(assignments)} assignments provided.")
             placement = self._checked_assignment({current + i: list(r) for i, r in enumerate(assignments)},
                                                  current, factor)
         else:
@@ -143,7 +169,10 @@ class ReplicationControl:
         return [self._partition_record(topic.topic_id, index, replicas) for index, replicas in placement.items()]
 
     def _place(self, count: int, factor: int) -> list[list[int]]:
-        return self._placer.place([b.broker_id for b in self._image.brokers.values() if b.active], count, factor)
+        return self._placer.place(self._active_brokers(), count, factor)
+
+    def _active_brokers(self) -> list[int]:
+        return [b.broker_id for b in self._image.brokers.values() if b.active]
 
     def _checked_assignment(self, assignments: dict[int, list[int]], first_index: int,
                             factor: int | None) -> dict[int, list[int]]:

@@ -21,7 +21,8 @@ Versions 0-3 are gone since Kafka 4.0 (v4 brought the isolation level and messag
 Consumers (replica id < 0) read below the high watermark; followers read up to the log end offset, and their
 fetch offsets tell the leader how far they have replicated. A fetch from a broker that is not one of the
 partition's replicas is refused. The response's max_bytes holds, except that the first non-empty partition may
-exceed it (KIP-74).
+exceed it (KIP-74). As in Kafka, the broker's fetch.max.bytes caps the response's max_bytes, and min_bytes never
+asks for more than that cap, for consumers and followers alike.
 
 The long poll waits on trio's clock and ends early on any error, diverging epoch or unknown topic, when the
 broker starts draining for shutdown, and — dropped, unanswered — when the client closes its connection.
@@ -73,9 +74,10 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
         plan.append((t, parts))
     wanted = [fr for _, parts in plan for _, fr, _ in parts if fr is not None]
     unresolved = any(fr is None for _, parts in plan for _, fr, _ in parts)
-    params = FetchParams(replica_id, replica_epoch, 0 if unresolved else request.max_wait_ms, request.min_bytes,
-                         request.max_bytes, request.isolation_level)
     broker = ctx.broker
+    max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))
+    params = FetchParams(replica_id, replica_epoch, 0 if unresolved else request.max_wait_ms,
+                         min(request.min_bytes, max_bytes), max_bytes, request.isolation_level)
     results = await broker.replica_manager.fetch_messages(
         params, wanted, client=broker.socket_server.connections.get(ctx.conn.connection_id),
         stop_early=lambda: broker.socket_server.draining)

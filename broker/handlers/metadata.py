@@ -18,6 +18,10 @@ a random live broker, as KRaft brokers answer (clients reach the controller only
 whose leader is unknown or gone answers LEADER_NOT_AVAILABLE with leader -1 (LISTENER_NOT_FOUND from v6 when its
 leader lacks this listener); v0 lists only live replicas and answers REPLICA_NOT_AVAILABLE when some are not.
 
+Each topic's entry is encoded once per change of the metadata image and kept in the metadata cache: a client asking
+for every topic again and again costs a join of bytes, not a build and encode of every partition. While fault rules
+are set, which rewrite responses, the response is built whole instead.
+
 DescribeTopicPartitions (KIP-966, the Java AdminClient's describeTopics) is flexible and pages through the topics
 in name order with a cursor, at most response_partition_limit partitions (capped at Kafka's 2000, at least 1) per
 answer.
@@ -25,6 +29,7 @@ answer.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest
@@ -32,7 +37,9 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import RecordsSplicer
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.varint import encode_uvarint
 from minikafka.storage.log_dir import validate_topic_name
 
 from ..kafka_apis import RequestContext
@@ -81,51 +88,133 @@ def _partition_entries(cls: Any, ctx: RequestContext, topic: TopicInfo) -> list:
 
 
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiMessage:
-    R = ctx.response_class
     broker = ctx.broker
     cache = broker.metadata_cache
     include_ops = ctx.version >= 8 and request.include_topic_authorized_operations
     allow_auto_create = request.allow_auto_topic_creation if ctx.version >= 4 else True
-    if request.topics is None or (ctx.version == 0 and not request.topics):
-        wanted = [(name, None) for name in sorted(cache.topics)]
-    else:
-        wanted = [(t.name, t.topic_id if ctx.version >= 10 else None) for t in request.topics]
+    every_topic = request.topics is None or (ctx.version == 0 and not request.topics)
+    wanted = [] if every_topic else [(t.name, t.topic_id if ctx.version >= 10 else None) for t in request.topics]
     missing = [name for name in dict.fromkeys(name for name, _ in wanted if name is not None)
                if name not in cache.topics and not validate_topic_name(name)]
     creation_errors: dict[str, ErrorCode] = {}
     if missing and allow_auto_create:
         creation_errors = await broker.auto_topic_creation.create_topics(missing)
-    topics = []
-    for name, topic_id in wanted:
-        error = ErrorCode.NONE
-        topic = None
-        if name is None and topic_id is not None and topic_id != ZERO_UUID:
-            topic = cache.topics_by_id.get(topic_id)
-            if topic is None:
-                error = ErrorCode.UNKNOWN_TOPIC_ID
-        elif name is not None:
-            topic = cache.topics.get(name)
-            if topic is None:
-                if validate_topic_name(name):
-                    error = ErrorCode.INVALID_TOPIC_EXCEPTION
-                else:
-                    error = creation_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        else:
-            error = ErrorCode.INVALID_REQUEST
-        if topic is None:
-            topics.append(R.MetadataResponseTopic(error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
-                                                  is_internal=False, partitions=[],
-                                                  authorized_operations=NOT_REQUESTED))
-            continue
-        topics.append(R.MetadataResponseTopic(
-            error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=is_internal(topic.name),
-            partitions=_partition_entries(R.MetadataResponseTopic.MetadataResponsePartition, ctx, topic),
-            authorized_operations=TOPIC_OPERATIONS if include_ops else NOT_REQUESTED))
-    brokers = [R.MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
+    if broker.faults.error_rules:
+        if every_topic:
+            wanted = [(name, None) for name in sorted(cache.topics)]
+        topics = [_topic_response(ctx, include_ops, name, topic_id, creation_errors) for name, topic_id in wanted]
+    else:
+        topics = []
+        ctx.splicer = _encoded_topics(ctx, include_ops, every_topic, wanted, creation_errors)
+    brokers = [ctx.response_class.MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
                for b, e in cache.alive_brokers(ctx.conn.listener)]
     return ctx.response(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
                         controller_id=cache.random_alive_broker_id(), topics=topics,
                         authorized_operations=NOT_REQUESTED, error_code=ErrorCode.NONE)
+
+
+def _topic_response(ctx: RequestContext, include_ops: bool, name: str | None, topic_id: uuid.UUID | None,
+                    creation_errors: dict[str, ErrorCode]) -> Any:
+    """One topic's entry: the topic as the cache has it, or the error of looking it up (or creating it)."""
+    cls = ctx.response_class.MetadataResponseTopic
+    cache = ctx.broker.metadata_cache
+    error = ErrorCode.NONE
+    topic = None
+    if name is None and topic_id is not None and topic_id != ZERO_UUID:
+        topic = cache.topics_by_id.get(topic_id)
+        if topic is None:
+            error = ErrorCode.UNKNOWN_TOPIC_ID
+    elif name is not None:
+        topic = cache.topics.get(name)
+        if topic is None:
+            if validate_topic_name(name):
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            else:
+                error = creation_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    else:
+        error = ErrorCode.INVALID_REQUEST
+    if topic is None:
+        return cls(error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
+                   authorized_operations=NOT_REQUESTED)
+    return cls(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=is_internal(topic.name),
+               partitions=_partition_entries(cls.MetadataResponsePartition, ctx, topic),
+               authorized_operations=TOPIC_OPERATIONS if include_ops else NOT_REQUESTED)
+
+
+# ---- encoding once per metadata image ------------------------------------------------------------------------
+
+EVERY_TOPIC = object()  # in a derived key: the whole topics array of a request for every topic
+
+
+def _encoded_topics(ctx: RequestContext, include_ops: bool, every_topic: bool,
+                    wanted: list[tuple[str | None, uuid.UUID | None]],
+                    creation_errors: dict[str, ErrorCode]) -> EncodedTopics:
+    """The response's topics array, from the topics' entries encoded for this image, listener and version."""
+    cache = ctx.broker.metadata_cache
+    per_image = (ctx.version, ctx.conn.listener, include_ops)
+
+    def encoded(name: str) -> bytes:  # of a topic the cache has
+        return cache.derived((*per_image, name), lambda: _encode_topic(
+            ctx, _topic_response(ctx, include_ops, name, None, {})))
+
+    if every_topic:
+        count, joined = cache.derived((*per_image, EVERY_TOPIC), lambda: (
+            len(cache.topics), b"".join([encoded(name) for name in sorted(cache.topics)])))
+        return EncodedTopics(count, [joined], ctx.version)
+    entries = []
+    for name, topic_id in wanted:
+        if name is not None and name in cache.topics:  # a name is looked up by name, whatever id comes with it
+            entries.append(encoded(name))
+        else:  # asked by id, or not there: an entry of this request's own
+            entries.append(_encode_topic(ctx, _topic_response(ctx, include_ops, name, topic_id, creation_errors)))
+    return EncodedTopics(len(entries), entries, ctx.version)
+
+
+def _tail_size(version: int) -> int:
+    """Bytes after the topics array in a Metadata response body: cluster authorized operations (int32, v8-10), the
+    top-level error code (int16, v13+) and, in flexible versions (v9+), the empty tagged fields."""
+    return (4 if 8 <= version <= 10 else 0) + (2 if version >= 13 else 0) + (1 if version >= 9 else 0)
+
+
+def _array_size_bytes(version: int) -> int:
+    """Bytes of an array's element count: an int32, or from v9 (flexible) a uvarint, one byte for 0 or 1 elements."""
+    return 1 if version >= 9 else 4
+
+
+_EMPTY_BODIES: dict[int, bytes] = {}
+
+
+def _encode_topic(ctx: RequestContext, entry: Any) -> bytes:
+    """One topic entry's bytes: cut from a response that holds it alone, past what an empty response holds."""
+    version = ctx.version
+    empty = _EMPTY_BODIES.get(version)
+    if empty is None:
+        empty = _EMPTY_BODIES[version] = _bare_response(ctx, []).encode(version=version)
+    one = _bare_response(ctx, [entry]).encode(version=version)
+    tail = _tail_size(version)
+    return one[len(empty) - tail:len(one) - tail]
+
+
+def _bare_response(ctx: RequestContext, topics: list) -> ApiMessage:
+    return ctx.response(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=topics,
+                        authorized_operations=NOT_REQUESTED, error_code=ErrorCode.NONE)
+
+
+class EncodedTopics(RecordsSplicer):
+    """Puts encoded topic entries in the place of the empty topics array the response was encoded with, as the
+    records of a fetch are put in place of their stand-ins."""
+
+    def __init__(self, count: int, entries: list[bytes], version: int) -> None:
+        super().__init__()
+        self._count = count
+        self._entries = entries
+        self._version = version
+
+    def splice(self, body: bytes, flexible: bool) -> list[bytes]:
+        tail = len(body) - _tail_size(self._version)
+        head = tail - _array_size_bytes(self._version)
+        count = encode_uvarint(self._count + 1) if flexible else self._count.to_bytes(4, "big")
+        return [body[:head], count, *self._entries, body[tail:]]
 
 
 async def handle_describe_topic_partitions(ctx: RequestContext,

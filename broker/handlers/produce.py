@@ -5,7 +5,8 @@ v0-2 request closes the connection, as any version outside the accepted range do
 - v3+: message format v2 only, exactly one record batch per partition (INVALID_RECORD otherwise); a transactional
   id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as transactions are not served; acks must be 0, 1 or
   -1 (INVALID_REQUIRED_ACKS);
-- v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467);
+- v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467):
+  a batch refused for some of its records (a timestamp out of range, no key on a compacted topic) lists each;
 - v9+: flexible; v10+: NOT_LEADER_OR_FOLLOWER carries the current leader and epoch and the leaders' endpoints
   (KIP-951), so the producer moves without a metadata round trip; v11-12 add nothing this broker sends (KIP-890
   error codes);
@@ -24,6 +25,7 @@ fields (KIP-939) are read past.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer.produce import ProduceRequest
@@ -32,6 +34,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
+from minikafka.storage.log_validator import RecordValidationError
 
 from ..kafka_apis import RequestContext
 from ..server import CloseConnection
@@ -51,6 +54,14 @@ def _more_than_one_batch(records: bytes) -> bool:
         return False  # too short to be a batch: the log's validation reports it as corrupt
     header = parse_header(records)
     return header.magic == MAGIC_V2 and 0 <= header.size < len(records)
+
+
+def _record_errors(PR: Any, error: KafkaError, version: int) -> list:
+    """v8+ (KIP-467): the records the log validator refused one by one, each with its index in the batch."""
+    if version < 8 or not isinstance(error, RecordValidationError):
+        return []
+    return [PR.BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+            for e in error.record_errors]
 
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMessage | None:
@@ -112,7 +123,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
                                 base_offset=info.first_offset if info else -1,
                                 log_append_time_ms=info.log_append_time if info else -1,
                                 log_start_offset=info.log_start_offset if info else -1,
-                                record_errors=[], error_message=result.error.message, **hint))
+                                record_errors=_record_errors(PR, result.error, ctx.version),
+                                error_message=result.error.message, **hint))
             else:
                 info = result.info
                 assert info is not None  # an append without an error has its outcome

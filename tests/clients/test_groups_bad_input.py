@@ -18,6 +18,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode as E
+from tests.helpers import wait_until
 from tests.raw_client import RawConnection
 
 TOPIC = "orders"
@@ -212,13 +213,12 @@ def test_clean_stop_answers_a_parked_join_with_not_coordinator(broker_factory):
         conn.send(J(group_id="parked", session_timeout_ms=10000, rebalance_timeout_ms=60000, member_id="",
                     group_instance_id="i", protocol_type="consumer",
                     protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"")]))
-        listed = []
         with RawConnection(broker.bootstrap_servers) as other:
-            for _ in range(100):  # the join is parked in the initial rebalance delay
+            def parked() -> list[str]:  # the join is parked in the initial rebalance delay
                 listed = other.request(ListGroupsRequest[4](states_filter=["PreparingRebalance"])).groups
-                if listed:
-                    break
-        assert [g.group_id for g in listed] == ["parked"]
+                return [g.group_id for g in listed]
+
+            wait_until(lambda: parked() == ["parked"], timeout=20, message="the JoinGroup to be parked")
         assert broker.stop() == 0
         frame = conn.read_frame()
         assert frame is not None, "the parked JoinGroup was never answered"

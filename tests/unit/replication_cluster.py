@@ -34,6 +34,7 @@ from minikafka.broker.purgatory import Purgatory
 from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.broker.replication_config import ReplicationConfig
 from minikafka.broker.server import SocketServer
+from minikafka.config import BrokerConfig
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.control_plane import AlterPartitionResponse
 from minikafka.protocol.errors import ErrorCode
@@ -91,6 +92,7 @@ class ReplicatingBroker:
 
     def __init__(self, node_id: int, data_dir: Path, config: ReplicationConfig) -> None:
         self.node_id = node_id
+        self.config = BrokerConfig({})  # the broker properties handlers read, at Kafka's defaults
         self.purgatory = Purgatory()
         self.disk_quota = DiskQuota([data_dir])
         self.faults = FaultInjector(self.purgatory, self.disk_quota)

@@ -1,0 +1,40 @@
+"""Real ZooKeeper servers for the ZooKeeper-mode tests, from the machine's installation (Debian/Ubuntu package
+`zookeeper`; the tests are skipped, naming it, where it is missing), each stopped by the test or module that
+started it."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled, ZooKeeperServer
+
+
+def _require_installation() -> None:
+    try:
+        ZooKeeperInstallation.find()
+    except ZooKeeperNotInstalled as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def zookeeper(tmp_path) -> Iterator[ZooKeeperServer]:
+    """A server of this test's own (to stop, kill and restart), its data and log in the test's tmp dir."""
+    _require_installation()
+    with ZooKeeperServer(data_dir=tmp_path / "zookeeper") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def shared_zookeeper(tmp_path_factory) -> Iterator[ZooKeeperServer]:
+    """One server for a module's tests that leave it running; each test works under a chroot of its own."""
+    _require_installation()
+    with ZooKeeperServer(data_dir=tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def zk_connect(shared_zookeeper, request) -> str:
+    """A `zookeeper.connect` with a chroot unique to this test on the shared server."""
+    name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")[:100]
+    return f"{shared_zookeeper.connect_string}/{name}"
