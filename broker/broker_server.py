@@ -10,39 +10,36 @@ controller's decisions about this broker) report ready. Shutdown: a controlled s
 first, when another live broker can take them), stop accepting, answer requests in flight, flush logs, write
 checkpoints.
 
-The controller is reached through a ControllerChannel: over the network for a broker-only node, in process for a
-combined node, whose controller is passed in.
+What differs between a KRaft broker and a ZooKeeper-mode one (how it registers, learns the metadata, reaches the
+controller, becomes ready and leaves) is its MetadataSource; everything else is this one server. A KRaft broker
+reaches its controller over the network, or in process in a combined node, whose controller is passed in.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import trio
-from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.config import BrokerConfig, ConfigError, Endpoint
-from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import topic_defaults_from_broker_props
 
 from . import handlers
 from .auto_topic_creation import AutoTopicCreationManager
-from .broker_lifecycle_manager import BrokerLifecycleManager, RegistrationError
-from .controller_channel import ControllerChannel, ControllerHandler, LocalControllerChannel, NetworkControllerChannel
+from .controller_channel import ControllerHandler
 from .faults.disk_quota import DiskQuota
 from .faults.injector import FaultInjector
 from .forwarding import ForwardingManager
 from .group_coordinator import GroupCoordinator, load_group_coordinator
 from .group_metadata_log import GROUP_METADATA_TOPIC
 from .kafka_apis import KafkaApis
+from .kraft_metadata_source import KRaftMetadataSource
 from .log_manager import LogManager
 from .metadata_cache import MetadataCache
 from .metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from .metadata_loader import MetadataLoader
-from .network_client import DisconnectedError, NetworkClientConfig
+from .metadata_source import MetadataSource, StartDeadline
 from .producer_id_manager import ProducerIdManager
 from .purgatory import Purgatory
 from .replica_manager import ReplicaManager, TopicPartition, now_ms
@@ -51,12 +48,8 @@ from .server import SocketServer
 
 log = logging.getLogger("minikafka.broker")
 
-T = TypeVar("T")
-
 SHUTDOWN_DRAIN_S = 10.0
 PLAINTEXT = 0  # SecurityProtocol id: every minikafka listener is plaintext
-DESCRIBE_CLUSTER_VERSION = 1
-CONTROLLER_ENDPOINT_TYPE = 2  # DescribeCluster asks a controller about the controllers (KIP-919)
 
 
 class BrokerServer:
@@ -72,46 +65,37 @@ class BrokerServer:
         self._stop = trio.Event()
         self._crashed = False
         self._startup: trio.CancelScope | None = None
-        self._network_channels: list[NetworkControllerChannel] = []
         self.disk_quota = DiskQuota(config.log_dirs)
         self.faults = FaultInjector(self.purgatory, self.disk_quota)
-        # One channel per concern, as Kafka's broker has: a heartbeat never waits behind a metadata long poll or a
-        # forwarded request.
-        self._heartbeat_channel = self._channel(local_controller, "heartbeat",
-                                                config.get("broker.heartbeat.interval.ms"))
-        metadata_channel = self._channel(local_controller, "metadata", config.get("request.timeout.ms"))
-        self.controller_channel = self._channel(local_controller, "to-controller", config.get("request.timeout.ms"))
-        self.loader = MetadataLoader(self.node_id, metadata_channel, MetadataImage())
-        self.forwarding = ForwardingManager(self.controller_channel, self.loader, config.get("request.timeout.ms"))
+        self.metadata: MetadataSource
+        if config.zookeeper_mode:
+            from .zk_broker_metadata import ZkMetadataSource  # kazoo is needed in this mode only
+            self.metadata = ZkMetadataSource(self, config)
+        else:
+            self.metadata = KRaftMetadataSource(config, local_controller, self.faults.links.is_cut)
+        self.controller_channel = self.metadata.controller_channel
+        self.forwarding = ForwardingManager(self.controller_channel, self.metadata.catch_up)
         self.auto_topic_creation = AutoTopicCreationManager(config, self.forwarding)
         # Built once the broker has registered and caught up with the metadata, when run() starts.
         self.metadata_cache: MetadataCache
-        self.lifecycle: BrokerLifecycleManager
         self.log_manager: LogManager
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.producer_ids: ProducerIdManager
-        self.apis = KafkaApis(self, handlers.MODULES)
+        self.apis = KafkaApis(self, handlers.MODULES, handlers.controller_requests if config.zookeeper_mode else None)
         self.socket_server = SocketServer(self.apis.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000)
 
-    def _channel(self, local_controller: ControllerHandler | None, purpose: str,
-                 retry_timeout_ms: int) -> ControllerChannel:
-        if local_controller is not None:
-            return LocalControllerChannel(local_controller)
-        addresses = self.config.controller_addresses
-        if not addresses:
-            raise ConfigError("a broker without a controller in its own process needs controller.quorum.voters or "
-                              "controller.quorum.bootstrap.servers")
-        config = NetworkClientConfig(
-            connection_setup_timeout_ms=self.config.get("socket.connection.setup.timeout.ms"),
-            reconnect_backoff_ms=self.config.get("reconnect.backoff.ms"),
-            reconnect_backoff_max_ms=self.config.get("reconnect.backoff.max.ms"),
-            request_timeout_ms=self.config.get("request.timeout.ms"))
-        channel = NetworkControllerChannel(addresses, f"broker-{self.node_id}-{purpose}", config, retry_timeout_ms,
-                                           self.faults.links.is_cut)
-        self._network_channels.append(channel)
-        return channel
+    @property
+    def loader(self) -> MetadataLoader:
+        """A KRaft broker's metadata log replica."""
+        if not isinstance(self.metadata, KRaftMetadataSource):
+            raise AttributeError("a ZooKeeper-mode broker has no metadata loader")
+        return self.metadata.loader
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
@@ -143,25 +127,15 @@ class BrokerServer:
 
     async def _start(self, nursery: trio.Nursery, bound: list[tuple[Endpoint, list[trio.SocketListener]]],
                      started: float) -> None:
-        deadline = trio.current_time() + self.config.get("initial.broker.registration.timeout.ms") / 1000
-        for channel in self._network_channels:
-            await nursery.start(channel.run)
-        where = ", ".join(f"{a.host}:{a.port}" for a in self.config.controller_addresses) if self._network_channels \
-            else "in this process"
-        cluster_id = await self._until(deadline, self._cluster_id, f"reach the controller ({where})")
+        deadline = StartDeadline(self.node_id, self.config.get("initial.broker.registration.timeout.ms"))
+        cluster_id = await self.metadata.start(nursery, deadline)
         self.log_manager = LogManager(self.config.log_dirs, self.node_id, cluster_id, self.log_defaults,
                                       self.disk_quota)
-        self.metadata_cache = MetadataCache(self.loader.image, self.log_manager.cluster_id)
-        self.lifecycle = BrokerLifecycleManager(
-            self.node_id, self.log_manager.cluster_id, self._heartbeat_channel, self.endpoints,
-            self.config.get("broker.rack"), self.config.get("broker.heartbeat.interval.ms"),
-            max(1, int(1000 * (deadline - trio.current_time()))), lambda: self.loader.applied_offset,
-            self._on_broker_epoch)
-        await nursery.start(self.loader.run)
-        await nursery.start(self.lifecycle.run)
-        await self._until(deadline, lambda: self.loader.wait_for(self.lifecycle.broker_epoch + 1),
-                          "replay the cluster metadata up to its registration")
-        self._load()
+        self.metadata_cache = MetadataCache(self.metadata.image, self.log_manager.cluster_id,
+                                            self.metadata.controller_id)
+        await self.metadata.register(nursery, self.log_manager.cluster_id, self.endpoints, deadline,
+                                     self._on_broker_epoch)
+        self._load(await self.metadata.topic_configs())
         await nursery.start(self.replica_manager.run)
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.producer_ids.run)
@@ -171,57 +145,26 @@ class BrokerServer:
         nursery.start_soon(self._periodic, 1000, self._flush_due)
         for endpoint, listeners in bound:
             nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)
-        self.lifecycle.set_ready_to_unfence()
-        await self._until(deadline, self.lifecycle.unfenced.wait, "be unfenced by the controller")
-        # The controller's answers to this broker's arrival (leaders elected onto it) are committed before it
-        # unfences the broker: replayed here before the first client is served.
-        await self.forwarding.catch_up()
+        await self.metadata.become_ready(nursery, deadline)
         log.info("broker %d started in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
-
-    async def _until(self, deadline: float, step: Callable[[], Awaitable[T]], what: str) -> T:
-        """`step()`'s result, or RegistrationError once the start-up deadline has passed."""
-        with trio.move_on_at(deadline):
-            return await step()
-        raise RegistrationError(f"broker {self.node_id} could not {what} within "
-                                f"{self.config.get('initial.broker.registration.timeout.ms')} ms "
-                                "(initial.broker.registration.timeout.ms)")
-
-    async def _cluster_id(self) -> str:
-        """cluster.id when configured, else the controller's (which every broker of the cluster must share)."""
-        configured: str = self.config.get("cluster.id")
-        if configured:
-            return configured
-        R = DescribeClusterRequest[DESCRIBE_CLUSTER_VERSION]
-        request = R(include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE)
-        while True:
-            try:
-                response = await self.controller_channel.send(request, DESCRIBE_CLUSTER_VERSION)
-            except DisconnectedError as exc:
-                log.info("broker %d cannot reach the controller yet: %s", self.node_id, exc)
-            else:
-                if response.error_code == ErrorCode.NONE and response.cluster_id:
-                    return str(response.cluster_id)
-                log.info("broker %d: the controller answered DescribeCluster with %s", self.node_id,
-                         ErrorCode(response.error_code).name)
-            await trio.sleep(self.config.get("reconnect.backoff.max.ms") / 1000)
 
     def _on_broker_epoch(self, broker_epoch: int) -> None:
         if hasattr(self, "replica_manager"):
             self.replica_manager.broker_epoch = broker_epoch
 
-    def _load(self) -> None:
+    def _load(self, topic_configs: dict[str, dict[str, str]]) -> None:
         """Open the logs and become what the metadata says for every partition; from now on each metadata change
         is applied as it is replayed."""
-        image = self.loader.image
-        self.log_manager.load_logs(image.topic_configs)
+        image = self.metadata.image
+        self.log_manager.load_logs(topic_configs)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.purgatory,
                                               ReplicationConfig.from_broker_config(self.config),
                                               leader_endpoint=self._leader_endpoint,
                                               controller_channel=self.controller_channel,
                                               link_is_cut=self.faults.links.is_cut)
-        self.replica_manager.broker_epoch = self.lifecycle.broker_epoch
+        self.replica_manager.broker_epoch = self.metadata.broker_epoch
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
-                                              lambda: self.lifecycle.broker_epoch)
+                                              lambda: self.metadata.broker_epoch)
         self.group_coordinator = load_group_coordinator(self)
         self.replica_manager.on_become_leader.append(self._on_become_leader)
         self.replica_manager.on_become_follower.append(self._on_become_follower)
@@ -230,7 +173,7 @@ class BrokerServer:
             topic_ids={name: topic.topic_id for name, topic in image.topics.items()},
             brokers=set(image.brokers))
         self._publish(image, everything)
-        self.loader.install_publisher(self._publish, self.replica_manager.create_new_logs)
+        self.metadata.install_publisher(self._publish, self.replica_manager.create_new_logs)
         for tp in sorted(set(self.log_manager.logs) - set(self.replica_manager.partitions)):
             log.warning("partition dir for %s-%s has no replica here in the cluster metadata; left untouched", *tp)
 
@@ -264,19 +207,16 @@ class BrokerServer:
 
     def _leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """Where followers fetch from: the leader's inter-broker listener."""
-        broker = self.loader.image.brokers.get(broker_id)
+        broker = self.metadata.image.brokers.get(broker_id)
         endpoint = broker.endpoint(self.config.inter_broker_listener_name) if broker is not None else None
         return (endpoint.host, endpoint.port) if endpoint is not None else None
 
     async def _shut_down(self) -> None:
         if self._crashed:
             return
-        if self.config.get("controlled.shutdown.enable") and self.lifecycle.unfenced.is_set():
-            if any(b.broker_id != self.node_id for b in self.loader.image.live_brokers()):
-                await self.lifecycle.controlled_shutdown(self.config.get("broker.session.timeout.ms") / 1000)
-            else:  # the partitions would only go offline while requests in flight are still being answered
-                log.info("broker %d skips its controlled shutdown: no other live broker could lead its partitions",
-                         self.node_id)
+        if self.config.get("controlled.shutdown.enable") and self.metadata.is_ready:
+            await self.metadata.controlled_shutdown()
+        await self.metadata.deregister()
         self.group_coordinator.shutdown()
         self.purgatory.wake_all()
         await self.socket_server.drain(SHUTDOWN_DRAIN_S)

@@ -2,8 +2,10 @@
 
 CreateTopics, DeleteTopics, CreatePartitions, topic AlterConfigs / IncrementalAlterConfigs and ElectLeaders are
 sent to the controller as the same Kafka request, and its response is relayed to the client. Before answering,
-the broker waits (bounded) until its own metadata image has replayed everything the controller had committed
-when it answered, so a client that creates a topic and then produces to this broker finds it here. A broker that
+the broker catches up with the controller (a strategy of its metadata source): a KRaft broker waits (bounded) until
+its own metadata image has replayed everything the controller had committed when it answered, so a client that
+creates a topic and then produces to this broker finds it here; a ZooKeeper-mode controller answers only once every
+live broker has its UpdateMetadata, so there is nothing to wait for. A broker that
 begins to shut down stops waiting and relays the answer at once (the controller's decision stands; the broker
 applies the rest when it starts again), so a large change in flight never holds a shutdown. A request the
 controller could not be reached for is answered with REQUEST_TIMED_OUT in every entry, as Kafka answers a
@@ -51,11 +53,35 @@ class ForwardingError(Exception):
         self.code = code
 
 
-class ForwardingManager:
+# Waits (bounded) until this broker's metadata holds what the controller has decided so far; False if it could not.
+CatchUp = Callable[[], Awaitable[bool]]
+
+
+class LoaderCatchUp:
+    """A KRaft broker's catch-up: ask the controller for its committed offset, wait until the loader replayed it."""
+
     def __init__(self, channel: ControllerChannel, loader: MetadataLoader, metadata_wait_ms: int) -> None:
         self._channel = channel
         self._loader = loader
         self._metadata_wait_s = metadata_wait_ms / 1000
+
+    async def __call__(self) -> bool:
+        with trio.move_on_after(self._metadata_wait_s):
+            try:
+                high_watermark = await self._loader.controller_high_watermark(self._channel)
+            except (DisconnectedError, MetadataFetchError) as exc:
+                log.info("cannot learn the controller's metadata offset: %s", exc)
+                return False
+            await self._loader.wait_for(high_watermark)
+            return True
+        log.info("metadata did not catch up with the controller within %.1f s", self._metadata_wait_s)
+        return False
+
+
+class ForwardingManager:
+    def __init__(self, channel: ControllerChannel, catch_up: CatchUp) -> None:
+        self._channel = channel
+        self._catch_up = catch_up
         self._controller_versions: dict[int, tuple[int, int]] | None = None
 
     @property
@@ -94,18 +120,6 @@ class ForwardingManager:
             nursery.start_soon(catching_up)
             nursery.start_soon(interrupted)
         return caught_up
-
-    async def _catch_up(self) -> bool:
-        with trio.move_on_after(self._metadata_wait_s):
-            try:
-                high_watermark = await self._loader.controller_high_watermark(self._channel)
-            except (DisconnectedError, MetadataFetchError) as exc:
-                log.info("cannot learn the controller's metadata offset: %s", exc)
-                return False
-            await self._loader.wait_for(high_watermark)
-            return True
-        log.info("metadata did not catch up with the controller within %.1f s", self._metadata_wait_s)
-        return False
 
     async def _check_version(self, api_key: int, version: int) -> None:
         """Refuse a version the controller does not serve, before sending it (the controller would close the

@@ -3,6 +3,10 @@
 As in Kafka's KafkaApis and SocketServer: an API key the broker does not serve, or a version outside its
 advertised range, closes the connection (clients learn the ranges from ApiVersions first), except that an
 ApiVersions request of a newer version is answered in v0 with UNSUPPORTED_VERSION so the client can retry.
+
+A ZooKeeper-mode broker also serves the control-plane APIs a controller and other brokers send it (its module's
+CONTROL_PLANE_HANDLERS, decoded with the control-plane schemas): only on the inter-broker listener, and never
+advertised in ApiVersions.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from minikafka.protocol.codec import (
     decode_request,
     encode_response,
 )
+from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 
 from .server import CloseConnection, ConnectionInfo
@@ -59,9 +64,11 @@ class RequestContext:
 
 
 class KafkaApis:
-    def __init__(self, broker: BrokerServer, handler_modules: list[ModuleType]) -> None:
+    def __init__(self, broker: BrokerServer, handler_modules: list[ModuleType],
+                 control_plane_module: ModuleType | None = None) -> None:
         self._broker = broker
         self._handlers: dict[int, Handler] = {}
+        self._control_plane: dict[int, Handler] = dict(getattr(control_plane_module, "CONTROL_PLANE_HANDLERS", {}))
         # Private APIs (minikafka's control API): raw frames, never advertised in ApiVersions.
         self._private = {k: h for m in handler_modules for k, h in getattr(m, "PRIVATE_HANDLERS", {}).items()}
         # The versions requests are decoded in (the schema's), whatever ApiVersions advertises.
@@ -81,6 +88,8 @@ class KafkaApis:
         except InvalidRequestError as exc:
             raise CloseConnection(str(exc)) from None
         handler = self._handlers.get(header.api_key)
+        if handler is None and header.api_key in self._control_plane:
+            return await self._process_control_plane(header, frame, body_pos, conn)
         if handler is None and header.api_key in self._private:
             return await self._private[header.api_key](self._broker, header, frame, body_pos, conn)
         if handler is None:
@@ -105,6 +114,23 @@ class KafkaApis:
         if response is None:
             return None
         return encode_response(schema, header.api_version, header.correlation_id, response, ctx.splicer)
+
+    async def _process_control_plane(self, header: RequestHeader, frame: bytes, body_pos: int,
+                                     conn: ConnectionInfo) -> bytes:
+        if conn.listener != self._broker.config.inter_broker_listener_name:
+            raise CloseConnection(f"API key {header.api_key} is served only on the inter-broker listener")
+        schema = CONTROL_PLANE_SCHEMAS[header.api_key]
+        if not schema.min_version <= header.api_version <= schema.max_version:
+            raise CloseConnection(f"unsupported version {header.api_version} of API key {header.api_key} "
+                                  f"(supported {schema.min_version}-{schema.max_version})")
+        try:
+            request = decode_request(schema, header, frame, body_pos)
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        ctx = RequestContext(self._broker, header, schema, conn)
+        response = await self._control_plane[header.api_key](ctx, request)
+        assert response is not None  # every control-plane request is answered
+        return encode_response(schema, header.api_version, header.correlation_id, response)
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         schema = SCHEMAS[ApiKey.API_VERSIONS]

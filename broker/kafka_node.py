@@ -3,6 +3,8 @@
 `process.roles` decides: `controller` runs only the ControllerServer, `broker` only the BrokerServer (which finds
 its controller by controller.quorum.voters or controller.quorum.bootstrap.servers), both a combined node whose
 broker reaches its own controller in process. No roles means a combined node, today's single `minikafka serve`.
+With zookeeper.connect the node is a ZooKeeper-mode broker (Kafka's KafkaServer): the broker role only, whose
+controller runs inside the broker and is elected through ZooKeeper.
 
 The controller starts first, so a combined node's broker can register at once: a registration of this node's
 broker that the controller still holds from before (a crash leaves one with a live-looking session) belonged to

@@ -4,7 +4,8 @@ metadata image that answers by listener, as clients see the cluster.
 A client is told of brokers on the listener its request came in on. A live broker is a registered one that is not
 fenced; a replica is offline when its broker is fenced, unregistered, or has no endpoint on that listener. As in
 KRaft, clients are given a random live broker as the controller, since they never talk to the controller itself
-(KIP-590): requests meant for it are forwarded by whichever broker gets them.
+(KIP-590): requests meant for it are forwarded by whichever broker gets them. A ZooKeeper-mode broker names the
+controller its latest UpdateMetadata named: the broker's metadata source says which.
 
 What handlers compute from the image can be kept here until the image changes (`derived`): a Metadata response
 encodes each topic once per change of the metadata, not once per request.
@@ -29,9 +30,10 @@ def is_internal(topic: str) -> bool:
 
 
 class MetadataCache:
-    def __init__(self, image: MetadataImage, cluster_id: str) -> None:
+    def __init__(self, image: MetadataImage, cluster_id: str, controller_id: Callable[[], int] | None = None) -> None:
         self.image = image
         self.cluster_id = cluster_id
+        self._controller_id = controller_id if controller_id is not None else lambda: random_alive_broker_id(image)
         self._derived: dict[Hashable, Any] = {}
         self._derived_at = image.offset  # the image's last replayed record when `_derived` was computed
 
@@ -98,7 +100,12 @@ class MetadataCache:
         """`replicas` without those offline on `listener` (what Metadata v0 lists)."""
         return [r for r in replicas if self.alive_endpoint(r, listener) is not None]
 
-    def random_alive_broker_id(self) -> int:
-        """The controller id clients are given (KRaft's getRandomAliveBrokerId)."""
-        alive = self.image.live_brokers()
-        return random.choice(alive).broker_id if alive else NO_CONTROLLER
+    def controller_id(self) -> int:
+        """The controller id clients are given."""
+        return self._controller_id()
+
+
+def random_alive_broker_id(image: MetadataImage) -> int:
+    """KRaft's getRandomAliveBrokerId: the controller id a KRaft broker gives clients."""
+    alive = image.live_brokers()
+    return random.choice(alive).broker_id if alive else NO_CONTROLLER

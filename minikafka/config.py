@@ -24,6 +24,9 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "controller.listener.names": (str, "CONTROLLER"),
     "controller.quorum.voters": (str, ""),
     "controller.quorum.bootstrap.servers": (str, ""),
+    "zookeeper.connect": (str, ""),
+    "zookeeper.session.timeout.ms": (int, 18000),
+    "zookeeper.connection.timeout.ms": (int, None),
     "log.dirs": (str, "./minikafka-data"),
     "log.dir": (str, ""),
     "num.partitions": (int, 1),
@@ -63,6 +66,8 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "broker.heartbeat.interval.ms": (int, 2000),
     "broker.session.timeout.ms": (int, 9000),
     "controlled.shutdown.enable": (bool, True),
+    "controlled.shutdown.max.retries": (int, 3),
+    "controlled.shutdown.retry.backoff.ms": (int, 5000),
     "initial.broker.registration.timeout.ms": (int, 60000),
     "auto.leader.rebalance.enable": (bool, True),
     "leader.imbalance.check.interval.seconds": (int, 300),
@@ -185,6 +190,9 @@ class BrokerConfig:
 
     def _validate_roles(self) -> None:
         """Kafka's checks of a KRaft node's roles, listeners and quorum, made before anything starts."""
+        if self.zookeeper_mode:
+            self._validate_zookeeper_mode()
+            return
         roles = _names(self.get("process.roles"))
         for role in roles:
             if role not in (BROKER_ROLE, CONTROLLER_ROLE):
@@ -237,6 +245,26 @@ class BrokerConfig:
             raise ConfigError(f"inter.broker.listener.name={self.inter_broker_listener_name} must be one of the "
                               f"broker's listeners: {', '.join(broker_names)}")
 
+    def _validate_zookeeper_mode(self) -> None:
+        """A ZooKeeper-mode broker (zookeeper.connect set): no KRaft roles, no controller listener."""
+        if self.props.get("process.roles", "").strip():
+            raise ConfigError("process.roles must not be set with zookeeper.connect: a ZooKeeper-mode node is a "
+                              "broker whose controller is elected through ZooKeeper")
+        if self.get("zookeeper.session.timeout.ms") <= 0:
+            raise ConfigError("zookeeper.session.timeout.ms must be positive")
+        controller_listeners = [e.listener for e in self.controller_listeners]
+        if controller_listeners:
+            raise ConfigError(f"With zookeeper.connect, listeners must not hold a controller listener "
+                              f"({', '.join(controller_listeners)}): the controller runs inside a broker")
+        if self.inter_broker_listener_name not in [e.listener for e in self.broker_listeners]:
+            raise ConfigError(f"inter.broker.listener.name={self.inter_broker_listener_name} must be one of the "
+                              f"broker's listeners: {', '.join(e.listener for e in self.broker_listeners)}")
+
+    @property
+    def zookeeper_mode(self) -> bool:
+        """Whether zookeeper.connect selects ZooKeeper mode (Kafka's ZooKeeper-era broker)."""
+        return bool(str(self.props.get("zookeeper.connect", "")).strip())
+
     @classmethod
     def from_sources(cls, file: str | Path | None = None, overrides: dict[str, object] | None = None) -> BrokerConfig:
         try:
@@ -260,7 +288,10 @@ class BrokerConfig:
 
     @property
     def process_roles(self) -> frozenset[str]:
-        """The roles this node runs; none configured means both, a cluster of one node."""
+        """The roles this node runs; none configured means both, a cluster of one node. A ZooKeeper-mode node runs
+        the broker only (its controller is part of it)."""
+        if self.zookeeper_mode:
+            return frozenset((BROKER_ROLE,))
         return frozenset(_names(self.get("process.roles")) or (BROKER_ROLE, CONTROLLER_ROLE))
 
     @property

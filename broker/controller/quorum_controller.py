@@ -1,7 +1,8 @@
 """The controller of a quorum of one (Kafka's QuorumController): the one writer of the cluster metadata.
 
-Its state is the metadata log (`__cluster_metadata-0`), replayed into a metadata image when it opens, so a
-controller restarted after kill -9 holds exactly what was committed. Operations run one at a time, each as
+Its state is a metadata store (metadata_store): in KRaft mode the metadata log (`__cluster_metadata-0`), in
+ZooKeeper mode Kafka's znodes; replayed into a metadata image when it opens, so a controller restarted after kill -9
+holds exactly what was committed. Operations run one at a time, each as
 validate against the image, build the records, append them as one batch and fsync (on a worker thread), replay
 them into the image, and wake whoever waits for new metadata (brokers' long-poll fetches): a change is durable
 before anyone sees it, and all of an operation's records land or none do. An append that fails (a full disk) leaves
@@ -9,14 +10,16 @@ the log and the image as they were and fails the operation with KAFKA_STORAGE_ER
 Kafka's log raises on an I/O failure, which its controller hands to the caller unchanged.
 
 Open it inside trio: broker sessions run on trio's clock. `run()` keeps the background duties (fencing brokers
-whose sessions end, the preferred-leader rebalance) until cancelled.
+whose sessions end, the preferred-leader rebalance) until cancelled. In ZooKeeper mode there are no broker sessions
+(`broker_sessions=False`): a broker is live while its /brokers/ids znode is, and the ZooKeeper controller tells this
+one so through `sync_live_brokers`.
 """
 from __future__ import annotations
 
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -36,7 +39,15 @@ from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_dir import LogDir
 from minikafka.storage.metadata_log import MetadataLog
 
-from ..metadata_image import TOPIC_RESOURCE, BrokerEndpointInfo, BrokerInfo, MetadataImage, PartitionInfo
+from ..metadata_image import (
+    NO_LEADER,
+    TOPIC_RESOURCE,
+    BrokerEndpointInfo,
+    BrokerInfo,
+    MetadataChange,
+    MetadataImage,
+    PartitionInfo,
+)
 from .broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
 from .configuration_control import (
     UNCLEAN_LEADER_ELECTION,
@@ -50,6 +61,8 @@ from .configuration_control import (
 )
 from .controller_config import QuorumControllerConfig
 from .leader_move import leader_move
+from .metadata_store import MetadataLogStore, MetadataStore
+from .partition_change_builder import Election, build_partition_change
 from .replica_placer import StripedReplicaPlacer
 from .replication_control import (
     MAX_RECORDS_PER_USER_OP,
@@ -71,6 +84,8 @@ OFF_LOOP_PARTITIONS = 1000  # requests placing more new partitions are checked a
 REPLAY_STEP = 1000  # records replayed into the image between checkpoints, so a big commit lets other tasks run
 
 T = TypeVar("T")
+# Told of every commit once it is replayed: the records and what they changed in the image.
+CommitListener = Callable[[Sequence[MetadataRecord], MetadataChange], None]
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,15 @@ class BrokerRegistration:
     broker_id: int
     cluster_id: str
     incarnation_id: uuid.UUID
+    endpoints: list[BrokerEndpointInfo]
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    """A broker ZooKeeper says is alive: its registration and its broker epoch (the znode's czxid)."""
+
+    broker_epoch: int
     endpoints: list[BrokerEndpointInfo]
     rack: str | None
 
@@ -137,23 +161,28 @@ class ElectionResult:
 
 
 class QuorumController:
-    def __init__(self, config: QuorumControllerConfig, metadata_log: MetadataLog, cluster_id: str) -> None:
+    def __init__(self, config: QuorumControllerConfig, store: MetadataStore, cluster_id: str, *,
+                 broker_sessions: bool = True, image: MetadataImage | None = None) -> None:
+        """`broker_sessions`: brokers heartbeat and are fenced when they stop (KRaft); without, their liveness is
+        told through `sync_live_brokers` (ZooKeeper). `image`: the image to replay into (a fresh one by
+        default)."""
         self.config = config
         self.cluster_id = cluster_id
         self.node_id = config.node_id
-        self._log = metadata_log
-        self.image = MetadataImage()
+        self._store = store
+        self._broker_sessions = broker_sessions
+        self.image = image if image is not None else MetadataImage()
         self.heartbeats = BrokerHeartbeatManager(self.image, config.broker_session_timeout_ms)
         self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer())
+        self.commit_listeners: list[CommitListener] = []
         self._lock = trio.Lock()  # one operation at a time
-        self._log_lock = trio.Lock()  # the log is read on the event loop and appended on a worker thread
         self._appended = trio.Event()
         self._commits_failing = False  # the last commit failed: logged once until one succeeds
-        for entry in metadata_log.entries():
+        for entry in store.load():
             self._replay(entry.record, entry.offset, entry.controller_epoch)
-        self.image.controller_epoch = metadata_log.controller_epoch
-        self._end_offset = metadata_log.log_end_offset
-        log.info("controller %d loaded the metadata log up to offset %d in epoch %d: %d broker(s), %d topic(s)",
+        self.image.controller_epoch = store.controller_epoch
+        self._end_offset = store.end_offset
+        log.info("controller %d loaded its metadata up to offset %d in epoch %d: %d broker(s), %d topic(s)",
                  self.node_id, self._end_offset, self.image.controller_epoch, len(self.image.brokers),
                  len(self.image.topics))
 
@@ -167,7 +196,7 @@ class QuorumController:
             raise ConfigError(str(exc)) from None
         metadata_log = MetadataLog.open(metadata_dir)
         try:
-            return cls(config, metadata_log, cluster_id)
+            return cls(config, MetadataLogStore(metadata_log), cluster_id)
         except MetadataRecordError as exc:  # Kafka's controller stops at a record it cannot load, too
             metadata_log.close()
             raise KafkaStorageError(f"Error while replaying the metadata log {metadata_log.dir}: {exc}") from None
@@ -176,12 +205,13 @@ class QuorumController:
             raise
 
     def close(self) -> None:
-        self._log.close()
+        self._store.close()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fence brokers whose sessions end and rebalance leaders, until cancelled."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.heartbeats.run, self.fence_if_stale)
+            if self._broker_sessions:
+                nursery.start_soon(self.heartbeats.run, self.fence_if_stale)
             if self.config.auto_leader_rebalance_enable:
                 nursery.start_soon(self._rebalance_periodically)
             task_status.started()
@@ -195,15 +225,20 @@ class QuorumController:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log.log_start_offset
+        return self._metadata_log().log_start_offset
+
+    def _metadata_log(self) -> MetadataLogStore:
+        if not isinstance(self._store, MetadataLogStore):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "this controller keeps no metadata log")
+        return self._store
 
     async def read_metadata(self, offset: int, max_bytes: int) -> bytes:
         """Committed record batches from `offset`, for a metadata fetch; OFFSET_OUT_OF_RANGE outside the log."""
-        async with self._log_lock:
-            if not self._log.log_start_offset <= offset <= self._end_offset:
-                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                 f"offset {offset} is outside [{self._log.log_start_offset}, {self._end_offset}]")
-            return self._log.read(offset, max_bytes)
+        store = self._metadata_log()
+        if not store.log_start_offset <= offset <= self._end_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is outside [{store.log_start_offset}, {self._end_offset}]")
+        return await store.read(offset, max_bytes)
 
     async def wait_for_records(self, offset: int, deadline: float) -> bool:
         """Wait, until `deadline` on trio's clock, for a record at `offset` or later to be committed."""
@@ -214,40 +249,46 @@ class QuorumController:
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> int:
         """Append `records` as one durable batch, then replay them; returns the offset of the first. A failed
-        append raises KafkaStorageError and changes nothing: the log is as it was and nothing is replayed."""
-        async with self._log_lock:
-            try:
-                last = await trio.to_thread.run_sync(self._log.append, list(records))
-            except KafkaStorageError as exc:
-                if not self._commits_failing:
-                    self._commits_failing = True
-                    log.error("controller %d could not commit %d metadata record(s), nothing changed: %s (logged "
-                              "once until a commit succeeds)", self.node_id, len(records), exc)
-                raise
+        append (KafkaStorageError from the log; ControllerMovedError from ZooKeeper, once this controller is
+        deposed) changes nothing: the store is as it was and nothing is replayed."""
+        try:
+            last = await self._store.append(records)
+        except KafkaStorageError as exc:
+            if not self._commits_failing:
+                self._commits_failing = True
+                log.error("controller %d could not commit %d metadata record(s), nothing changed: %s (logged "
+                          "once until a commit succeeds)", self.node_id, len(records), exc)
+            raise
         if self._commits_failing:
             self._commits_failing = False
             log.info("controller %d commits metadata records again", self.node_id)
         first = last - len(records) + 1
-        with trio.CancelScope(shield=True):  # the image takes every record the log took
+        change = MetadataChange()
+        with trio.CancelScope(shield=True):  # the image takes every record the store took
             for i, record in enumerate(records):
                 if i and i % REPLAY_STEP == 0:
                     await trio.lowlevel.checkpoint()
-                self._replay(record, first + i, self._log.controller_epoch)
+                replayed = self._replay(record, first + i, self._store.controller_epoch)
+                if replayed is not None:
+                    change.merge(replayed)
         self._end_offset = last + 1
         appended, self._appended = self._appended, trio.Event()
         appended.set()
+        for listener in self.commit_listeners:
+            listener(records, change)
         return first
 
-    def _replay(self, record: MetadataRecord, offset: int, controller_epoch: int) -> None:
+    def _replay(self, record: MetadataRecord, offset: int, controller_epoch: int) -> MetadataChange | None:
         if isinstance(record, RegisterBrokerRecord):
             previous = self.image.brokers.get(record.broker_id)
             new_incarnation = previous is None or previous.incarnation_id != record.incarnation_id
-            self.image.replay(record, offset, controller_epoch)
+            change = self.image.replay(record, offset, controller_epoch)
             self.heartbeats.registered(record.broker_id, offset, new_incarnation)
-            return
-        self.image.replay(record, offset, controller_epoch)
+            return change
+        change = self.image.replay(record, offset, controller_epoch)
         if isinstance(record, UnregisterBrokerRecord):
             self.heartbeats.unregistered(record.broker_id)
+        return change
 
     # ---- brokers ---------------------------------------------------------------------------------------------
 
@@ -342,6 +383,75 @@ class QuorumController:
                 return
         # Still stale, so the heartbeat manager asks again at once: not before the backoff.
         await trio.sleep(COMMIT_RETRY_BACKOFF_S)
+
+    # ---- brokers whose liveness ZooKeeper keeps ----------------------------------------------------------------
+
+    async def sync_live_brokers(self, live: Mapping[int, LiveBroker]) -> None:
+        """Bring the image's brokers to `live` (ZooKeeper's /brokers/ids), by KRaft's rules for fencing and
+        unfencing: a broker gone is unregistered and leaves every ISR and leadership (an ISR is never emptied); a
+        broker new, or back under a new epoch (it may have lost what it had not flushed), is registered fenced,
+        leaves the ISRs an old incarnation held, and is then unfenced, electing it where it can lead an offline
+        partition. Partitions led by, or with ISR members among, brokers no longer live get their changes too
+        (what a controller taking over finds)."""
+        async with self._lock:
+            brokers: list[MetadataRecord] = []
+            joining = []
+            for broker_id, broker in sorted(self.image.brokers.items()):
+                if broker_id not in live:
+                    log.info("broker %d is gone (its registration in ZooKeeper went away)", broker_id)
+                    brokers.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.broker_epoch))
+            for broker_id, registration in sorted(live.items()):
+                known = self.image.brokers.get(broker_id)
+                if known is not None and known.broker_epoch == registration.broker_epoch:
+                    continue
+                log.info("broker %d is live with broker epoch %d", broker_id, registration.broker_epoch)
+                joining.append(broker_id)
+                brokers.append(RegisterBrokerRecord(
+                    broker_id=broker_id, is_migrating_zk_broker=False, incarnation_id=uuid.UUID(int=0),
+                    broker_epoch=registration.broker_epoch, end_points=[RegisterBrokerRecord.BrokerEndpoint(
+                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                        for e in registration.endpoints],
+                    features=[], rack=registration.rack, fenced=True, in_controlled_shutdown=False))
+            if brokers:
+                await self._commit(brokers)
+            offline = self._inactive_replica_changes()
+            if offline:
+                await self._commit(offline)
+            for broker_id in joining:
+                await self._commit(self.replication.broker_unfenced(broker_id))
+
+    def _inactive_replica_changes(self) -> list[MetadataRecord]:
+        """Partition changes taking every broker that is not active out of leaderships and ISRs."""
+        records: list[MetadataRecord] = []
+        for topic, index, partition in self.image.partitions():
+            inactive_leader = partition.leader != NO_LEADER and not self.image.is_active(partition.leader)
+            if inactive_leader or not all(self.image.is_active(r) for r in partition.isr):
+                target = [r for r in partition.isr if self.image.is_active(r)]
+                unclean = unclean_leader_election_enabled(self.image, topic.name, self.node_id,
+                                                          self.config.log_defaults)
+                change = build_partition_change(topic, index, partition, self.image.is_active,
+                                                election=Election.UNCLEAN if unclean else Election.ONLINE,
+                                                target_isr=target)
+                if change is not None:
+                    records.append(change)
+        return records
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """A broker asks to shut down (ControlledShutdown, ZooKeeper mode): it enters controlled shutdown and
+        leaves every ISR it is not the last member of, so its leaderships move; returns the partitions it still
+        leads (the broker asks again until none)."""
+        async with self._lock:
+            broker = self._check_broker_epoch(broker_id, broker_epoch)
+            records: list[MetadataRecord] = []
+            if not broker.in_controlled_shutdown:
+                log.info("broker %d begins a controlled shutdown", broker_id)
+                records = self.replication.broker_in_controlled_shutdown(broker_id)
+            else:
+                records = self.replication.remove_from_isrs(broker_id)
+            if records:
+                await self._commit(records)
+            return [(topic.name, index) for topic, index, partition in self.image.partitions()
+                    if partition.leader == broker_id]
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """(first id, count) of a new block of producer ids, durable before it is handed out."""

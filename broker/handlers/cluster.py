@@ -2,7 +2,8 @@
 
 Flexible from v0. The brokers are the live (unfenced) ones with an endpoint on the listener the request came in on;
 v2 may ask for fenced brokers too (KIP-1073), each then flagged. The controller id is a random live broker, as a
-KRaft broker answers: clients reach the controller through brokers (KIP-590). v1+ names an endpoint type
+KRaft broker answers: clients reach the controller through brokers (KIP-590); a ZooKeeper-mode broker names the
+current controller. v1+ names an endpoint type
 (KIP-919): brokers are described, a request for controller endpoints is UNSUPPORTED_ENDPOINT_TYPE. Cluster
 authorized operations are answered when asked for: without authorization, all of them.
 """
@@ -40,7 +41,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
     ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                         endpoint_type=BROKER_ENDPOINT_TYPE, cluster_id=cache.cluster_id,
-                        controller_id=cache.random_alive_broker_id(), brokers=brokers, authorized_operations=ops)
+                        controller_id=cache.controller_id(), brokers=brokers, authorized_operations=ops)
 
 
 HANDLERS = {ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster}

@@ -133,7 +133,7 @@ async def _control_address(broker: BrokerServer, node_id: int) -> tuple[str, int
     the channels to it count as links to that node."""
     if node_id == broker.node_id:
         raise FaultError(f"node {node_id} is this broker: a link joins two nodes")
-    peer = broker.loader.image.brokers.get(node_id)
+    peer = broker.metadata.image.brokers.get(node_id)
     if peer is not None:
         endpoint = peer.endpoint(broker.config.inter_broker_listener_name) or next(iter(peer.endpoints), None)
         if endpoint is None:

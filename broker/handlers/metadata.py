@@ -14,7 +14,8 @@ An invalid topic name is INVALID_TOPIC_EXCEPTION; auto-creation goes to the cont
 the creation's error.
 
 Brokers are the live (unfenced) ones with an endpoint on the listener the request came in on; the controller id is
-a random live broker, as KRaft brokers answer (clients reach the controller only through brokers). A partition
+a random live broker, as KRaft brokers answer (clients reach the controller only through brokers), or in ZooKeeper
+mode the current controller. A partition
 whose leader is unknown or gone answers LEADER_NOT_AVAILABLE with leader -1 (LISTENER_NOT_FOUND from v6 when its
 leader lacks this listener); v0 lists only live replicas and answers REPLICA_NOT_AVAILABLE when some are not.
 
@@ -109,7 +110,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiM
     brokers = [ctx.response_class.MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
                for b, e in cache.alive_brokers(ctx.conn.listener)]
     return ctx.response(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
-                        controller_id=cache.random_alive_broker_id(), topics=topics,
+                        controller_id=cache.controller_id(), topics=topics,
                         authorized_operations=NOT_REQUESTED, error_code=ErrorCode.NONE)
 
 

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias
 
 import trio
 from kazoo.client import KazooClient, KazooState
@@ -197,6 +197,7 @@ class _Create:
     path: str
     data: bytes
     ephemeral: bool = False
+    sequential: bool = False  # only in `multi`
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,9 @@ class _Delete:
 
 
 _Write = _Create | _SetData | _Delete
+# The writes a controller puts in one `multi`.
+CreateOp, SetDataOp, DeleteOp = _Create, _SetData, _Delete
+ZkWrite: TypeAlias = _Create | _SetData | _Delete
 _DATA, _CHILDREN = "data", "children"  # the two kinds of watch on a znode
 _UNKNOWN = object()  # the state a lost watch was armed on, when it is not known
 
@@ -581,6 +585,31 @@ class KafkaZkClient:
                 raise check  # not BADVERSION: /controller_epoch is missing
             unwrapped.append(result)
         return unwrapped
+
+    async def multi(self, ops: Sequence[_Write], expected_controller_epoch_zk_version: int) -> list[Any]:
+        """All of `ops` as one transaction behind the check of /controller_epoch's version: each one's value
+        (created path, new stat, True for a delete), or nothing written and ControllerMovedError when the
+        controller moved, else the error of the write that failed it."""
+        def start() -> IAsyncResult:
+            transaction = self._kazoo.transaction()
+            transaction.check(CONTROLLER_EPOCH_PATH, expected_controller_epoch_zk_version)
+            for op in ops:
+                if isinstance(op, _Create):
+                    transaction.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequential)
+                elif isinstance(op, _SetData):
+                    transaction.set_data(op.path, op.data, op.version)
+                else:
+                    transaction.delete(op.path, op.version)
+            return transaction.commit_async()
+
+        results = _raise_if_failed(await self._request(start))
+        if isinstance(results[0], BadVersionError):
+            raise ControllerMovedError(f"Controller epoch zkVersion check fails. Expected zkVersion = "
+                                       f"{expected_controller_epoch_zk_version}")
+        failure = _multi_op_failure(results)
+        if failure is not None:
+            raise failure
+        return list(results[1:])
 
     # ---- generic reads and writes -------------------------------------------------------------------------------
 

@@ -1,0 +1,152 @@
+"""The quorum controller over `ZkMetadataStore` against a real ZooKeeper server: its operations write Kafka's
+znodes (topics, partition states with the znode version as partition epoch, topic configs and their change
+notifications, producer-id blocks, topic deletion), a new controller reads them back into the same image, and a
+controller whose epoch was superseded writes nothing and changes nothing."""
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from kazoo.client import KazooClient
+
+from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
+from minikafka.broker.controller.controller_config import QuorumControllerConfig
+from minikafka.broker.controller.quorum_controller import (
+    ConfigResourceAlteration,
+    IsrChange,
+    LiveBroker,
+    QuorumController,
+    TopicIsrChanges,
+)
+from minikafka.broker.controller.replication_control import CreatedTopic, NewTopic
+from minikafka.broker.metadata_image import TOPIC_RESOURCE, BrokerEndpointInfo, MetadataImage
+from minikafka.broker.zk import zk_data
+from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkClientConfig
+from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint
+from minikafka.broker.zk_controller.zk_metadata_store import ZkMetadataStore
+from minikafka.protocol.errors import ErrorCode
+
+RAW_CONNECT_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def raw(zk_connect):
+    config = ZkClientConfig(zk_connect)
+    root = KazooClient(config.hosts)
+    root.start(timeout=RAW_CONNECT_TIMEOUT_S)
+    root.ensure_path(config.chroot)
+    root.stop()
+    root.close()
+    kazoo = KazooClient(zk_connect)
+    kazoo.start(timeout=RAW_CONNECT_TIMEOUT_S)
+    yield kazoo
+    kazoo.stop()
+    kazoo.close()
+
+
+def _json(raw: KazooClient, path: str) -> dict:
+    data, _ = raw.get(path)
+    return json.loads(data)
+
+
+async def _register(zk: KafkaZkClient, broker_id: int) -> None:
+    """A broker's /brokers/ids/<id>, owned by `zk`'s session."""
+    registration = BrokerRegistration(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id, "PLAINTEXT"),))
+    await zk.create_recursive(zk_data.broker_id_path(broker_id),
+                              zk_data.encode_broker_registration(registration, 0))
+
+
+async def _live(zk: KafkaZkClient) -> dict[int, LiveBroker]:
+    return {broker_id: LiveBroker(b.epoch, [BrokerEndpointInfo(e.listener_name, e.host, e.port, 0)
+                                            for e in b.broker.endpoints], b.broker.rack)
+            for broker_id, b in (await zk.get_all_broker_and_epochs_in_cluster()).items()}
+
+
+@asynccontextmanager
+async def _controller(zk: KafkaZkClient, node_id: int = 1) -> AsyncIterator[QuorumController]:
+    """A controller elected now, its image read from ZooKeeper and its brokers synced."""
+    await zk.create_top_level_paths()
+    epoch, version = await zk.register_controller_and_increment_controller_epoch(node_id)
+    image = MetadataImage()
+    store = ZkMetadataStore(zk, epoch, version, image)
+    await store.read_state()
+    controller = QuorumController(QuorumControllerConfig(node_id=node_id), store, "cluster", broker_sessions=False,
+                                  image=image)
+    await controller.sync_live_brokers(await _live(zk))
+    yield controller
+
+
+async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_back(zk_connect, raw) -> None:
+    async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
+        for broker_id in (1, 2, 3):
+            await _register(zk, broker_id)
+        async with _controller(zk) as controller:
+            assert sorted(controller.image.brokers) == [1, 2, 3]
+            [created] = await controller.create_topics([NewTopic("orders", 2, 3, {}, {"retention.ms": "1000"})])
+            assert isinstance(created, CreatedTopic)
+            topic = _json(raw, "/brokers/topics/orders")
+            assert topic["topic_id"] and sorted(topic["partitions"]) == ["0", "1"]
+            assert all(sorted(r) == [1, 2, 3] for r in topic["partitions"].values())
+            state0 = _json(raw, "/brokers/topics/orders/partitions/0/state")
+            partition = controller.image.topics["orders"].partitions[0]
+            assert (state0["leader"], state0["leader_epoch"], sorted(state0["isr"])) == (
+                partition.leader, 0, [1, 2, 3])
+            assert raw.get("/brokers/topics/orders/partitions/0/state")[1].version == partition.partition_epoch == 0
+            assert _json(raw, "/config/topics/orders")["config"] == {"retention.ms": "1000"}
+
+            # An ISR shrink by the leader: the state znode's version is the new partition epoch.
+            follower = next(r for r in partition.replicas if r != partition.leader)
+            [[result]] = await controller.alter_partition(partition.leader, controller.image.brokers[
+                partition.leader].broker_epoch, [TopicIsrChanges("orders", None, [IsrChange(
+                    0, 0, 0, [(r, -1) for r in partition.isr if r != follower])])])
+            assert result.error is ErrorCode.NONE
+            _, stat = raw.get("/brokers/topics/orders/partitions/0/state")
+            assert stat.version == 1 == controller.image.topics["orders"].partitions[0].partition_epoch
+            assert follower not in _json(raw, "/brokers/topics/orders/partitions/0/state")["isr"]
+            # A stale partition epoch is refused.
+            [[stale]] = await controller.alter_partition(partition.leader, controller.image.brokers[
+                partition.leader].broker_epoch, [TopicIsrChanges("orders", None, [IsrChange(
+                    0, 0, 0, [(r, -1) for r in partition.isr])])])
+            assert stale.error is ErrorCode.INVALID_UPDATE_VERSION
+
+            assert await controller.alter_configs([ConfigResourceAlteration(TOPIC_RESOURCE, "orders", [
+                ConfigAlteration("retention.ms", SET, "2000")])], incremental=True) == [None]
+            assert _json(raw, "/config/topics/orders")["config"] == {"retention.ms": "2000"}
+            [change] = raw.get_children("/config/changes")
+            assert change.startswith("config_change_")
+            assert _json(raw, f"/config/changes/{change}") == {"version": 2, "entity_path": "topics/orders"}
+
+            assert await controller.allocate_producer_ids(1, controller.image.brokers[1].broker_epoch) == (0, 1000)
+            block = _json(raw, "/latest_producer_id_block")
+            assert (block["broker"], block["block_start"], block["block_end"]) == (1, "0", "999")
+
+            await controller.create_topics([NewTopic("gone", 1, 1, {}, {})])
+            [deleted] = await controller.delete_topics([("gone", None)])
+            assert deleted.error is None
+            assert raw.exists("/brokers/topics/gone") is None and raw.exists("/config/topics/gone") is None
+            assert raw.exists("/admin/delete_topics/gone") is None
+
+        await zk.delete_controller(controller._store.epoch_zk_version)  # type: ignore[attr-defined]
+        async with _controller(zk, node_id=2) as successor:
+            image, before = successor.image, controller.image
+            assert sorted(image.topics) == ["orders"]
+            assert image.topics["orders"].topic_id == before.topics["orders"].topic_id
+            assert image.topics["orders"].partitions == before.topics["orders"].partitions
+            assert image.topic_configs == {"orders": {"retention.ms": "2000"}}
+            assert image.next_producer_id == 1000
+            assert image.controller_epoch == before.controller_epoch + 1
+
+
+async def test_a_superseded_controller_writes_nothing_and_keeps_its_image(zk_connect, raw) -> None:
+    async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
+        await _register(zk, 1)
+        async with _controller(zk) as deposed:
+            await zk.delete_controller(deposed._store.epoch_zk_version)  # type: ignore[attr-defined]
+            async with _controller(zk, node_id=2):
+                with pytest.raises(ControllerMovedError):
+                    await deposed.create_topics([NewTopic("late", 1, 1, {}, {})])
+                assert "late" not in deposed.image.topics and raw.exists("/brokers/topics/late") is None
+                with pytest.raises(ControllerMovedError):  # and every later write too
+                    await deposed.create_topics([NewTopic("later", 1, 1, {}, {})])
