@@ -22,16 +22,14 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import (
     SCHEMAS,
     ApiSchema,
-    InvalidRequestError,
     RecordsSplicer,
     RequestHeader,
-    decode_request,
     encode_response,
 )
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 
-from .server import CloseConnection, ConnectionInfo
+from .server import CloseConnection, ConnectionInfo, decode_or_close, parse_header_or_close
 
 if TYPE_CHECKING:
     from .broker_server import BrokerServer
@@ -83,10 +81,7 @@ class KafkaApis:
                 self.versions[api_key] = getattr(module, "VERSIONS", {}).get(api_key, self.accepted_versions[api_key])
 
     async def process(self, frame: bytes, conn: ConnectionInfo) -> bytes | None:
-        try:
-            header, body_pos = RequestHeader.parse(frame)
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
+        header, body_pos = parse_header_or_close(frame)
         handler = self._handlers.get(header.api_key)
         if handler is None and header.api_key in self._control_plane:
             return await self._process_control_plane(header, frame, body_pos, conn)
@@ -101,10 +96,7 @@ class KafkaApis:
                 return self._unsupported_api_versions(header)
             raise CloseConnection(
                 f"unsupported version {header.api_version} of API key {header.api_key} (supported {lo}-{hi})")
-        try:
-            request = decode_request(schema, header, frame, body_pos)
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
+        request = decode_or_close(schema, header, frame, body_pos)
         ctx = RequestContext(self._broker, header, schema, conn)
         started = time.monotonic()
         response = await self._broker.faults.handle(ctx, request, handler)
@@ -123,10 +115,7 @@ class KafkaApis:
         if not schema.min_version <= header.api_version <= schema.max_version:
             raise CloseConnection(f"unsupported version {header.api_version} of API key {header.api_key} "
                                   f"(supported {schema.min_version}-{schema.max_version})")
-        try:
-            request = decode_request(schema, header, frame, body_pos)
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
+        request = decode_or_close(schema, header, frame, body_pos)
         ctx = RequestContext(self._broker, header, schema, conn)
         response = await self._control_plane[header.api_key](ctx, request)
         assert response is not None  # every control-plane request is answered

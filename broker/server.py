@@ -26,9 +26,12 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import trio
+from kafka.protocol.api_message import ApiMessage
 
 from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import ApiSchema, decode_request
 from minikafka.protocol.framing import FrameDecoder, FrameError
+from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
 
 from .client_disconnect import unless_client_disconnects
 
@@ -53,6 +56,22 @@ REBALANCE_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.JOIN_GR
 
 class CloseConnection(Exception):
     """Raised by request processing where Kafka closes the connection instead of answering."""
+
+
+def parse_header_or_close(frame: bytes) -> tuple[RequestHeader, int]:
+    """The request header and where the body starts; a header that does not parse closes the connection."""
+    try:
+        return RequestHeader.parse(frame)
+    except InvalidRequestError as exc:
+        raise CloseConnection(str(exc)) from None
+
+
+def decode_or_close(schema: ApiSchema, header: RequestHeader, frame: bytes, body_pos: int) -> ApiMessage:
+    """The request; one that does not parse closes the connection, as Kafka's parser does."""
+    try:
+        return decode_request(schema, header, frame, body_pos)
+    except InvalidRequestError as exc:
+        raise CloseConnection(str(exc)) from None
 
 
 class ConnectionInfo:

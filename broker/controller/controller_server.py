@@ -21,14 +21,13 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
 from minikafka.config import BrokerConfig, Endpoint
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import decode_request, encode_response
+from minikafka.protocol.codec import encode_response
 from minikafka.protocol.control import CONTROL_API_KEY
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
 
 from ..faults.link_faults import LinkFaults
 from ..metadata_image import BrokerEndpointInfo, MetadataImage
-from ..server import CloseConnection, ConnectionInfo, SocketServer
+from ..server import CloseConnection, ConnectionInfo, SocketServer, decode_or_close, parse_header_or_close
 from .controller_apis import ControllerApis
 from .controller_config import QuorumControllerConfig
 from .controller_control import ControllerControl
@@ -81,10 +80,7 @@ class ControllerServer:
             self.controller.close()
 
     async def _process(self, frame: bytes, conn: ConnectionInfo) -> bytes | None:
-        try:
-            header, body_pos = RequestHeader.parse(frame)
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
+        header, body_pos = parse_header_or_close(frame)
         if header.api_key == CONTROL_API_KEY:
             return await self.control.process(header, frame, body_pos, conn)
         schema = self.apis.schemas.get(header.api_key)
@@ -98,10 +94,7 @@ class ControllerServer:
                 return encode_response(schema, 0, header.correlation_id, answer)
             raise CloseConnection(f"unsupported version {header.api_version} of API key {header.api_key} "
                                   f"(supported {schema.min_version}-{schema.max_version})")
-        try:
-            request = decode_request(schema, header, frame, body_pos)
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
+        request = decode_or_close(schema, header, frame, body_pos)
         self.control.admit(header.api_key, request, conn)
         response = await self.apis.handle(request, header.api_version, conn)
         self.control.admit(header.api_key, request, conn)  # cut while it was handled: the response is lost
