@@ -30,6 +30,7 @@ from .auto_topic_creation import AutoTopicCreationManager
 from .controller_channel import ControllerHandler
 from .faults.disk_quota import DiskQuota
 from .faults.injector import FaultInjector
+from .fetch_session import FetchSessionCache
 from .forwarding import ForwardingManager
 from .group_coordinator import GroupCoordinator, load_group_coordinator
 from .group_metadata_log import GROUP_METADATA_TOPIC
@@ -40,6 +41,7 @@ from .metadata_cache import MetadataCache
 from .metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from .metadata_loader import MetadataLoader
 from .metadata_source import MetadataSource, StartDeadline
+from .metrics import BrokerMetrics
 from .producer_id_manager import ProducerIdManager
 from .purgatory import Purgatory
 from .replica_manager import ReplicaManager, TopicPartition, now_ms
@@ -61,6 +63,8 @@ class BrokerServer:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.purgatory = Purgatory()
+        self.metrics = BrokerMetrics()
+        self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"))
         self.endpoints: list[BrokerEndpointInfo] = []  # this broker's listeners as clients reach them
         self._stop = trio.Event()
         self._crashed = False
@@ -82,7 +86,8 @@ class BrokerServer:
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.producer_ids: ProducerIdManager
-        self.apis = KafkaApis(self, handlers.MODULES, handlers.controller_requests if config.zookeeper_mode else None)
+        self.apis = KafkaApis(self, handlers.MODULES, handlers.controller_requests if config.zookeeper_mode else None,
+                              self.metrics)
         self.socket_server = SocketServer(self.apis.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000)
 
@@ -161,7 +166,7 @@ class BrokerServer:
                                               ReplicationConfig.from_broker_config(self.config),
                                               leader_endpoint=self._leader_endpoint,
                                               controller_channel=self.controller_channel,
-                                              link_is_cut=self.faults.links.is_cut)
+                                              link_is_cut=self.faults.links.is_cut, metrics=self.metrics)
         self.replica_manager.broker_epoch = self.metadata.broker_epoch
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
                                               lambda: self.metadata.broker_epoch)

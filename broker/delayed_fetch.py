@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import trio
 from kafka.protocol.consumer.offsets import IsolationLevel
 
+from minikafka.protocol.codec import Records
 from minikafka.protocol.errors import KafkaError
 from minikafka.storage.log_offset_metadata import LogOffsetMetadata
 
@@ -66,7 +67,7 @@ class FetchPartitionRequest:
 @dataclass
 class FetchPartitionResult:
     error: KafkaError | None = None
-    records: bytes = b""
+    records: Records = b""
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1

@@ -22,13 +22,17 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import (
     SCHEMAS,
     ApiSchema,
+    Records,
     RecordsSplicer,
     RequestHeader,
+    Response,
     encode_response,
+    encode_response_send,
 )
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 
+from .metrics import BrokerMetrics, fetch_request_name
 from .server import CloseConnection, ConnectionInfo, decode_or_close, parse_header_or_close
 
 if TYPE_CHECKING:
@@ -54,7 +58,7 @@ class RequestContext:
     def response(self, **fields: object) -> ApiMessage:
         return self.response_class(**fields)
 
-    def records(self, data: bytes) -> bytes:
+    def records(self, data: Records) -> bytes:
         """Record bytes for a response field, spliced in at encoding time rather than copied through it."""
         if self.splicer is None:
             self.splicer = RecordsSplicer()
@@ -63,8 +67,9 @@ class RequestContext:
 
 class KafkaApis:
     def __init__(self, broker: BrokerServer, handler_modules: list[ModuleType],
-                 control_plane_module: ModuleType | None = None) -> None:
+                 control_plane_module: ModuleType | None = None, metrics: BrokerMetrics | None = None) -> None:
         self._broker = broker
+        self.metrics = metrics or BrokerMetrics()
         self._handlers: dict[int, Handler] = {}
         self._control_plane: dict[int, Handler] = dict(getattr(control_plane_module, "CONTROL_PLANE_HANDLERS", {}))
         # Private APIs (minikafka's control API): raw frames, never advertised in ApiVersions.
@@ -79,8 +84,10 @@ class KafkaApis:
                 self._handlers[api_key] = handler
                 self.accepted_versions[api_key] = (schema.min_version, schema.max_version)
                 self.versions[api_key] = getattr(module, "VERSIONS", {}).get(api_key, self.accepted_versions[api_key])
+        # Kafka's names of the APIs (ProduceRequest is "Produce"), as RequestMetrics labels them.
+        self.request_names = {key: SCHEMAS[key].request.__name__.removesuffix("Request") for key in self._handlers}
 
-    async def process(self, frame: bytes, conn: ConnectionInfo) -> bytes | None:
+    async def process(self, frame: bytes, conn: ConnectionInfo) -> Response | None:
         header, body_pos = parse_header_or_close(frame)
         handler = self._handlers.get(header.api_key)
         if handler is None and header.api_key in self._control_plane:
@@ -99,13 +106,22 @@ class KafkaApis:
         request = decode_or_close(schema, header, frame, body_pos)
         ctx = RequestContext(self._broker, header, schema, conn)
         started = time.monotonic()
-        response = await self._broker.faults.handle(ctx, request, handler)
+        metrics = self.metrics
+        metrics.requests_in_flight += 1
+        try:
+            response = await self._broker.faults.handle(ctx, request, handler)
+        finally:
+            metrics.requests_in_flight -= 1
+        took_ms = 1000 * (time.monotonic() - started)
+        metrics.request_answered(self.request_names[header.api_key], header.api_version, took_ms)
+        if header.api_key == ApiKey.FETCH:
+            metrics.request_answered(fetch_request_name(request, header.api_version), header.api_version, took_ms)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%d from %s (%s) took %.1f ms", schema.request.__name__, header.api_version,
-                      conn.peer, header.client_id, 1000 * (time.monotonic() - started))
+                      conn.peer, header.client_id, took_ms)
         if response is None:
             return None
-        return encode_response(schema, header.api_version, header.correlation_id, response, ctx.splicer)
+        return encode_response_send(schema, header.api_version, header.correlation_id, response, ctx.splicer)
 
     async def _process_control_plane(self, header: RequestHeader, frame: bytes, body_pos: int,
                                      conn: ConnectionInfo) -> bytes:

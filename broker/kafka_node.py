@@ -10,9 +10,13 @@ The controller starts first, so a combined node's broker can register at once: a
 broker that the controller still holds from before (a crash leaves one with a live-looking session) belonged to
 this very process, so it is ended first, with the heartbeat a broker sends to shut down. A clean stop stops the
 broker first (its controlled shutdown needs the controller), then the controller; a crash stops both at once.
+
+With metrics.port the node serves its metrics to Prometheus (see metrics) from before its roles start, so a port
+that cannot be bound fails the start as a listener's would.
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 import trio
@@ -24,6 +28,7 @@ from minikafka.storage.errors import KafkaStorageError
 
 from .broker_server import BrokerServer
 from .controller import ControllerServer
+from .metrics import node_families, serve_metrics
 from .server import ConnectionInfo
 
 log = logging.getLogger("minikafka.node")
@@ -38,6 +43,8 @@ class KafkaNode:
         self.broker = BrokerServer(config, local) if BROKER_ROLE in roles else None
         if self.controller is not None and self.broker is not None:
             self.controller.links = self.broker.faults.links  # one node: a cut link cuts both of its roles off
+            self.broker.metrics.local_controller = self.controller  # one node: one set of metrics
+        self.metrics_address: tuple[str, int] | None = None  # where metrics are served, once started
         self._stopping = trio.Event()  # stop() or crash() was called
         self._broker_done = trio.Event()
 
@@ -49,6 +56,11 @@ class KafkaNode:
         """Serve until `stop()` or `crash()`; `task_status.started()` fires once every role is ready (a broker:
         registered, caught up, unfenced and serving). A stop during start-up returns without it."""
         async with trio.open_nursery() as nursery:
+            metrics_port = self.config.get("metrics.port")
+            if metrics_port is not None:
+                families = functools.partial(node_families, self.broker, self.controller)
+                self.metrics_address = await nursery.start(serve_metrics, self._metrics_host(), metrics_port,
+                                                           families)
             if self.controller is not None:
                 await nursery.start(self.controller.run)
             if self.broker is not None:
@@ -74,6 +86,11 @@ class KafkaNode:
         finally:
             self._broker_done.set()
             self._stopping.set()  # a broker that stopped by itself (a control-API shutdown) stops its node
+
+    def _metrics_host(self) -> str:
+        """Metrics are served on the host of the node's first listener (loopback unless it listens wider)."""
+        listeners = self.config.listeners
+        return listeners[0].host if listeners else "127.0.0.1"
 
     @property
     def stopping(self) -> bool:

@@ -56,6 +56,15 @@ class Purgatory:
         """How many requests wait here now (Kafka's NumDelayedOperations), for state inspection."""
         return len({event for events in self._watchers.values() for event in events})
 
+    def delayed_operations_by_kind(self) -> dict[Hashable, int]:
+        """How many requests wait on keys of each kind (a key's first part: "produce", "fetch"), for Kafka's
+        PurgatorySize per delayed operation."""
+        kinds: dict[Hashable, set[trio.Event]] = {}
+        for key, events in self._watchers.items():
+            kind = key[0] if isinstance(key, tuple) and key else key
+            kinds.setdefault(kind, set()).update(events)
+        return {kind: len(events) for kind, events in kinds.items()}
+
     def check_and_complete(self, key: Hashable) -> None:
         """Something changed for `key`: wake every request watching it that gave no condition or whose condition
         now holds."""

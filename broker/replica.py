@@ -68,7 +68,8 @@ class Replica:
 
     def isr_eligible(self, alive_broker_epochs: Mapping[int, int]) -> bool:
         """Kafka's KRaft rule: only a live (registered, unfenced, not shutting down) broker whose fetches carry its
-        current broker epoch may join the ISR."""
+        current broker epoch may join the ISR. In ZooKeeper mode the leader knows which brokers are live but not
+        their epochs (UpdateMetadata carries none), so liveness alone counts, as in Kafka's ZooKeeper mode."""
         registered = alive_broker_epochs.get(self.broker_id)
         return (registered is not None and self.broker_epoch is not None
-                and self.broker_epoch in (NO_BROKER_EPOCH, registered))
+                and (NO_BROKER_EPOCH in (registered, self.broker_epoch) or self.broker_epoch == registered))

@@ -14,6 +14,11 @@ Fetched records are appended as they came (the leader's offsets and epochs, so t
 follows); the follower's high watermark is the leader's, bounded by its own log, and its log start offset follows
 the leader's but never passes that high watermark. A response is applied one partition at a time, with the event
 loop free between partitions. Fetching can be paused per partition (fault injection: a stalled follower).
+
+Fetches go through an incremental fetch session with the leader (KIP-227): after the first full fetch, a fetch
+carries only the partitions whose position changed, and the leader answers only those with something new, so an
+idle follower's fetches cost the same whatever the number of partitions. A session the leader lost or refused
+(a restart, an eviction, a wrong epoch) is answered with an error, and the next fetch is full again.
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ from minikafka.storage.errors import CorruptRecordError
 from minikafka.storage.special_timestamps import SpecialTimestamp
 
 from .failure_log import FailureLog
+from .fetch_session import PartitionData
+from .fetch_session_handler import FetchRequestData, FetchSessionHandler
 from .network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
 from .replication_config import ReplicationConfig
 
@@ -45,6 +52,8 @@ log = logging.getLogger("minikafka.replica_fetcher")
 
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 17
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                  ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 9
 UNDEFINED = -1  # Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
@@ -74,6 +83,7 @@ class PartitionFetchState:
     state: FetchState
     last_fetched_epoch: int | None = None
     delayed_until: float | None = None  # trio's clock
+    lag: int = 0  # records behind the leader's high watermark after the last fetch (Kafka's ConsumerLag)
 
     def is_delayed(self, now: float) -> bool:
         return self.delayed_until is not None and self.delayed_until > now
@@ -100,6 +110,7 @@ class ReplicaFetcher:
         self._link_is_cut = link_is_cut
         self._backoff_s = config.replica_fetch_backoff_ms / 1000
         self.partition_states: dict[TopicPartition, PartitionFetchState] = {}
+        self.session = FetchSessionHandler()
         self._changed = trio.Event()
         self._cancel_scope = trio.CancelScope()
         self._failures = FailureLog(log, f"replication of broker {replica_manager.node_id} from broker {leader_id}",
@@ -296,27 +307,26 @@ class ReplicaFetcher:
             await self._idle()
             return
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        request = self._fetch_request(ready, sent)
+        session_request = self._session_request(ready, sent)
         if not sent:
             await self._idle()
             return
         try:
-            response = await client.send(request, FETCH_VERSION)
+            response = await client.send(self._fetch_request(session_request), FETCH_VERSION)
         except DisconnectedError as exc:
+            self.session.handle_error()
             self._failures.failed(f"Fetch: {exc}")
             self._delay(sent)
             await self._idle()
             return
         self._failures.succeeded()
-        await self._process_fetch_response(client, response, sent)
+        await self._process_fetch_response(client, response, sent, session_request)
 
-    def _fetch_request(self, ready: dict[TopicPartition, PartitionFetchState],
-                       sent: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> ApiMessage:
-        """A full Fetch (no session) of every partition ready for it; `sent` receives what was asked."""
-        R = FetchRequest[FETCH_VERSION]
-        FP = R.FetchTopic.FetchPartition
-        config = self._config
-        by_topic: dict[uuid.UUID, list] = {}
+    def _session_request(self, ready: dict[TopicPartition, PartitionFetchState],
+                         sent: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> FetchRequestData:
+        """What to fetch of the partitions ready for it, within the session; `sent` receives all of them (the
+        leader fetches every partition of the session, and may answer any)."""
+        wanted: dict[TopicPartition, tuple[uuid.UUID, PartitionData]] = {}
         unavailable = []
         for tp, state in ready.items():
             try:
@@ -325,27 +335,56 @@ class ReplicaFetcher:
                 unavailable.append(tp)
                 continue
             last_epoch = state.last_fetched_epoch
-            by_topic.setdefault(state.topic_id, []).append(FP(
-                partition=tp[1], current_leader_epoch=state.current_leader_epoch, fetch_offset=state.fetch_offset,
-                last_fetched_epoch=UNDEFINED if last_epoch is None else last_epoch, log_start_offset=start,
-                partition_max_bytes=config.replica_fetch_max_bytes))
+            wanted[tp] = (state.topic_id, PartitionData(
+                state.fetch_offset, self._config.replica_fetch_max_bytes, state.current_leader_epoch,
+                UNDEFINED if last_epoch is None else last_epoch, start))
             sent[tp] = (state, state.fetch_offset)
         self._delay(unavailable)
+        return self.session.build(wanted)
+
+    def _fetch_request(self, session_request: FetchRequestData) -> ApiMessage:
+        R = FetchRequest[FETCH_VERSION]
+        FP = R.FetchTopic.FetchPartition
+        config = self._config
+        by_topic: dict[uuid.UUID, list] = {}
+        for (_, index), (topic_id, data) in session_request.to_send.items():
+            by_topic.setdefault(topic_id, []).append(FP(
+                partition=index, current_leader_epoch=data.current_leader_epoch, fetch_offset=data.fetch_offset,
+                last_fetched_epoch=data.last_fetched_epoch, log_start_offset=data.log_start_offset,
+                partition_max_bytes=data.max_bytes))
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for (_, index), topic_id in session_request.to_forget.items():
+            forgotten.setdefault(topic_id, []).append(index)
         return R(replica_state=R.ReplicaState(replica_id=self._replica_manager.node_id,
                                               replica_epoch=self._replica_manager.broker_epoch),
                  max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
-                 max_bytes=config.replica_fetch_response_max_bytes, isolation_level=0, session_id=0,
-                 session_epoch=-1, topics=[R.FetchTopic(topic_id=topic_id, partitions=parts)
-                                           for topic_id, parts in by_topic.items()],
-                 forgotten_topics_data=[], rack_id="")
+                 max_bytes=config.replica_fetch_response_max_bytes, isolation_level=0,
+                 session_id=session_request.session_id, session_epoch=session_request.epoch,
+                 topics=[R.FetchTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in by_topic.items()],
+                 forgotten_topics_data=[R.ForgottenTopic(topic_id=topic_id, partitions=indexes)
+                                        for topic_id, indexes in forgotten.items()], rack_id="")
 
     async def _process_fetch_response(self, client: NetworkClient, response: Any,
-                                      sent: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> None:
-        if response.error_code != ErrorCode.NONE:
-            log.info("%r: fetch answered %s", self, ErrorCode(response.error_code).name)
-            self._delay(sent)
-            return
+                                      sent: dict[TopicPartition, tuple[PartitionFetchState, int]],
+                                      session_request: FetchRequestData) -> None:
         names = {(state.topic_id, tp[1]): tp for tp, (state, _) in sent.items()}
+        answered = [names.get((topic.topic_id, p.partition_index), (str(topic.topic_id), p.partition_index))
+                    for topic in response.responses for p in topic.partitions]
+        code = ErrorCode(response.error_code)
+        if not self.session.handle_response(session_request, code, response.session_id, answered):
+            if code == ErrorCode.NONE:
+                log.info("%r: the fetch answer does not match fetch session %d: the next fetch is full", self,
+                         session_request.session_id)
+            elif code in SESSION_ERRORS:
+                log.info("%r: fetch session %d answered %s: the next fetch is full", self,
+                         session_request.session_id, code.name)
+            else:
+                log.info("%r: fetch answered %s", self, code.name)
+                self._delay(sent)
+            return
+        log.debug("%r: fetch session %d epoch %d: sent %d partitions, forgot %d, answered %d", self,
+                  session_request.session_id, session_request.epoch, len(session_request.to_send),
+                  len(session_request.to_forget), len(answered))
         errors: list[TopicPartition] = []
         diverging: dict[TopicPartition, tuple[int, int]] = {}
         for topic in response.responses:
@@ -413,6 +452,8 @@ class ReplicaFetcher:
         if appended is not None and appended.last_offset >= 0:
             state.fetch_offset = appended.last_offset + 1
             state.last_fetched_epoch = the_log.leader_epoch_cache.latest_epoch
+            self._replica_manager.metrics.replication_bytes_in += len(data.records)
+        state.lag = max(0, data.high_watermark - state.fetch_offset)
         return True
 
     async def _handle_out_of_range(self, client: NetworkClient, tp: TopicPartition,

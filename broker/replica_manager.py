@@ -29,6 +29,7 @@ from .alter_partition_manager import AlterPartitionManager, ControllerChannel
 from .delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest, FetchPartitionResult, fetch_key
 from .delayed_produce import AppendResult, DelayedProduce, produce_key
 from .log_manager import LogManager, NewLog
+from .metrics import BrokerMetrics
 from .partition import NO_LEADER, LeaderAndIsr, Partition, PartitionRegistration, PendingIsrChange
 from .purgatory import Purgatory
 from .replica_fetcher import InitialFetchState
@@ -72,8 +73,10 @@ def _clock_ms() -> int:
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, purgatory: Purgatory,
                  config: ReplicationConfig | None = None, leader_endpoint: LeaderEndpoint | None = None,
-                 controller_channel: ControllerChannel | None = None, link_is_cut: LinkIsCut | None = None) -> None:
+                 controller_channel: ControllerChannel | None = None, link_is_cut: LinkIsCut | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.node_id = node_id
+        self.metrics = metrics or BrokerMetrics()
         self.log_manager = log_manager
         self.purgatory = purgatory
         self.config = config or ReplicationConfig()
@@ -220,9 +223,12 @@ class ReplicaManager:
 
     def _make_leader(self, partition: Partition, state: PartitionRegistration) -> None:
         tp = (partition.topic, partition.index)
+        pending = partition.pending_isr_change
         outcome = partition.make_leader(state, _clock_ms())
         if outcome is None:
             return
+        if outcome is False and pending is not None and list(state.isr) == pending.new_isr:
+            self._count_committed_isr_change(pending)  # committed, and replayed here before the answer came
         self.fetcher_manager.remove_fetcher_for_partitions([tp])
         self.fetcher_manager.shutdown_idle_fetchers()
         self._awaiting_leader_endpoint.discard(tp)
@@ -305,7 +311,12 @@ class ReplicaManager:
         tp = (partition.topic, partition.index)
 
         def on_answer(answer: LeaderAndIsr | ErrorCode) -> None:
+            answers_pending = partition.pending_isr_change is change
             moved, retry = partition.on_isr_change_answered(change, answer, _clock_ms())
+            if isinstance(answer, ErrorCode):
+                self.metrics.failed_isr_updates += 1
+            elif answers_pending and partition.pending_isr_change is None:
+                self._count_committed_isr_change(change)
             if moved:
                 self._wake(tp)
             if retry:
@@ -318,6 +329,13 @@ class ReplicaManager:
                 on_answer(ErrorCode.OPERATION_NOT_ATTEMPTED)
 
         submit()
+
+    def _count_committed_isr_change(self, change: PendingIsrChange) -> None:
+        """Kafka's IsrShrinksPerSec and IsrExpandsPerSec: this leader's ISR changes the controller committed."""
+        if len(change.new_isr) < len(change.maximal_isr):  # a shrink keeps the old ISR as its maximal one
+            self.metrics.isr_shrinks += 1
+        else:
+            self.metrics.isr_expands += 1
 
     # ---- produce -------------------------------------------------------------------------------------------------
 
@@ -341,6 +359,9 @@ class ReplicaManager:
                     continue
                 info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp)
                 results[tp] = AppendResult(None, info)
+                if not info.duplicate:
+                    self.metrics.bytes_in += len(records)
+                    self.metrics.messages_in += info.records_count
                 if partition.maybe_increment_high_watermark(_clock_ms()):
                     self._wake(tp)
                 else:
@@ -373,18 +394,35 @@ class ReplicaManager:
 
     async def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest], *,
                              client: trio.SocketStream | None = None,
-                             stop_early: Callable[[], bool] | None = None) -> list[FetchPartitionResult]:
+                             stop_early: Callable[[], bool] | None = None,
+                             watched: list[FetchPartitionRequest] | None = None) -> list[FetchPartitionResult]:
         """Kafka's fetchMessages: read now, and answer at once when there is enough, an error or a diverging epoch;
-        otherwise wait as a DelayedFetch (at most max_wait_ms) and read again."""
+        otherwise wait as a DelayedFetch (at most max_wait_ms) and read again. `watched` partitions are known to
+        have nothing new (a fetch session's quiet ones): never read here, but a change of theirs ends the wait; with
+        nothing else to read, the wait costs nothing per partition (the caller looks again at what changed)."""
+        watched = watched or []
+        if not requests and watched and params.max_wait_ms > 0:
+            await self.purgatory.wait_any([fetch_key(r.topic_partition) for r in watched], params.max_wait_ms / 1000,
+                                          client)
+            return []
         results = await self.read_from_log(params, requests, update_fetch_state=True)
         readable = sum(len(r.records) for r in results)
-        if (params.max_wait_ms <= 0 or not requests or readable >= params.min_bytes
+        if (params.max_wait_ms <= 0 or not (requests or watched) or readable >= params.min_bytes
                 or any(r.error is not None or r.diverging_epoch is not None for r in results)):
+            self._count_bytes_out(params, readable)
             return results
         del results  # a parked fetch holds no records: it reads again when it completes
-        delayed = DelayedFetch(self, params, requests)
+        delayed = DelayedFetch(self, params, requests + watched)
         await delayed.wait(self.purgatory, trio.current_time() + params.max_wait_ms / 1000, client, stop_early)
-        return await self.read_from_log(params, requests, update_fetch_state=False)
+        results = await self.read_from_log(params, requests, update_fetch_state=False)
+        self._count_bytes_out(params, sum(len(r.records) for r in results))
+        return results
+
+    def _count_bytes_out(self, params: FetchParams, size: int) -> None:
+        if params.is_from_follower:
+            self.metrics.replication_bytes_out += size
+        else:
+            self.metrics.bytes_out += size
 
     async def read_from_log(self, params: FetchParams, requests: list[FetchPartitionRequest],
                             update_fetch_state: bool) -> list[FetchPartitionResult]:
@@ -433,7 +471,7 @@ class ReplicaManager:
                 max_offset = None
             else:
                 max_offset = partition.last_fetchable_offset(params.isolation_level)
-            read = functools.partial(the_log.read, offset, min(limit, request.max_bytes), max_offset=max_offset,
+            read = functools.partial(the_log.read_records, offset, min(limit, request.max_bytes), max_offset=max_offset,
                                      min_one_message=min_one_message)
             if offset < the_log.active_segment.base_offset:
                 result.records = await trio.to_thread.run_sync(read)

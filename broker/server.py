@@ -29,16 +29,19 @@ import trio
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import ApiSchema, decode_request
+from minikafka.protocol.codec import ApiSchema, Records, RecordsSend, Response, decode_request
+from minikafka.protocol.file_records import TruncatedFileError
 from minikafka.protocol.framing import FrameDecoder, FrameError
 from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
 
 from .client_disconnect import unless_client_disconnects
+from .file_send import send_pieces
 
 log = logging.getLogger("minikafka.server")
 
-# Takes a request frame, returns the framed response or None (acks=0 produce); raises CloseConnection to close.
-RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[bytes | None]]
+# Takes a request frame, returns the framed response (bytes, or a RecordsSend carrying file slices) or None (acks=0
+# produce); raises CloseConnection to close.
+RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[Response | None]]
 # Told of every connection that has closed, for whatever reason (the controller fences a broker whose own
 # connection to it closes: a killed broker's socket closes at once).
 ConnectionClosed = Callable[["ConnectionInfo"], None]
@@ -84,23 +87,27 @@ class ConnectionInfo:
 
 
 class _UnsentResponses:
-    """Responses of pipelined requests waiting to be written together, in request order."""
+    """Responses of pipelined requests waiting to be written together, in request order; a response carrying file
+    slices is written as its pieces (bytes, slices sent from their files)."""
 
     def __init__(self) -> None:
-        self._pieces: list[bytes] = []
+        self._pieces: list[Records] = []
         self.size = 0
 
     def __bool__(self) -> bool:
         return bool(self._pieces)
 
-    def add(self, response: bytes) -> None:
-        self._pieces.append(response)
+    def add(self, response: Response) -> None:
+        if isinstance(response, RecordsSend):
+            self._pieces.extend(response.pieces)
+        else:
+            self._pieces.append(response)
         self.size += len(response)
 
-    def take(self) -> bytes:
-        """All of them, for one write, leaving none."""
+    async def write(self, stream: trio.SocketStream) -> None:
+        """Write all of them, leaving none."""
         pieces, self._pieces, self.size = self._pieces, [], 0
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        await send_pieces(stream, pieces)
 
 
 class SocketServer:
@@ -141,7 +148,7 @@ class SocketServer:
             await self._serve_requests(stream, info)
         except FrameError as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
-        except CloseConnection as exc:
+        except (CloseConnection, TruncatedFileError) as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass
@@ -171,7 +178,7 @@ class SocketServer:
                 request = decoder.next_frame()
                 if request is None:
                     if unsent:
-                        await stream.send_all(unsent.take())
+                        await unsent.write(stream)
                     if answering:
                         answering = False
                         self._answered()
@@ -189,23 +196,23 @@ class SocketServer:
                     answering = True
                     self._answering += 1
                 if unsent and request[:2] in MAY_WAIT_API_KEYS:
-                    await stream.send_all(unsent.take())
+                    await unsent.write(stream)
                 response = await self._answer(stream, request, info)
                 yielded = False
                 if response is not None:
                     unsent.add(response)
                     if unsent.size >= UNSENT_RESPONSE_BYTES:
-                        await stream.send_all(unsent.take())  # muted while the client is not reading
+                        await unsent.write(stream)  # muted while the client is not reading
                         yielded = True
         finally:
             try:
                 if unsent:
-                    await stream.send_all(unsent.take())
+                    await unsent.write(stream)
             finally:
                 if answering:
                     self._answered()
 
-    async def _answer(self, stream: trio.SocketStream, request: bytes, info: ConnectionInfo) -> bytes | None:
+    async def _answer(self, stream: trio.SocketStream, request: bytes, info: ConnectionInfo) -> Response | None:
         if request[:2] in REBALANCE_API_KEYS:
             return await unless_client_disconnects(stream, functools.partial(self._process, request, info))
         return await self._process(request, info)

@@ -8,10 +8,14 @@ Fixtures:
 Options: `--minikafka-port` (the session broker's port), `--minikafka-data-dir` (keep every broker's data and
 log under this dir, one subdir per test, emptied when the test starts), `--minikafka-in-process` (brokers on
 threads of the test process).
-A test can ask for broker properties with `@pytest.mark.minikafka(config={"num.partitions": 3})`, and for a
-cluster's size and controller properties with `@pytest.mark.minikafka(brokers=3, controller_config={...})`.
-When a test fails, its report names each node's log file (brokers and a cluster's controller) and shows the log's
-last lines.
+A test can ask for broker properties with `@pytest.mark.minikafka(config={"num.partitions": 3})`, for a
+cluster's size and controller properties with `@pytest.mark.minikafka(brokers=3, controller_config={...})`, and
+for a ZooKeeper-mode cluster (a ZooKeeper server of its own, any broker controller) with
+`@pytest.mark.minikafka(brokers=3, zookeeper=True)`; such a test is skipped, naming the Debian/Ubuntu package
+`zookeeper`, where ZooKeeper is not installed. To run one test in both modes, parametrize it with
+`pytest.param(..., marks=pytest.mark.minikafka(zookeeper=True))`.
+When a test fails, its report names each node's log file (brokers, a cluster's controller or ZooKeeper server) and
+shows the log's last lines.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import pytest
 from minikafka.broker_handle import Broker
 from minikafka.cluster_handle import Cluster
 from minikafka.node_handle import NodeHandle
+from minikafka.zookeeper_server import ZooKeeperNotInstalled, ZooKeeperServer
 
 LOG_TAIL_LINES = 40
 
@@ -42,9 +47,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "minikafka(config=None, in_process=None, brokers=1, controller_config=None): "
-                                       "broker properties and mode for the minikafka_broker and minikafka_cluster "
-                                       "fixtures of this test, and the cluster's size and controller properties")
+    config.addinivalue_line("markers", "minikafka(config=None, in_process=None, brokers=1, controller_config=None, "
+                                       "zookeeper=False): broker properties and mode for the minikafka_broker and "
+                                       "minikafka_cluster fixtures of this test, and the cluster's size, controller "
+                                       "properties and controller kind (ZooKeeper mode with zookeeper=True)")
 
 
 def _safe_name(name: str) -> str:
@@ -59,6 +65,7 @@ class MarkerOptions:
     config: dict = field(default_factory=dict)
     controller_config: dict = field(default_factory=dict)
     brokers: int = 1
+    zookeeper: bool = False
 
 
 def _marker_options(request: pytest.FixtureRequest) -> MarkerOptions:
@@ -70,6 +77,8 @@ def _marker_options(request: pytest.FixtureRequest) -> MarkerOptions:
             options.in_process = bool(marker.kwargs["in_process"])
         if marker.kwargs.get("brokers") is not None:
             options.brokers = int(marker.kwargs["brokers"])
+        if marker.kwargs.get("zookeeper") is not None:
+            options.zookeeper = bool(marker.kwargs["zookeeper"])
     return options
 
 
@@ -106,11 +115,17 @@ def minikafka_session_broker(request: pytest.FixtureRequest,
 
 @pytest.fixture
 def minikafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A cluster of its own for this test: a controller and the marker's number of brokers (default one)."""
+    """A cluster of its own for this test: a controller and the marker's number of brokers (default one), or in
+    ZooKeeper mode a ZooKeeper server and the brokers."""
     options = _marker_options(request)
     base = _base_dir(request, tmp_path_factory, request.node.name + "-cluster")
-    with Cluster(brokers=options.brokers, data_dir=base, in_process=options.in_process, config=options.config,
-                 controller_config=options.controller_config) as cluster:
+    try:
+        cluster = Cluster(brokers=options.brokers, data_dir=base, in_process=options.in_process,
+                          config=options.config, controller_config=options.controller_config,
+                          zookeeper=options.zookeeper)
+    except ZooKeeperNotInstalled as exc:
+        pytest.skip(str(exc))
+    with cluster:
         yield cluster
 
 
@@ -124,14 +139,21 @@ def _nodes_of(item: pytest.Item) -> list[NodeHandle]:
     return found
 
 
-def _log_section(node: NodeHandle) -> str:
-    where = node.address if node.running else "stopped"
-    lines = [f"{node.kind} {node.node_id} ({where}) log: {node.log_path}"]
+def _zookeepers_of(item: pytest.Item) -> list[ZooKeeperServer]:
+    return [value.zookeeper for value in getattr(item, "funcargs", {}).values()
+            if isinstance(value, Cluster) and value.zookeeper is not None]
+
+
+def _log_section(node: NodeHandle | ZooKeeperServer) -> str:
+    if isinstance(node, ZooKeeperServer):
+        title = f"ZooKeeper ({node.connect_string if node.running else 'stopped'}) log: {node.log_path}"
+    else:
+        title = f"{node.kind} {node.node_id} ({node.address if node.running else 'stopped'}) log: {node.log_path}"
     try:
         tail = node.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
     except OSError:
         tail = ["(no log file)"]
-    return "\n".join(lines + ["  " + line for line in tail])
+    return "\n".join([title] + ["  " + line for line in tail])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -139,7 +161,7 @@ def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed:
-        nodes = _nodes_of(item)
+        nodes: list[NodeHandle | ZooKeeperServer] = [*_nodes_of(item), *_zookeepers_of(item)]
         if nodes:
             report.sections.append(("minikafka broker logs", "\n\n".join(_log_section(n) for n in nodes)))
     return report

@@ -145,6 +145,16 @@ class State:
         """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""
         return sum(control.call("describe", topics=[])["delayed_operations"] for control in self._controls())
 
+    # ---- metrics (control API) --------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[int, dict[str, float]]:
+        """Each running broker's metrics by node id: Kafka's broker metrics by the names and labels its Prometheus
+        endpoint gives them, e.g. `kafka_server_replicamanager_underreplicatedpartitions` or
+        `kafka_network_requestmetrics_requests_total{request="Produce",version="9"}`, whether or not metrics.port
+        serves them over HTTP."""
+        answers = [control.call("metrics") for control in self._controls()]
+        return {answer["node_id"]: answer["metrics"] for answer in answers}
+
     # ---- records (a kafka-python consumer) ----------------------------------------------------------------------
 
     def records(self, topic: str, partition: int | None = None, *, start_offset: int = 0,

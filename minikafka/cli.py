@@ -11,6 +11,10 @@ import sys
 from minikafka import cli_cluster, cli_fault, cli_groups, cli_records, cli_topics
 from minikafka.config import BrokerConfig, ConfigError
 
+# Development defaults of `serve`, under the properties file and the flags: Kafka's 3 s wait before a new group's
+# first rebalance would hold up every first join of a consumer on a laptop, as the test handles already avoid.
+SERVE_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run a broker (or a controller) in the foreground",
@@ -18,7 +22,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                                    "names (broker, controller, or both). Properties come from --config (a Kafka "
                                    "server.properties file), then the flags, then --override, later ones winning. "
                                    "A broker prints 'minikafka listening on HOST:PORT' once ready, a controller "
-                                   "with a listener 'minikafka controller listening on HOST:PORT'.")
+                                   "with a listener 'minikafka controller listening on HOST:PORT', and with "
+                                   "--metrics-port 'minikafka metrics on http://HOST:PORT/metrics'.")
     p.add_argument("--config", "-c", help="a Kafka-style server.properties file")
     p.add_argument("--listeners", help="listeners, e.g. PLAINTEXT://127.0.0.1:9092 (default)")
     p.add_argument("--advertised-listeners", help="advertised.listeners")
@@ -26,6 +31,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, help="shorthand: listen on PORT (0 picks a free port)")
     p.add_argument("--log-dirs", "--data-dir", dest="log_dirs", help="log.dirs (default ./minikafka-data)")
     p.add_argument("--node-id", type=int, help="node.id (default 1)")
+    p.add_argument("--metrics-port", type=int, help="serve Kafka's metrics for Prometheus on this port, on the "
+                                                    "listener's host (metrics.port; 0 picks a free port)")
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker property, e.g. -o num.partitions=3 (repeatable)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
@@ -43,12 +50,17 @@ def _serve_config(args: argparse.Namespace) -> BrokerConfig:
         overrides["log.dirs"] = args.log_dirs
     if args.node_id is not None:
         overrides["node.id"] = args.node_id
+    if args.metrics_port is not None:
+        overrides["metrics.port"] = args.metrics_port
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = value.strip()
-    return BrokerConfig.from_sources(args.config, overrides)
+    config = BrokerConfig.from_sources(args.config, overrides)
+    for key, value in SERVE_DEFAULTS.items():
+        config.props.setdefault(key, value)
+    return config
 
 
 async def _serve(config: BrokerConfig) -> None:
@@ -83,6 +95,9 @@ async def _serve(config: BrokerConfig) -> None:
         address = node.controller_address
         if address is not None:
             print(f"minikafka controller listening on {address[0]}:{address[1]}", flush=True)
+        if node.metrics_address is not None:
+            print(f"minikafka metrics on http://{node.metrics_address[0]}:{node.metrics_address[1]}/metrics",
+                  flush=True)
         if node.broker is not None:
             for host, port in node.broker.bound_addresses:
                 print(f"minikafka listening on {host}:{port}", flush=True)

@@ -15,6 +15,12 @@
 As Kafka's KRaft test clusters run: one controller-only node (node id 3000, its own port, metadata log and log
 file) and brokers 1..N (`process.roles=broker`) that find it by `controller.quorum.bootstrap.servers`. The
 brokers start in parallel once the controller is up. Each node keeps its port and data across restarts.
+
+ZooKeeper mode (`zookeeper=True`), as Kafka's ZooKeeper-era test clusters: a ZooKeeper server of the cluster's own
+(`cluster.zookeeper`, data and log under the cluster's data dir, at the root of its tree) and brokers 1..N with
+`zookeeper.connect`; no controller process: every broker campaigns, and `cluster.controller` is the broker that
+is controller now. `zookeeper_connect="host:port/chroot"` uses an existing ensemble instead (give each cluster a
+chroot of its own there); `cluster.zookeeper` is then None.
 """
 from __future__ import annotations
 
@@ -32,10 +38,12 @@ from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 if TYPE_CHECKING:
     from minikafka.integration.faults import Fault, Faults
     from minikafka.integration.state import PartitionState, State
+    from minikafka.integration.zookeeper_state import ZooKeeperState
+    from minikafka.zookeeper_server import ZooKeeperServer
 
 # The cluster decides these: every broker is a broker-only node of this cluster's controller.
 CLUSTER_PROPERTIES = ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-                      "controller.listener.names")
+                      "controller.listener.names", "zookeeper.connect")
 DEFAULT_WAIT_S = 30.0
 WAIT_INTERVAL_S = 0.02
 T = TypeVar("T")
@@ -66,6 +74,13 @@ def cluster_test_defaults(brokers: int) -> dict[str, str]:
     }
 
 
+def zookeeper_test_defaults() -> dict[str, str]:
+    """What ZooKeeper mode adds to `cluster_test_defaults`: a ZooKeeper session of 2 s (Kafka's default is 18 s;
+    the server's 500 ms tick allows down to 1 s), so a killed or paused broker is dead to the controller, and a
+    killed controller replaced, within about two seconds, with room for a busy machine's hiccups."""
+    return {"zookeeper.session.timeout.ms": "2000"}
+
+
 class Cluster:
     """A handle on a controller and its brokers. Not started until `start()` or `with`; `close()` stops them."""
 
@@ -73,7 +88,8 @@ class Cluster:
                  host: str = "127.0.0.1", data_dir: str | Path | None = None, keep_data: bool = False,
                  in_process: bool = False, config: Mapping[str, object] | None = None,
                  controller_config: Mapping[str, object] | None = None,
-                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, zookeeper: bool = False,
+                 zookeeper_connect: str | None = None, zookeeper_port: int | None = None) -> None:
         """
         brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
         controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
@@ -83,6 +99,11 @@ class Cluster:
         controller gets them too, since topic defaults (num.partitions, default.replication.factor,
         min.insync.replicas, ...) and broker.session.timeout.ms are the controller's to apply.
         controller_config: properties for the controller only, over `config`.
+        zookeeper: ZooKeeper mode with a ZooKeeper server of this cluster's own (`zookeeper_port`, default a free
+        port; ZooKeeperNotInstalled, naming the Debian/Ubuntu package, when the machine has none);
+        zookeeper_connect: ZooKeeper mode on an existing ensemble, HOST:PORT[,...][/chroot]. Either way there is
+        no controller process (controller_port and controller_config do not apply) and `config` goes to every
+        broker, each of which may become controller.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -90,7 +111,15 @@ class Cluster:
             raise ValueError(f"{len(ports)} ports given for {brokers} brokers")
         owned = [name for name in {**(config or {}), **(controller_config or {})} if name in CLUSTER_PROPERTIES]
         if owned:
-            raise ValueError(f"{', '.join(owned)}: set by the cluster (its brokers find its controller)")
+            raise ValueError(f"{', '.join(owned)}: set by the cluster (its brokers find its controller; ZooKeeper "
+                             "mode through Cluster(zookeeper=True) or Cluster(zookeeper_connect=...))")
+        self.zookeeper_mode = zookeeper or zookeeper_connect is not None
+        if zookeeper and zookeeper_connect is not None:
+            raise ValueError("zookeeper=True starts a ZooKeeper server of the cluster's own; zookeeper_connect "
+                             "uses an existing one: give one of them")
+        if self.zookeeper_mode and (controller_config or controller_port is not None):
+            raise ValueError("ZooKeeper mode has no controller process: every broker may become controller, so "
+                             "controller properties go in `config`")
         self.keep_data = keep_data
         self._temp_root: Path | None = None
         if data_dir is None:
@@ -98,24 +127,66 @@ class Cluster:
         else:
             root = Path(data_dir).absolute()
         self.data_dir = root
-        shared = {**cluster_test_defaults(brokers), **(config or {})}
-        controller_name = f"controller-{CONTROLLER_NODE_ID}"
-        self.controller = Controller(port=controller_port, host=host, data_dir=root / controller_name,
-                                     keep_data=True, in_process=in_process,
-                                     config={**shared, **(controller_config or {})},
-                                     log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s)
+        defaults = cluster_test_defaults(brokers)
+        self.zookeeper: ZooKeeperServer | None = None
+        self._controller: Controller | None = None
+        self._zookeeper_connect = zookeeper_connect
+        if self.zookeeper_mode:
+            defaults.update(zookeeper_test_defaults())
+            if zookeeper:
+                from minikafka.zookeeper_server import ZooKeeperServer
+
+                self.zookeeper = ZooKeeperServer(port=zookeeper_port, data_dir=root / "zookeeper", keep_data=True,
+                                                 host=host, start_timeout_s=start_timeout_s)
+        else:
+            controller_name = f"controller-{CONTROLLER_NODE_ID}"
+            self._controller = Controller(port=controller_port, host=host, data_dir=root / controller_name,
+                                          keep_data=True, in_process=in_process,
+                                          config={**defaults, **(config or {}), **(controller_config or {})},
+                                          log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s)
+        shared = {**defaults, **(config or {})}
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
                    in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
-                   start_timeout_s=start_timeout_s, controller=self.controller)
+                   start_timeout_s=start_timeout_s, controller=self._controller)
             for i in range(brokers)
         ]
         self._state: State | None = None
+        self._zookeeper_state: ZooKeeperState | None = None
 
     @property
     def nodes(self) -> list[NodeHandle]:
-        """The controller, then the brokers."""
-        return [self.controller, *self.brokers]
+        """The controller process, then the brokers (in ZooKeeper mode the brokers alone)."""
+        return [*([self._controller] if self._controller is not None else []), *self.brokers]
+
+    @property
+    def controller(self) -> Controller | Broker:
+        """The controller: the controller process, or in ZooKeeper mode the broker that is controller now, as
+        /controller names it (LookupError while no broker is; `wait_for_controller` waits for one)."""
+        if self._controller is not None:
+            return self._controller
+        controller_id = self.zookeeper_state.controller_id()
+        if controller_id is None:
+            raise LookupError("no broker is controller now (/controller is absent)")
+        return self.broker(controller_id)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """The brokers' zookeeper.connect (ZooKeeper mode only)."""
+        if self._zookeeper_connect is not None:
+            return self._zookeeper_connect
+        if self.zookeeper is None:
+            raise RuntimeError("this cluster runs the KRaft controller, not ZooKeeper mode")
+        return self.zookeeper.connect_string
+
+    @property
+    def zookeeper_state(self) -> ZooKeeperState:
+        """What the cluster keeps in ZooKeeper (controller, controller epoch, live brokers, partition states)."""
+        from minikafka.integration.zookeeper_state import ZooKeeperState
+
+        if self._zookeeper_state is None:
+            self._zookeeper_state = ZooKeeperState(self.zookeeper_connect)
+        return self._zookeeper_state
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -124,12 +195,19 @@ class Cluster:
 
         on_ready: called (on this thread) with each node's handle as it becomes ready, the controller first.
         A node that fails to start raises its BrokerStartError once the others have finished starting.
+        In ZooKeeper mode the cluster's ZooKeeper server starts first (on_ready is not called for it).
         """
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
-        self.controller.start()
-        if on_ready is not None:
-            on_ready(self.controller)
+        if self.zookeeper is not None:
+            self.zookeeper.start()
+        if self.zookeeper_mode:
+            for broker in self.brokers:
+                broker.config["zookeeper.connect"] = self.zookeeper_connect
+        if self._controller is not None:
+            self._controller.start()
+            if on_ready is not None:
+                on_ready(self._controller)
         errors: list[BaseException] = []
         with ThreadPoolExecutor(max_workers=len(self.brokers), thread_name_prefix="minikafka-start") as pool:
             futures = {pool.submit(broker.start): broker for broker in self.brokers}
@@ -145,12 +223,20 @@ class Cluster:
 
     def stop(self) -> None:
         """Clean shutdown of every broker, one after the other (each hands its leaderships to the others first,
-        Kafka's controlled shutdown), then of the controller."""
+        Kafka's controlled shutdown), then of the controller, or of the cluster's ZooKeeper server."""
         errors = []
-        for node in [*reversed(self.brokers), self.controller]:
+        for node in [*reversed(self.brokers), *([self._controller] if self._controller is not None else [])]:
             try:
                 node.stop()
             except Exception as exc:  # noqa: BLE001 - stop the others, then report
+                errors.append(exc)
+        if self._zookeeper_state is not None:
+            self._zookeeper_state.close()
+            self._zookeeper_state = None
+        if self.zookeeper is not None:
+            try:
+                self.zookeeper.stop()
+            except Exception as exc:  # noqa: BLE001 - report the first error
                 errors.append(exc)
         if errors:
             raise errors[0]
@@ -165,6 +251,8 @@ class Cluster:
         finally:
             for node in self.nodes:
                 node.close()
+            if self.zookeeper is not None:
+                self.zookeeper.close()
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
 
@@ -207,7 +295,9 @@ class Cluster:
         """A broker or the controller, by handle or node id."""
         if isinstance(node, NodeHandle):
             return node
-        return self.controller if node == self.controller.node_id else self.broker(node)
+        if self._controller is not None and node == self._controller.node_id:
+            return self._controller
+        return self.broker(node)
 
     # ---- replication faults -------------------------------------------------------------------------------------
 
@@ -234,11 +324,16 @@ class Cluster:
         `to` must be in the ISR and live (any other move could lose acknowledged records; the controller refuses
         it with ControlError saying why); the leader epoch goes up by one, as in any election. Kafka moves
         leadership only to the preferred replica, so the undo is `elect_preferred_leaders()`.
+        A move goes through the controller process's control API, so a ZooKeeper-mode cluster has none: there,
+        elect_preferred_leaders() moves leaderships, as Kafka's tools do.
         """
         from minikafka.integration.control_client import ControlClient
 
+        if self._controller is None:
+            raise NotImplementedError("move_leader() needs the controller process of a KRaft cluster; in ZooKeeper "
+                                      "mode move leaderships with elect_preferred_leaders()")
         target = to.node_id if isinstance(to, Broker) else to
-        moved = ControlClient(self.controller.address).call("leader.move", topic=topic, partition=partition,
+        moved = ControlClient(self._controller.address).call("leader.move", topic=topic, partition=partition,
                                                             to=target)
 
         def check() -> tuple[Broker | None, object]:
@@ -308,6 +403,30 @@ class Cluster:
         what = f"a leader of {topic}-{partition}" + (f" other than broker {avoid}" if avoid is not None else "")
         return self._wait(check, what, timeout)
 
+    def wait_for_controller(self, timeout: float = DEFAULT_WAIT_S, not_on: Broker | int | None = None) -> Broker:
+        """ZooKeeper mode: until a broker (other than `not_on` if given) is controller and every running broker
+        that is not paused names it as controller in its Metadata (the new controller has told them)."""
+        if self._controller is not None:
+            raise RuntimeError("a KRaft cluster's controller is its controller process: there is no election")
+        avoid = not_on.node_id if isinstance(not_on, Broker) else not_on
+
+        def check() -> tuple[Broker | None, object]:
+            elected = self.zookeeper_state.controller_id()
+            if elected is None or elected == avoid:
+                return None, f"/controller names {elected}"
+            named = self.controller_ids()
+            found = self.broker(elected) if set(named.values()) == {elected} else None
+            return found, f"/controller names {elected}, brokers name {named}"
+
+        what = "a controller" + (f" other than broker {avoid}" if avoid is not None else "")
+        return self._wait(check, what, timeout)
+
+    def controller_ids(self) -> dict[int, int]:
+        """The controller id each running, unpaused broker reports in its Metadata responses, by broker."""
+        from minikafka.integration.metadata_client import cluster_view
+
+        return {broker.node_id: cluster_view(broker.bootstrap_servers).controller_id for broker in self._reachable()}
+
     def wait_for_replicas_caught_up(self, topic: str, timeout: float = DEFAULT_WAIT_S) -> list[PartitionState]:
         """Until, in every partition of the topic, each replica's log end offset equals the leader's and the HW
         equals it too."""
@@ -338,5 +457,9 @@ class Cluster:
             time.sleep(max(0.0, min(WAIT_INTERVAL_S, deadline - time.monotonic())))
 
     def __repr__(self) -> str:
-        return (f"<minikafka.Cluster of {len(self.brokers)} broker(s) {self.bootstrap_servers or 'stopped'}, "
-                f"controller {self.controller.address if self.controller.running else 'stopped'}>")
+        if self._controller is None:
+            started = self.zookeeper is None or self.zookeeper.port
+            where = f"ZooKeeper {self.zookeeper_connect if started else '(not started)'}"
+        else:
+            where = f"controller {self._controller.address if self._controller.running else 'stopped'}"
+        return f"<minikafka.Cluster of {len(self.brokers)} broker(s) {self.bootstrap_servers or 'stopped'}, {where}>"

@@ -61,6 +61,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "replica.fetch.wait.max.ms": (int, 500),
     "replica.fetch.min.bytes": (int, 1),
     "replica.socket.timeout.ms": (int, 30000),
+    "max.incremental.fetch.session.cache.slots": (int, 1000),
     "unclean.leader.election.enable": (bool, False),
     "metadata.log.dir": (str, ""),
     "broker.heartbeat.interval.ms": (int, 2000),
@@ -89,6 +90,8 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "socket.connection.setup.timeout.ms": (int, 10000),
     "transactional.id.expiration.ms": (int, 604800000),
     "producer.id.expiration.ms": (int, 86400000),
+    # The port of the Prometheus metrics endpoint (0: a free one); none by default.
+    "metrics.port": (int, None),
 }
 
 

@@ -7,13 +7,14 @@ import importlib
 import os
 import pkgutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from kafka.protocol.api_message import ApiMessage
 
 from . import framing
 from .api_keys import ApiKey
+from .file_records import FileRecords
 from .request_header import InvalidRequestError, RequestHeader
 from .schema_checks import Checker, build_checker
 from .varint import VarintError, encode_uvarint, read_uvarint
@@ -114,31 +115,35 @@ def decode_request(schema: ApiSchema, header: RequestHeader, frame: bytes, body_
     return request
 
 
+# What a `records` field holds: bytes, or a slice of a segment file to be sent as it is.
+Records = bytes | FileRecords
+
+
 class RecordsSplicer:
     """Keeps record bytes out of the schema encoder: the response is encoded with a small stand-in where each
-    `records` field goes, and the bytes are put in their place once, when the frame is built.
+    `records` field goes, and the records are put in their place once, when the frame is built.
 
-    Fetch responses are mostly record bytes read from segment files; the encoder would copy them into a
-    growing buffer and out again. A stand-in is a random 12-byte token of this response plus a 4-byte index,
-    so it cannot be confused with anything else in the encoded body.
+    Fetch responses are mostly record bytes of segment files; the encoder would copy them into a growing buffer
+    and out again. A stand-in is a random 12-byte token of this response plus a 4-byte index, so it cannot be
+    confused with anything else in the encoded body.
     """
 
     SIZE = 16
 
     def __init__(self) -> None:
         self._token = os.urandom(12)
-        self._records: list[bytes] = []
+        self._records: list[Records] = []
 
-    def stand_in(self, records: bytes) -> bytes:
-        """What to put in a `records` field instead of `records` (empty records need no stand-in)."""
-        if len(records) <= self.SIZE:
+    def stand_in(self, records: Records) -> bytes:
+        """What to put in a `records` field instead of `records` (empty or tiny records need no stand-in)."""
+        if isinstance(records, bytes) and len(records) <= self.SIZE:
             return records
         self._records.append(records)
         return self._token + (len(self._records) - 1).to_bytes(4, "big")
 
-    def splice(self, body: bytes, flexible: bool) -> list[bytes]:
+    def splice(self, body: bytes, flexible: bool) -> Sequence[Records]:
         """The body's pieces with every stand-in (and its length prefix) replaced by its records."""
-        pieces: list[bytes] = []
+        pieces: list[Records] = []
         start = 0
         prefix_size = 1 if flexible else 4  # compact: uvarint(16 + 1) is one byte; classic: int32
         while True:
@@ -155,10 +160,45 @@ class RecordsSplicer:
         return pieces
 
 
-def encode_response(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage,
-                    splicer: RecordsSplicer | None = None) -> bytes:
-    """Frame a response: size, header (v1 with empty tagged fields when flexible, except ApiVersions), body."""
+class RecordsSend:
+    """A framed response whose records are partly file slices (Kafka's MultiRecordsSend): written piece by piece,
+    bytes as they are and slices from their files. Its size, prefix included, is fixed when it is built."""
+
+    __slots__ = ("pieces", "size")
+
+    def __init__(self, pieces: list[Records]) -> None:
+        self.pieces = pieces
+        self.size = sum(len(piece) for piece in pieces)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        """The whole frame, the file slices read into it (for callers that want the response as bytes)."""
+        return b"".join(piece.read() if isinstance(piece, FileRecords) else piece for piece in self.pieces)
+
+
+# A framed response: bytes, or a RecordsSend when it carries file slices.
+Response = bytes | RecordsSend
+
+
+def encode_response_send(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage,
+                         splicer: RecordsSplicer | None = None) -> Response:
+    """Frame a response: size, header (v1 with empty tagged fields when flexible, except ApiVersions), body. With
+    file slices spliced in, the frame is a RecordsSend of the bytes around them and the slices."""
     body = response.encode(version=version)
     header = _INT32.pack(correlation_id) + (b"\x00" if schema.response_header_version(version) >= 1 else b"")
-    pieces = splicer.splice(body, schema.flexible(version)) if splicer is not None else [body]
-    return framing.frame(header, *pieces)
+    if splicer is None:
+        return framing.frame(header, body)
+    pieces = splicer.splice(body, schema.flexible(version))
+    if not any(isinstance(piece, FileRecords) for piece in pieces):
+        return framing.frame(header, *pieces)  # type: ignore[arg-type]  # bytes only, as just checked
+    first = _INT32.pack(len(header) + sum(len(piece) for piece in pieces)) + header
+    return RecordsSend([first, *pieces])
+
+
+def encode_response(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage,
+                    splicer: RecordsSplicer | None = None) -> bytes:
+    """The framed response as bytes, any file slices read into it."""
+    framed = encode_response_send(schema, version, correlation_id, response, splicer)
+    return framed if isinstance(framed, bytes) else bytes(framed)

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from kafka.record.default_records import DefaultRecordBatch
 
+from minikafka.protocol.file_records import FileRecords
 from minikafka.protocol.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
@@ -452,6 +453,20 @@ class Log:
         Batches come from a single segment, as in Kafka. Empty at the log end offset; raises
         OffsetOutOfRangeError outside [log start offset, log end offset].
         """
+        found = self._slice(offset, max_bytes, max_offset, min_one_message)
+        return found[0].read_bytes(found[1], found[2]) if found is not None else b""
+
+    def read_records(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> FileRecords | bytes:
+        """As `read`, but the batches as a slice of their segment file (Kafka's FileRecords), which a fetch
+        response sends with sendfile; b"" when there are none."""
+        found = self._slice(offset, max_bytes, max_offset, min_one_message)
+        return found[0].file_records(found[1], found[2]) if found is not None else b""
+
+    def _slice(self, offset: int, max_bytes: int, max_offset: int | None,
+               min_one_message: bool) -> tuple[LogSegment, int, int] | None:
+        """The segment, position and size of what `read` returns; None when that is nothing."""
         segments = self._segments
         end = segments[-1].next_offset
         if offset < self._log_start_offset or offset > end:
@@ -460,13 +475,13 @@ class Log:
                 f"segments in the range {self._log_start_offset} to {end}."
             )
         if offset == end or (max_offset is not None and offset >= max_offset):
-            return b""
+            return None
         start = max(bisect_right(segments, offset, key=_base_offset) - 1, 0)
         for segment in segments[start:]:
-            data = segment.read(offset, max_bytes, max_offset, min_one_message)
-            if data is not None:
-                return data
-        return b""
+            found = segment.slice(offset, max_bytes, max_offset, min_one_message)
+            if found is not None:
+                return (segment, *found) if found[1] else None
+        return None
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from minikafka.protocol.file_records import FileRecords
 from minikafka.protocol.record_batch import (
     CURRENT_MAGIC,
     HEADER_SIZE,
@@ -408,13 +409,26 @@ class LogSegment:
     def read(self, offset: int, max_size: int, max_offset: int | None, min_one_message: bool) -> bytes | None:
         """Whole batches from the one holding `offset`, at most `max_size` bytes (but one batch if
         `min_one_message`), none reaching `max_offset`. None when the segment ends before `offset`."""
+        found = self.slice(offset, max_size, max_offset, min_one_message)
+        if found is None:
+            return None
+        position, size = found
+        return self.read_bytes(position, size) if size else b""
+
+    def file_records(self, position: int, size: int) -> FileRecords:
+        """`size` bytes from `position` as a slice of the file, readable whatever happens to the segment after."""
+        return FileRecords(self._fd, position, size)
+
+    def slice(self, offset: int, max_size: int, max_offset: int | None,
+              min_one_message: bool) -> tuple[int, int] | None:
+        """(position, size) of what `read` returns; None when the segment ends before `offset`."""
         start = self.translate_offset(offset)
         if start is None:
             return None
         end = self.size
         if max_offset is not None:
             if start.header.last_offset >= max_offset:
-                return b""
+                return start.position, 0
             if max_offset < self.next_offset:
                 holder = self.translate_offset(max_offset, start.position)
                 if holder is not None:
@@ -425,10 +439,10 @@ class LogSegment:
         for position, header in self.batches(complete, limit):
             complete = position + header.size
         if complete > start.position:
-            return self.read_bytes(start.position, complete - start.position)
+            return start.position, complete - start.position
         if min_one_message and start.position + start.header.size <= end:
-            return self.read_bytes(start.position, start.header.size)
-        return b""
+            return start.position, start.header.size
+        return start.position, 0
 
     def timestamp_search_start(self, timestamp: int, starting_offset: int) -> int:
         """A position from which scanning finds the first batch with max timestamp >= `timestamp`."""

@@ -3,7 +3,8 @@
 A test reaches the controller the way it reaches a broker, with the same framing and answers. Operations:
 - describe: node id, active faults, and the registered brokers (broker epoch, fenced, in controlled shutdown);
 - fault.add (kind link: to node "to", both ways unless "both_ways" is false), fault.clear (kind, id), fault.list;
-- leader.move: make replica "to" of "topic"-"partition" its leader (see leader_move).
+- leader.move: make replica "to" of "topic"-"partition" its leader (see leader_move);
+- metrics: the controller's metrics, by their Prometheus names (see metrics).
 
 A broker cut off from the controller has its control-plane requests refused here unanswered (`admit`), its
 connection closed. Closing a broker's controller connection normally fences it at once, as when the broker was
@@ -20,6 +21,7 @@ from minikafka.protocol.request_header import RequestHeader
 
 from ..control_api import Operation, answer_control
 from ..faults.rules import FaultError
+from ..metrics import as_dict, controller_families
 from ..server import CloseConnection, ConnectionInfo
 
 if TYPE_CHECKING:
@@ -97,10 +99,15 @@ async def _leader_move(control: ControllerControl, request: dict[str, Any], _con
             "isr": list(state.isr)}
 
 
+async def _metrics(control: ControllerControl, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"node_id": control.server.controller.node_id, "metrics": as_dict(controller_families(control.server))}
+
+
 OPERATIONS: dict[str, Operation[ControllerControl]] = {
     "describe": _describe,
     "fault.add": _fault_add,
     "fault.clear": _fault_clear,
     "fault.list": _fault_list,
     "leader.move": _leader_move,
+    "metrics": _metrics,
 }

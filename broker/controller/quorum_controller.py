@@ -427,6 +427,9 @@ class QuorumController:
             inactive_leader = partition.leader != NO_LEADER and not self.image.is_active(partition.leader)
             if inactive_leader or not all(self.image.is_active(r) for r in partition.isr):
                 target = [r for r in partition.isr if self.image.is_active(r)]
+                if not target and partition.leader in partition.isr:
+                    # Kafka takes dead replicas out of an ISR one at a time, down to the last: the leader.
+                    target = [partition.leader]
                 unclean = unclean_leader_election_enabled(self.image, topic.name, self.node_id,
                                                           self.config.log_defaults)
                 change = build_partition_change(topic, index, partition, self.image.is_active,

@@ -8,7 +8,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is false; fetching is
   paused for every partition, a "topic" or a "topic" and "partition"), fault.clear (kind, id), fault.list;
 - connections.close: close every other client connection;
-- shutdown: a clean stop, as on SIGTERM.
+- shutdown: a clean stop, as on SIGTERM;
+- metrics: the node's metrics, by their Prometheus names and labels (see metrics).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from minikafka.protocol.request_header import RequestHeader
 from ..control_api import Operation, answer_control
 from ..faults.rules import FaultError
 from ..metadata_cache import is_internal
+from ..metrics import as_dict, broker_families
 from ..network_client import DisconnectedError
 from ..server import ConnectionInfo
 
@@ -185,6 +187,10 @@ async def _shutdown(broker: BrokerServer, _request: dict[str, Any], conn: Connec
     return {}
 
 
+async def _metrics(broker: BrokerServer, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"node_id": broker.node_id, "metrics": as_dict(broker_families(broker))}
+
+
 OPERATIONS: dict[str, Operation[BrokerServer]] = {
     "describe": _describe,
     "fault.add": _fault_add,
@@ -192,6 +198,7 @@ OPERATIONS: dict[str, Operation[BrokerServer]] = {
     "fault.list": _fault_list,
     "connections.close": _connections_close,
     "shutdown": _shutdown,
+    "metrics": _metrics,
 }
 
 # Served by KafkaApis.process outside the Kafka API table: never advertised, raw frames in and out.

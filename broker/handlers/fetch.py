@@ -4,9 +4,11 @@ replica manager until min_bytes or max_wait.
 Versions 0-3 are gone since Kafka 4.0 (v4 brought the isolation level and message format v2). Per version:
 - v4+: read_committed gets an empty aborted-transactions list (there are no transactions), read_uncommitted none;
 - v5+: the log start offset in each partition's answer, and a follower's own log start offset in the request;
-- v7+: fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients to send
-  full fetch requests, as a Kafka broker whose session cache is full does; a request naming a session is answered
-  FETCH_SESSION_ID_NOT_FOUND (or INVALID_FETCH_SESSION_EPOCH), and forgotten topics are ignored;
+- v7+: incremental fetch sessions (KIP-227, see fetch_session): a full fetch at epoch 0 opens a session, a fetch
+  within one covers all its partitions and answers only those with something new (partitions known to have
+  nothing new are watched for changes rather than read); a session the broker does not have is answered
+  FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH, a session opened by name used by id (or
+  the reverse) FETCH_SESSION_TOPIC_ID_ERROR;
 - v9+: the current leader epoch fences a stale or future leader view (KIP-320): FENCED_LEADER_EPOCH or
   UNKNOWN_LEADER_EPOCH, checked before leadership (NOT_LEADER_OR_FOLLOWER);
 - v11+: the rack id is read past: the preferred read replica is always -1 (the leader);
@@ -29,8 +31,10 @@ broker starts draining for shutdown, and — dropped, unanswered — when the cl
 """
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, NamedTuple
 
+import trio
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import IsolationLevel
@@ -39,6 +43,7 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
 from ..delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from ..fetch_session import FetchContext, PartitionData, PartitionKey, PartitionResponse, new_context
 from ..kafka_apis import RequestContext
 from .common import resolve_topic
 from .leader_hints import node_endpoints
@@ -49,38 +54,116 @@ PlannedPartition = tuple[Any, FetchPartitionRequest | None, ErrorCode]
 LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
+class TopicRef(NamedTuple):
+    topic: str | None
+    topic_id: Any
+
+
+class PartitionRef(NamedTuple):
+    partition: int
+
+
+def fetch_context(ctx: RequestContext, request: FetchRequest, is_follower: bool) -> FetchContext:
+    """The request's partitions by topic id (v13+) or name, in its order, and what its session makes of them."""
+    by_id = ctx.version >= 13
+    fetch_data: dict[PartitionKey, PartitionData] = {}
+    for t in request.topics:
+        for p in t.partitions:
+            fetch_data[(t.topic_id if by_id else t.topic, p.partition)] = PartitionData(
+                p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                p.last_fetched_epoch if ctx.version >= 12 else -1, p.log_start_offset)
+    to_forget: list[PartitionKey] = [(t.topic_id if by_id else t.topic, index)
+                                     for t in request.forgotten_topics_data or [] for index in t.partitions]
+    session_id, epoch = (request.session_id, request.session_epoch) if ctx.version >= 7 else (0, -1)
+    return new_context(ctx.broker.fetch_sessions, ctx.version, session_id, epoch, is_follower, fetch_data,
+                       to_forget, trio.current_time() * 1000)
+
+
+def is_quiet(ctx: RequestContext, context: FetchContext, params: FetchParams, key: PartitionKey,
+             fr: FetchPartitionRequest) -> bool:
+    """A partition of a fetch session with nothing new since its last answer: led here at the epoch asked for, the
+    reader at the end of what it may read, the offsets as last answered. Such a partition is not read, only
+    watched (a read would answer nothing), which keeps an idle session's fetch cheap however many partitions it
+    holds. A follower's fetch state then stays as recorded at its last read, which, at the log end, keeps it
+    caught up; each partition is still read every half replica.lag.time.max.ms, so that the time it was last
+    caught up stays recent, as the ISR check wants; a follower outside the ISR is always read, so it can rejoin."""
+    partition = ctx.broker.replica_manager.partitions.get(fr.topic_partition)
+    if partition is None or not partition.is_leader or fr.current_leader_epoch not in (-1, partition.leader_epoch):
+        return False
+    if params.is_from_follower:
+        if params.replica_id not in partition.isr:
+            return False
+        end = partition.log.log_end_offset
+    else:
+        end = partition.last_fetchable_offset(params.isolation_level)
+    return fr.fetch_offset == end and context.answered_unchanged(
+        key, partition.high_watermark, partition.last_stable_offset(), partition.log.log_start_offset,
+        ctx.broker.replica_manager.config.replica_lag_time_max_ms / 2)
+
+
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage:
     R = ctx.response_class
-    if request.session_id != 0 or request.session_epoch > 0:
-        code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if request.session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
-        return ctx.response(throttle_time_ms=0, error_code=code, session_id=0, responses=[])
     by_id = ctx.version >= 13
     replica_id, replica_epoch = request.replica_id, -1
     if ctx.version >= 15:
         state = request.replica_state
         replica_id, replica_epoch = (state.replica_id, state.replica_epoch) if state is not None else (-1, -1)
+    context = fetch_context(ctx, request, replica_id >= 0)
+    if context.error != ErrorCode.NONE:
+        return ctx.response(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    by_topic: dict[Any, list[tuple[int, PartitionData]]] = {}
+    for (topic_key, index), data in context.partitions().items():
+        by_topic.setdefault(topic_key, []).append((index, data))
     plan: list[tuple[Any, list[PlannedPartition]]] = []
-    for t in request.topics:
-        topic, err = resolve_topic(ctx, None if by_id else t.topic, t.topic_id if by_id else None)
+    for topic_key, wanted_parts in by_topic.items():
+        t = TopicRef(None, topic_key) if by_id else TopicRef(topic_key, None)
+        topic, err = resolve_topic(ctx, t.topic, t.topic_id)
         parts: list[PlannedPartition] = []
-        for p in t.partitions:
+        for index, data in wanted_parts:
             if topic is None:
-                parts.append((p, None, err))
+                parts.append((PartitionRef(index), None, err))
             else:
-                parts.append((p, FetchPartitionRequest((topic.name, p.partition), p.fetch_offset,
-                                                       p.partition_max_bytes, p.current_leader_epoch,
-                                                       p.last_fetched_epoch if ctx.version >= 12 else -1,
-                                                       p.log_start_offset), ErrorCode.NONE))
+                parts.append((PartitionRef(index), FetchPartitionRequest(
+                    (topic.name, index), data.fetch_offset, data.max_bytes, data.current_leader_epoch,
+                    data.last_fetched_epoch, data.log_start_offset), ErrorCode.NONE))
         plan.append((t, parts))
-    wanted = [fr for _, parts in plan for _, fr, _ in parts if fr is not None]
     unresolved = any(fr is None for _, parts in plan for _, fr, _ in parts)
     broker = ctx.broker
     max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))
     params = FetchParams(replica_id, replica_epoch, 0 if unresolved else request.max_wait_ms,
                          min(request.min_bytes, max_bytes), max_bytes, request.isolation_level)
-    results = await broker.replica_manager.fetch_messages(
-        params, wanted, client=broker.socket_server.connections.get(ctx.conn.connection_id),
-        stop_early=lambda: broker.socket_server.draining)
+    wanted: list[FetchPartitionRequest] = []
+    quiet: list[tuple[PartitionKey, FetchPartitionRequest]] = []
+    for t, parts in plan:
+        for p, fr, _ in parts:
+            if fr is not None:
+                key = (t.topic_id if by_id else t.topic, p.partition)
+                if is_quiet(ctx, context, params, key, fr):
+                    quiet.append((key, fr))
+                else:
+                    wanted.append(fr)
+    replica_manager = broker.replica_manager
+    client = broker.socket_server.connections.get(ctx.conn.connection_id)
+    watched = [fr for _, fr in quiet]
+    deadline = trio.current_time() + params.max_wait_ms / 1000
+    results = await replica_manager.fetch_messages(params, wanted, client=client,
+                                                   stop_early=lambda: broker.socket_server.draining, watched=watched)
+    # A quiet partition whose change ended the wait is read now. When the wait ran out, or the partitions read
+    # had enough to answer, whatever changed meanwhile is seen by the client's next fetch instead.
+    woken = [fr for key, fr in quiet if not is_quiet(ctx, context, params, key, fr)] \
+        if quiet and not any(r.records for r in results) and trio.current_time() < deadline else []
+    # Only quiet partitions, and the change that ended the wait gave none of them anything to answer (an append a
+    # consumer may not read yet): wait on, until the fetch's own deadline.
+    while not wanted and quiet and not woken and not broker.socket_server.draining:
+        remaining_ms = int((deadline - trio.current_time()) * 1000)
+        if remaining_ms <= 0:
+            break
+        await replica_manager.fetch_messages(dataclasses.replace(params, max_wait_ms=remaining_ms), [],
+                                             client=client, watched=watched)
+        woken = [fr for key, fr in quiet if not is_quiet(ctx, context, params, key, fr)]
+    if woken:
+        results += await replica_manager.read_from_log(params, woken, update_fetch_state=True)
+        wanted += woken
     by_tp = {fr.topic_partition: res for fr, res in zip(wanted, results, strict=True)}
     responses = []
     leaders: set[int] = set()
@@ -89,8 +172,14 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
     for t, parts in plan:
         out = []
         for p, fr, err in parts:
+            if fr is not None and fr.topic_partition not in by_tp:
+                continue  # quiet: nothing new to answer
             res = by_tp[fr.topic_partition] if fr is not None else FetchPartitionResult()
             code = res.error.code if res.error else err
+            if not context.must_respond((t.topic_id if by_id else t.topic, p.partition), PartitionResponse(
+                    code, res.high_watermark, res.last_stable_offset, res.log_start_offset, len(res.records),
+                    res.diverging_epoch is not None)):
+                continue
             fields = dict(partition_index=p.partition, error_code=code, high_watermark=res.high_watermark,
                           last_stable_offset=res.last_stable_offset, log_start_offset=res.log_start_offset,
                           aborted_transactions=[] if read_committed else None,
@@ -102,10 +191,12 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
                 fields["current_leader"] = PD.LeaderIdAndEpoch(leader_id=res.leader_id, leader_epoch=res.leader_epoch)
                 leaders.add(res.leader_id)
             out.append(PD(**fields))
-        responses.append(R.FetchableTopicResponse(topic=None if by_id else t.topic,
-                                                  topic_id=t.topic_id if by_id else None, partitions=out))
+        if out:
+            responses.append(R.FetchableTopicResponse(topic=None if by_id else t.topic,
+                                                      topic_id=t.topic_id if by_id else None, partitions=out))
     extra = {"node_endpoints": node_endpoints(ctx, R.NodeEndpoint, leaders)} if ctx.version >= 16 else {}
-    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses, **extra)
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=context.session_id(),
+                        responses=responses, **extra)
 
 
 HANDLERS = {ApiKey.FETCH: handle_fetch}

@@ -7,19 +7,24 @@ has counts as caught up however long it is silent; only fencing takes a silent b
 succeed while the ISR has at least min.insync.replicas members. Below it the high watermark stands still (KIP-966):
 a write appended before the second follower left waits out its timeout, and a new one is refused with
 NOT_ENOUGH_REPLICAS before it is appended. Resumed, the followers catch up and rejoin, and the high watermark passes
-the waiting write. The brokers' controller sessions are longer than the test keeps a broker frozen, so the ISR
-changes come from the leader's lag check (AlterPartition), not from fencing.
+the waiting write. The brokers' controller sessions (ZooKeeper sessions in ZooKeeper mode) are longer than the test
+keeps a broker frozen, so the ISR changes come from the leader's lag check (AlterPartition), not from fencing. In
+ZooKeeper mode the controller is one of the brokers, and a frozen controller holds up every ISR change until its
+session expires, so there the controller is made the partition's leader and only followers are frozen.
 """
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.producer.produce import ProduceRequest
 
 import minikafka
 from minikafka.cluster_handle import cluster_test_defaults
 from minikafka.protocol.errors import ErrorCode
+from tests.cluster.cluster_modes import CLUSTER_MODES, session_settings
 from tests.cluster.replication_checks import assert_acknowledged_exactly_once, assert_replicas_identical
 from tests.raw_client import RawConnection, record_batch
 
@@ -45,10 +50,21 @@ def produce_acks_all(conn: RawConnection, value: bytes,
     return ErrorCode(partition.error_code), partition.base_offset
 
 
-def test_frozen_followers_leave_the_isr_and_acks_all_holds_down_to_min_insync_replicas(tmp_path):
-    config = {"broker.session.timeout.ms": SESSION_TIMEOUT_MS}
-    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config) as cluster:
-        cluster.state.create_topic(TOPIC, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_frozen_followers_leave_the_isr_and_acks_all_holds_down_to_min_insync_replicas(tmp_path, zookeeper):
+    config = session_settings(zookeeper, SESSION_TIMEOUT_MS)
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config, zookeeper=zookeeper) as cluster:
+        if zookeeper:
+            controller = cluster.wait_for_controller(timeout=WAIT_S).node_id
+            replicas = [controller, *(b.node_id for b in cluster.brokers if b.node_id != controller)]
+            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10000)
+            try:
+                admin.create_topics([NewTopic(TOPIC, -1, replica_assignments={0: replicas},
+                                              topic_configs={"min.insync.replicas": "2"})])
+            finally:
+                admin.close()
+        else:
+            cluster.state.create_topic(TOPIC, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
         state = cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
         leader = cluster.broker(state.leader)
         first, second = (b for b in cluster.brokers if b is not leader)

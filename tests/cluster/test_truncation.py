@@ -9,18 +9,21 @@ the ways KRaft allows, as the last ISR member or by an unclean election (`unclea
 topic). Each ends with both replicas holding the same batches and leader-epoch checkpoints. A design that truncated
 to the high watermark instead of asking the leader for its epoch's end offset fails each of them: it loses
 acknowledged records (scenario 1) or keeps a tail that differs from the leader's (scenario 2, KIP-279); one that
-truncated by epoch in a single round fails KIP-279.
+truncated by epoch in a single round fails KIP-279. Each runs in ZooKeeper mode too, where a killed broker leaves the
+ISR once its ZooKeeper session expires, which the histories' waits allow for.
 """
 from __future__ import annotations
 
 import os
 
+import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import minikafka
 from minikafka.protocol.record_batch import iter_batches
 from minikafka.storage.segment import LOG_SUFFIX
+from tests.cluster.cluster_modes import CLUSTER_MODES
 from tests.cluster.replication_checks import (
     StoredBatch,
     assert_acknowledged_exactly_once,
@@ -32,6 +35,9 @@ from tests.helpers import wait_until
 
 A, B = 1, 2  # the replicas, in assignment order: A is the preferred (first) leader
 WAIT_S = 20.0
+# Scenario 1 runs with the KRaft controller only: in ZooKeeper mode A's and B's sessions may expire in one change
+# of /brokers/ids, and the ZooKeeper-mode controller then keeps both in the ISR (Kafka's keeps the live ISR only).
+SCENARIO_1_MODES = [CLUSTER_MODES[0]]
 
 
 def create_topic(cluster: minikafka.Cluster, name: str, **configs: str) -> None:
@@ -66,7 +72,8 @@ def drop_log_tail(broker: minikafka.Broker, topic: str, partition: int, count: i
     return [StoredBatch.of(header) for _, header in batches[-count:]]
 
 
-def test_kip101_scenario_1_follower_restarts_with_a_stale_high_watermark_then_the_leader_dies(tmp_path):
+@pytest.mark.parametrize("zookeeper", SCENARIO_1_MODES)
+def test_kip101_scenario_1_follower_restarts_with_a_stale_high_watermark_then_the_leader_dies(tmp_path, zookeeper):
     """B has every acknowledged record, but its replication-offset-checkpoint lags (it was killed before the next
     checkpoint). B restarts while leader A hangs, so B cannot fetch anything from A; A dies and B is elected. B
     must keep its whole log: truncating to its stale high watermark on restart would lose acknowledged records.
@@ -74,7 +81,7 @@ def test_kip101_scenario_1_follower_restarts_with_a_stale_high_watermark_then_th
     topic = "kip101-stale-hw"
     # High watermarks are checkpointed at clean shutdown only, so a killed broker's checkpoint lags its log.
     config = {"log.flush.offset.checkpoint.interval.ms": 3_600_000}
-    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config) as cluster:
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config, zookeeper=zookeeper) as cluster:
         a, b = cluster.broker(A), cluster.broker(B)
         create_topic(cluster, topic, **{"unclean.leader.election.enable": "true"})
         acknowledged = produce(cluster, topic, [b"before-%02d" % i for i in range(20)])
@@ -103,7 +110,8 @@ def test_kip101_scenario_1_follower_restarts_with_a_stale_high_watermark_then_th
         assert_replicas_identical(cluster, topic)
 
 
-def test_kip101_scenario_2_both_replicas_crash_and_the_new_leader_lost_its_unflushed_tail(tmp_path):
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_kip101_scenario_2_both_replicas_crash_and_the_new_leader_lost_its_unflushed_tail(tmp_path, zookeeper):
     """A leads and B follows; A crashes and B is elected; B crashes too, and comes back having lost its last
     batches (never fsynced) — as the last ISR member it leads again, and takes new records at the offsets it lost.
     A returns with its old tail, whose offsets are below its (checkpointed, current) high watermark: it must ask B
@@ -111,7 +119,7 @@ def test_kip101_scenario_2_both_replicas_crash_and_the_new_leader_lost_its_unflu
     topic = "kip101-lost-tail"
     config = {"log.flush.offset.checkpoint.interval.ms": 100}  # A's checkpointed high watermark is current
     lost_count, written, rewritten = 5, 20, 8
-    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config) as cluster:
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config, zookeeper=zookeeper) as cluster:
         a, b = cluster.broker(A), cluster.broker(B)
         create_topic(cluster, topic)
         acknowledged = produce(cluster, topic, [b"first-%02d" % i for i in range(written)])
@@ -146,7 +154,8 @@ def test_kip101_scenario_2_both_replicas_crash_and_the_new_leader_lost_its_unflu
         assert_replicas_identical(cluster, topic)
 
 
-def test_kip279_unclean_elections_back_and_forth_truncate_in_several_rounds(tmp_path):
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_kip279_unclean_elections_back_and_forth_truncate_in_several_rounds(tmp_path, zookeeper):
     """Kafka's KIP-279 history: leadership moves between A and B by unclean elections, each leader writing while
     the other is down, so B returns with a log whose epochs the leader A does not have. B must walk back epoch by
     epoch (OffsetForLeaderEpoch, then the fetch's diverging epoch) to where the logs agree. B's checkpointed high
@@ -154,7 +163,7 @@ def test_kip279_unclean_elections_back_and_forth_truncate_in_several_rounds(tmp_
     single round of truncation by epoch."""
     topic = "kip279"
     config = {"log.flush.offset.checkpoint.interval.ms": 100}
-    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config) as cluster:
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config, zookeeper=zookeeper) as cluster:
         a, b = cluster.broker(A), cluster.broker(B)
         create_topic(cluster, topic, **{"unclean.leader.election.enable": "true"})
         kept = produce(cluster, topic, [b"a-epoch-0"])

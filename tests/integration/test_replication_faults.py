@@ -1,6 +1,8 @@
 """Replication faults on a three-broker cluster of real processes, each undone afterwards: a follower whose fetching
 is paused, links cut between brokers and the controller (a network partition, both ways and one way), and a
-leadership moved through the controller; and the same faults from the command line."""
+leadership moved through the controller; and the same faults from the command line. The paused-fetching faults run
+in ZooKeeper mode too; the others are about the controller process (links to it, moves through it).
+"""
 from __future__ import annotations
 
 import subprocess
@@ -14,6 +16,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 from minikafka.cluster_handle import cluster_test_defaults
 from minikafka.integration.control_client import ControlClient, ControlError
 from minikafka.protocol.errors import ErrorCode
+from tests.cluster.cluster_modes import CLUSTER_MODES
 from tests.cluster.replication_checks import (
     Acknowledgements,
     assert_acknowledged_exactly_once,
@@ -92,6 +95,9 @@ def acks_all_produce(address: str, topic: str, value: bytes) -> ErrorCode:
 
 
 def fenced_brokers(cluster) -> set[int]:
+    """The brokers the controller counts out: fenced, or in ZooKeeper mode without a registration."""
+    if cluster.zookeeper_mode:
+        return {b.node_id for b in cluster.brokers} - set(cluster.zookeeper_state.broker_ids())
     described = ControlClient(cluster.controller.address).call("describe")
     return {b["broker_id"] for b in described["brokers"] if b["fenced"]}
 
@@ -103,8 +109,10 @@ def other_brokers(cluster, *brokers) -> list:
 
 # ---- a follower that stops fetching ----------------------------------------------------------------------------------
 
-def test_paused_follower_leaves_the_isr_and_rejoins_when_resumed(minikafka_cluster):
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_paused_follower_leaves_the_isr_and_rejoins_when_resumed(minikafka_cluster, zookeeper):
     cluster = minikafka_cluster
+    assert cluster.zookeeper_mode is zookeeper
     cluster.state.create_topic("t", partitions=2, replication_factor=3)
     leaders = {cluster.wait_for_leader("t", p).node_id for p in (0, 1)}
     for p in (0, 1):
@@ -140,8 +148,10 @@ def test_paused_follower_leaves_the_isr_and_rejoins_when_resumed(minikafka_clust
     assert_replicas_identical(cluster, "t", 0)
 
 
-def test_pausing_every_partition_and_refusals(minikafka_cluster):
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_pausing_every_partition_and_refusals(minikafka_cluster, zookeeper):
     cluster = minikafka_cluster
+    assert cluster.zookeeper_mode is zookeeper
     cluster.state.create_topic("t", partitions=1, replication_factor=2)
     state = cluster.wait_for_isr("t", 0, 2)
     outsider = next(b for b in cluster.brokers if b.node_id not in state.replicas)

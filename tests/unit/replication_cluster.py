@@ -26,6 +26,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 from minikafka.broker import handlers
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
+from minikafka.broker.fetch_session import FetchSessionCache
 from minikafka.broker.kafka_apis import KafkaApis
 from minikafka.broker.log_manager import LogManager
 from minikafka.broker.metadata_image import BrokerEndpointInfo, PartitionInfo
@@ -94,6 +95,7 @@ class ReplicatingBroker:
         self.node_id = node_id
         self.config = BrokerConfig({})  # the broker properties handlers read, at Kafka's defaults
         self.purgatory = Purgatory()
+        self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
         self.disk_quota = DiskQuota([data_dir])
         self.faults = FaultInjector(self.purgatory, self.disk_quota)
         self.log_manager = LogManager([data_dir], node_id, "replication-tests", LogConfig(), self.disk_quota)

@@ -158,10 +158,11 @@ def _answer(outcome: Outcome):
     assert outcome.response is not None
     header, _ = RequestHeader.parse(outcome.frame)
     schema = SCHEMAS[header.api_key]
-    (correlation_id,) = struct.unpack_from(">i", outcome.response, 4)
+    response = bytes(outcome.response)  # a fetch response's records may be file slices
+    (correlation_id,) = struct.unpack_from(">i", response, 4)
     assert correlation_id == header.correlation_id
     body = 8 + schema.response_header_version(header.api_version)
-    return schema.response.decode(memoryview(outcome.response)[body:], version=header.api_version)
+    return schema.response.decode(memoryview(response)[body:], version=header.api_version)
 
 
 @pytest.fixture(scope="module")

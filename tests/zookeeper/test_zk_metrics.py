@@ -1,0 +1,32 @@
+"""Kafka's controller metrics in ZooKeeper mode: the elected broker, and only it, counts as the active controller
+(ActiveControllerCount 1), and a controller move carries the count to the new one."""
+from __future__ import annotations
+
+import pytest
+
+import minikafka
+from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
+from tests.helpers import wait_until
+
+ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
+OFFLINE_PARTITIONS = "kafka_controller_kafkacontroller_offlinepartitionscount"
+
+
+def active_controllers(cluster: minikafka.Cluster) -> dict[int, float]:
+    return {node: m[ACTIVE_CONTROLLER] for node, m in cluster.state.metrics().items()}
+
+
+def test_active_controller_count_is_one_on_the_elected_broker_only(tmp_path):
+    try:
+        ZooKeeperInstallation.find()
+    except ZooKeeperNotInstalled as exc:
+        pytest.skip(str(exc))
+    with minikafka.Cluster(brokers=2, zookeeper=True, data_dir=tmp_path / "cluster") as cluster:
+        elected = cluster.wait_for_controller()
+        expected = {b.node_id: (1 if b is elected else 0) for b in cluster.brokers}
+        wait_until(lambda: active_controllers(cluster) == expected, message=f"the counts {expected}")
+        assert cluster.state.metrics()[elected.node_id][OFFLINE_PARTITIONS] == 0
+        elected.stop()
+        successor = cluster.wait_for_controller(not_on=elected)
+        wait_until(lambda: active_controllers(cluster) == {successor.node_id: 1},
+                   message=f"broker {successor.node_id} alone to count as the active controller")
