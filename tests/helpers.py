@@ -9,8 +9,11 @@
 """
 from __future__ import annotations
 
+import os
 import random
+import signal
 import socket
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -294,3 +297,12 @@ def assert_stored_codec(bootstrap_servers: str, topic: str, produced: list[Recor
             codecs = {b.compression_type for b in batches}
             assert expected in codecs and codecs <= {0, expected}, f"partition {partition}: batch codecs {codecs}"
             assert sum(b.records_count for b in batches) == len(records)
+
+
+def kill_process_group(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGKILL a command started with `start_new_session=True` and every process it started (a `minikafka cluster`
+    killed alone would leave its nodes running), then reap it."""
+    with suppress(ProcessLookupError):  # the group outlives its leader while a node it started still runs
+        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.communicate(timeout=timeout_s)

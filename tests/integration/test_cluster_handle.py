@@ -15,6 +15,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 import minikafka
 from minikafka.cluster_handle import cluster_test_defaults
+from tests.helpers import kill_process_group, wait_until
 from tests.raw_client import RawConnection
 
 READY_TARGET_S = 1.5  # the issue's target for a three-broker cluster from start to ready
@@ -229,13 +230,15 @@ def read_lines(proc: subprocess.Popen, count: int, timeout_s: float) -> list[str
 def test_cluster_command_prints_each_node_and_stops_on_sigterm(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "minikafka", "cluster", "--brokers", "3",
                              "--data-dir", str(tmp_path / "data"), "-o", "num.partitions=2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         lines = read_lines(proc, 4, CLI_TIMEOUT_S)
         assert lines[0].startswith("minikafka controller listening on 127.0.0.1:")
         brokers = [line.removeprefix("minikafka listening on ") for line in lines[1:]]
         assert all(line.startswith("minikafka listening on 127.0.0.1:") for line in lines[1:])
-        assert metadata_broker_ids(brokers[0]) == [1, 2, 3]
+        # Each broker prints its line once it is ready; the first may learn of the others' unfencing a moment later.
+        wait_until(lambda: metadata_broker_ids(brokers[0]) == [1, 2, 3], timeout=20,
+                   message="the first broker's Metadata to list all three brokers")
         assert produce(",".join(brokers), "cli", [b"x"]) == [0]
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=CLI_TIMEOUT_S)
@@ -244,9 +247,7 @@ def test_cluster_command_prints_each_node_and_stops_on_sigterm(tmp_path):
         assert (tmp_path / "data" / "broker-1" / "meta.properties").exists()  # a given data dir is kept
         assert "shutting down" in (tmp_path / "data" / "broker-3.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=CLI_TIMEOUT_S)
+        kill_process_group(proc, CLI_TIMEOUT_S)
 
 
 def test_cluster_command_fails_clearly_when_a_node_cannot_start(tmp_path):

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import minikafka
 from minikafka.integration.control_client import ControlClient
 from minikafka.port_reservation import reserve_port
-from tests.helpers import held_free_port, wait_until
+from tests.helpers import held_free_port, kill_process_group, wait_until
 
 URP = "kafka_server_replicamanager_underreplicatedpartitions"
 ISR_SHRINKS = "kafka_server_replicamanager_isrshrinks_total"
@@ -149,7 +149,7 @@ def test_paused_follower_moves_under_replicated_partitions_and_isr_rates(minikaf
 def node_process(*args: str) -> Iterator[subprocess.Popen]:
     """A `minikafka` node process for the block; asked to stop with SIGTERM, killed if it does not exit in time."""
     proc = subprocess.Popen([sys.executable, "-m", "minikafka", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         yield proc
     finally:
@@ -157,8 +157,7 @@ def node_process(*args: str) -> Iterator[subprocess.Popen]:
         try:
             proc.wait(EXIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(EXIT_TIMEOUT_S)
+            kill_process_group(proc, EXIT_TIMEOUT_S)
         assert proc.stdout is not None
         proc.stdout.close()
 

@@ -14,6 +14,7 @@ import minikafka
 from minikafka.integration.metadata_client import cluster_view
 from minikafka.integration.zookeeper_state import ZooKeeperState
 from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
+from tests.helpers import kill_process_group
 from tests.integration.test_cluster_handle import CLI_TIMEOUT_S, produce, read_lines
 
 WAIT_S = 30.0
@@ -96,7 +97,7 @@ def test_cluster_command_with_zookeeper_prints_each_server_and_stops_on_sigterm(
     _require_installation()
     proc = subprocess.Popen([sys.executable, "-m", "minikafka", "cluster", "--brokers", "3", "--zookeeper",
                              "--data-dir", str(tmp_path / "data")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         lines = read_lines(proc, 4, CLI_TIMEOUT_S)
         assert lines[0].startswith("minikafka zookeeper listening on 127.0.0.1:")
@@ -112,9 +113,7 @@ def test_cluster_command_with_zookeeper_prints_each_server_and_stops_on_sigterm(
         assert (tmp_path / "data" / "zookeeper" / "zookeeper.log").exists()
         assert "shutting down" in (tmp_path / "data" / "broker-3.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=CLI_TIMEOUT_S)
+        kill_process_group(proc, CLI_TIMEOUT_S)
 
 
 def test_cluster_command_names_the_package_when_zookeeper_cannot_run(tmp_path):
