@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from kazoo.client import KazooClient
 
+from minikafka.broker.zk.kafka_zk_client import ZkClientConfig
 from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled, ZooKeeperServer
+
+RAW_CONNECT_TIMEOUT_S = 30.0
 
 
 def _require_installation() -> None:
@@ -38,3 +42,19 @@ def zk_connect(shared_zookeeper, request) -> str:
     """A `zookeeper.connect` with a chroot unique to this test on the shared server."""
     name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")[:100]
     return f"{shared_zookeeper.connect_string}/{name}"
+
+
+@pytest.fixture
+def raw(zk_connect) -> Iterator[KazooClient]:
+    """A plain kazoo client under `zk_connect`'s chroot (created first), to read and write znodes directly."""
+    config = ZkClientConfig(zk_connect)
+    root = KazooClient(config.hosts)
+    root.start(timeout=RAW_CONNECT_TIMEOUT_S)
+    root.ensure_path(config.chroot)
+    root.stop()
+    root.close()
+    kazoo = KazooClient(zk_connect)
+    kazoo.start(timeout=RAW_CONNECT_TIMEOUT_S)
+    yield kazoo
+    kazoo.stop()
+    kazoo.close()

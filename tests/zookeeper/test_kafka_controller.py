@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 import trio
 from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.api_message import ApiMessage
@@ -31,22 +30,6 @@ from minikafka.protocol.request_header import RequestHeader
 
 WAIT_S = 60.0  # generous bound for anything to happen: the machine may be loaded; nothing measures time
 SESSION_TIMEOUT_MS = 4000
-RAW_CONNECT_TIMEOUT_S = 30.0
-
-
-@pytest.fixture
-def raw(zk_connect):
-    config = ZkClientConfig(zk_connect)
-    root = KazooClient(config.hosts)
-    root.start(timeout=RAW_CONNECT_TIMEOUT_S)
-    root.ensure_path(config.chroot)
-    root.stop()
-    root.close()
-    kazoo = KazooClient(zk_connect)
-    kazoo.start(timeout=RAW_CONNECT_TIMEOUT_S)
-    yield kazoo
-    kazoo.stop()
-    kazoo.close()
 
 
 def _json(raw: KazooClient, path: str) -> dict:

@@ -28,23 +28,6 @@ from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint
 from minikafka.broker.zk_controller.zk_metadata_store import ZkMetadataStore
 from minikafka.protocol.errors import ErrorCode
 
-RAW_CONNECT_TIMEOUT_S = 30.0
-
-
-@pytest.fixture
-def raw(zk_connect):
-    config = ZkClientConfig(zk_connect)
-    root = KazooClient(config.hosts)
-    root.start(timeout=RAW_CONNECT_TIMEOUT_S)
-    root.ensure_path(config.chroot)
-    root.stop()
-    root.close()
-    kazoo = KazooClient(zk_connect)
-    kazoo.start(timeout=RAW_CONNECT_TIMEOUT_S)
-    yield kazoo
-    kazoo.stop()
-    kazoo.close()
-
 
 def _json(raw: KazooClient, path: str) -> dict:
     data, _ = raw.get(path)
