@@ -1,6 +1,7 @@
 """Single-broker figures: start to ready, idle RSS, produce and consume MB/s, the broker's CPU time per consumed
-MB (with confluent-kafka's consumer, and with bare Fetch requests whose records are counted, not decoded, so the
-client's own cost does not hide the broker's), one-record requests/s.
+MB (with confluent-kafka's consumer; with kcat, librdkafka's C consumer without Python in the way, when `kcat` is on
+the PATH; and with bare Fetch requests whose records are counted, not decoded, so the client's own cost does not
+hide the broker's), one-record requests/s.
 
 Run: python bench/broker_throughput.py [--mb 512] [--partitions 3] [--record-sizes 1024,100]
 Uses confluent-kafka (librdkafka) as the client, large batches, one topic per record size; the broker is a real
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -101,6 +103,17 @@ def consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
     return elapsed
 
 
+def consume_with_kcat(bootstrap: str, topic: str, count: int) -> float | None:
+    """Seconds kcat takes to read `count` records from the start of every partition; None without kcat."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        return None
+    started = time.perf_counter()
+    subprocess.run([kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(count), "-q", "-f", "",
+                    "-X", "fetch.wait.max.ms=100"], check=True, timeout=300, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
 def _receive_exactly(sock: socket.socket, size: int) -> memoryview:
     buffer = memoryview(bytearray(size))
     got = 0
@@ -177,8 +190,11 @@ def main() -> None:
                 consume_s = consume(bootstrap, f"bench-{size}", args.partitions, count)
                 consume_cpu = cpu_s(proc.pid) - cpu_before
                 cpu_before = cpu_s(proc.pid)
+                kcat_s = consume_with_kcat(bootstrap, f"bench-{size}", count)
+                kcat_cpu = cpu_s(proc.pid) - cpu_before
+                cpu_before = cpu_s(proc.pid)
                 fetch_s, fetched = fetch_raw(bootstrap, f"bench-{size}", args.partitions, count)
-                phases.append((size, count, produce_s, consume_s, consume_cpu, fetch_s, fetched,
+                phases.append((size, count, produce_s, consume_s, consume_cpu, kcat_s, kcat_cpu, fetch_s, fetched,
                                cpu_s(proc.pid) - cpu_before))
             single_s = produce(bootstrap, "single", args.single, 1024, **{"linger.ms": 0, "batch.num.messages": 1})
             busy = rss_mb(proc.pid)
@@ -188,12 +204,17 @@ def main() -> None:
     readies = readies[1:]  # the first start writes the bytecode cache
     print(f"start to ready:      {min(readies):.3f} s (best of 3; {', '.join(f'{r:.3f}' for r in readies)})")
     print(f"idle RSS:            {idle:.1f} MB")
-    for size, count, produce_s, consume_s, consume_cpu_s, fetch_s, fetched, fetch_cpu_s in phases:
+    for size, count, produce_s, consume_s, consume_cpu_s, kcat_s, kcat_cpu_s, fetch_s, fetched, fetch_cpu_s in phases:
         mb = count * size / 1e6
         print(f"{size} B records, {args.partitions} partitions:")
         print(f"  produce:           {mb / produce_s:.1f} MB/s ({count} records, {produce_s:.2f} s)")
         print(f"  consume:           {mb / consume_s:.1f} MB/s ({consume_s:.2f} s)")
         print(f"  broker CPU:        {1000 * consume_cpu_s / mb:.2f} ms per consumed MB ({consume_cpu_s:.2f} s)")
+        if kcat_s is None:
+            print("  kcat consume:      (kcat is not on the PATH)")
+        else:
+            print(f"  kcat consume:      {mb / kcat_s:.1f} MB/s ({kcat_s:.2f} s)")
+            print(f"  broker CPU:        {1000 * kcat_cpu_s / mb:.2f} ms per consumed MB ({kcat_cpu_s:.2f} s)")
         print(f"  bare Fetch:        {fetched / 1e6 / fetch_s:.1f} MB/s of record batches ({fetched / 1e6:.0f} MB, "
               f"{fetch_s:.2f} s)")
         print(f"  broker CPU:        {1e9 * fetch_cpu_s / fetched:.2f} ms per fetched MB ({fetch_cpu_s:.2f} s)")

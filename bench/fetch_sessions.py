@@ -7,8 +7,9 @@ on the same cluster (with sessions). Targets: idle under 3% of a core per broker
 
 Run: python bench/fetch_sessions.py [--partitions 1000] [--idle-s 20] [--mb 64] [--test-defaults]
 Uses confluent-kafka (librdkafka), 1 KB records; the cluster is `minikafka.Cluster(brokers=3)` with Kafka's own
-replica.fetch.wait.max.ms (500) and replica.lag.time.max.ms (30 s), or, with --test-defaults, with the Cluster
-handle's test defaults (100 ms and 1 s: five times the fetches).
+replica.fetch.wait.max.ms (500), replica.lag.time.max.ms (30 s), broker.heartbeat.interval.ms (2 s) and
+broker.session.timeout.ms (9 s), or, with --test-defaults, with the Cluster handle's test defaults (100 ms, 1 s,
+100 ms and 1 s: five times the fetches, twenty times the heartbeats).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from confluent_kafka import Producer
 import minikafka
 
 RECORD = 1024
-KAFKA_REPLICATION_DEFAULTS = {"replica.fetch.wait.max.ms": 500, "replica.lag.time.max.ms": 30_000}
+KAFKA_REPLICATION_DEFAULTS = {"replica.fetch.wait.max.ms": 500, "replica.lag.time.max.ms": 30_000,
+                              "broker.heartbeat.interval.ms": 2000, "broker.session.timeout.ms": 9000}
 SETTLE_S = 5.0  # after the replicas have caught up: the last ISR and high watermark moves die down
 TRAFFIC_PARTITIONS = 10
 
@@ -107,7 +109,7 @@ def main() -> None:
     def figures(cpu: list[float]) -> str:
         return ", ".join(f"{c:.1f}%" for c in cpu)
 
-    settings = "the Cluster's test defaults" if args.test_defaults else "Kafka's replica fetch defaults"
+    settings = "the Cluster's test defaults" if args.test_defaults else "Kafka's replica fetch and heartbeat defaults"
     print(f"{args.partitions} partitions, RF 3, three brokers ({settings}), idle for {args.idle_s:.0f} s "
           "(% of one core):")
     print(f"  with fetch sessions:    {figures(with_sessions)}")

@@ -16,6 +16,7 @@ reaches its controller over the network, or in process in a combined node, whose
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -23,11 +24,18 @@ import trio
 
 from minikafka.config import BrokerConfig, ConfigError, Endpoint
 from minikafka.storage.errors import KafkaStorageError
-from minikafka.storage.log_config import topic_defaults_from_broker_props
+from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
 
 from . import handlers
 from .auto_topic_creation import AutoTopicCreationManager
+from .client_quota_manager import QuotaConfig, QuotaManagers
 from .controller_channel import ControllerHandler
+from .dynamic_broker_config import (
+    FOLLOWER_REPLICATION_THROTTLED_RATE,
+    LEADER_REPLICATION_THROTTLED_RATE,
+    REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
+    DynamicBrokerConfig,
+)
 from .faults.disk_quota import DiskQuota
 from .faults.injector import FaultInjector
 from .fetch_session import FetchSessionCache
@@ -46,6 +54,7 @@ from .producer_id_manager import ProducerIdManager
 from .purgatory import Purgatory
 from .replica_manager import ReplicaManager, TopicPartition, now_ms
 from .replication_config import ReplicationConfig
+from .replication_quota_manager import ReplicationQuotas
 from .server import SocketServer
 
 log = logging.getLogger("minikafka.broker")
@@ -62,6 +71,9 @@ class BrokerServer:
             self.log_defaults = topic_defaults_from_broker_props(config.props)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.replication_quotas = ReplicationQuotas(self.node_id, config.get("replication.quota.window.num"),
+                                                    config.get("replication.quota.window.size.seconds"))
         self.purgatory = Purgatory()
         self.metrics = BrokerMetrics()
         self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"))
@@ -78,6 +90,10 @@ class BrokerServer:
         else:
             self.metadata = KRaftMetadataSource(config, local_controller, self.faults.links.is_cut)
         self.controller_channel = self.metadata.controller_channel
+        metadata = self.metadata
+        self.client_quotas = QuotaManagers.over(
+            lambda: metadata.image.client_quotas,
+            QuotaConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000))
         self.forwarding = ForwardingManager(self.controller_channel, self.metadata.catch_up)
         self.auto_topic_creation = AutoTopicCreationManager(config, self.forwarding)
         # Built once the broker has registered and caught up with the metadata, when run() starts.
@@ -161,13 +177,19 @@ class BrokerServer:
         """Open the logs and become what the metadata says for every partition; from now on each metadata change
         is applied as it is replayed."""
         image = self.metadata.image
+        self._reconfigure(image)
+        for topic, configs in topic_configs.items():
+            self.replication_quotas.update_topic(topic, configs)
         self.log_manager.load_logs(topic_configs)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.purgatory,
                                               ReplicationConfig.from_broker_config(self.config),
                                               leader_endpoint=self._leader_endpoint,
                                               controller_channel=self.controller_channel,
-                                              link_is_cut=self.faults.links.is_cut, metrics=self.metrics)
+                                              link_is_cut=self.faults.links.is_cut, metrics=self.metrics,
+                                              replication_quotas=self.replication_quotas)
         self.replica_manager.broker_epoch = self.metadata.broker_epoch
+        self.replica_manager.alter_log_dirs_manager.io_max_bytes_per_second = functools.partial(
+            self.dynamic_config.replication_throttled_rate, REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND)
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
                                               lambda: self.metadata.broker_epoch)
         self.group_coordinator = load_group_coordinator(self)
@@ -180,17 +202,26 @@ class BrokerServer:
         self._publish(image, everything)
         self.metadata.install_publisher(self._publish, self.replica_manager.create_new_logs)
         for tp in sorted(set(self.log_manager.logs) - set(self.replica_manager.partitions)):
-            log.warning("partition dir for %s-%s has no replica here in the cluster metadata; left untouched", *tp)
+            if self.metadata.knows_every_partition_at_start:
+                log.warning("partition %s-%s has no replica here in the cluster metadata: its log is a stray, "
+                            "kept as %s", *tp, self.log_manager.mark_stray(*tp))
+            else:
+                log.info("partition %s-%s is not in the metadata yet: its log waits for the controller", *tp)
 
     def _publish(self, image: MetadataImage, change: MetadataChange) -> None:
         """Apply one replayed change (Kafka's BrokerMetadataPublisher): replicas, topic configs, deleted topics."""
         broker_epochs = {b.broker_id: b.broker_epoch for b in image.brokers.values() if b.active}
         if change.brokers:
             self.replica_manager.update_alive_brokers(broker_epochs)
+        if change.broker_configs:
+            self._reconfigure(image)
         for (topic, index), state in change.partitions.items():
             configs = image.topic_configs.get(topic, {})
             self.replica_manager.apply_partition_state(topic, change.topic_ids[topic], index, state, configs,
                                                        broker_epochs)
+        for topic in change.topic_configs | {topic for topic, _ in change.partitions}:
+            self.replication_quotas.update_topic(topic, image.topic_configs.get(topic, {})
+                                                 if topic in image.topics else None)
         for topic in change.topic_configs:
             if topic in image.topics:
                 try:
@@ -201,6 +232,26 @@ class BrokerServer:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)
                 log.info("topic %s deleted", topic)
+
+    def _reconfigure(self, image: MetadataImage) -> None:
+        """Apply the dynamic broker configs of this broker and the cluster default (Kafka's DynamicBrokerConfig):
+        new log defaults reach every log of a topic without its own overrides, and the throttle rates the
+        replication quotas."""
+        if self.dynamic_config.update(image.broker_configs):
+            self.log_defaults = self.log_manager.defaults = self.dynamic_config.log_defaults
+            configs: dict[str, LogConfig] = {}
+            for (topic, _index), the_log in self.log_manager.logs.items():
+                if topic not in configs:
+                    try:
+                        configs[topic] = LogConfig.from_props(image.topic_configs.get(topic, {}), self.log_defaults)
+                    except ValueError as exc:
+                        log.error("configs of topic %s not applied: %s", topic, exc)
+                        configs[topic] = the_log.config
+                the_log.update_config(configs[topic])
+            log.info("broker %d: dynamic broker configs changed the log defaults", self.node_id)
+        self.replication_quotas.update_rates(
+            self.dynamic_config.replication_throttled_rate(LEADER_REPLICATION_THROTTLED_RATE),
+            self.dynamic_config.replication_throttled_rate(FOLLOWER_REPLICATION_THROTTLED_RATE))
 
     def _on_become_leader(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:

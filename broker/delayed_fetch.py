@@ -3,8 +3,9 @@
 A consumer waits for the high watermark to move, a follower for the leader's log end offset. The wait ends early
 — and the fetch is answered with whatever there is then — when a partition stops being led here or the caller's
 leader epoch is fenced, when the fetch offset falls outside what can be read (a truncated leader) or on an older
-segment, when a follower's last fetched epoch now diverges, or once min_bytes are there. Appends, high watermark
-moves and leadership changes check it; nothing polls.
+segment, when a follower's last fetched epoch now diverges, or once min_bytes are there; the bytes of a partition
+the leader's replication quota holds back from this follower count for nothing. Appends, high watermark moves and
+leadership changes check it; nothing polls.
 
 As Kafka's, it reads nothing while it waits: where its fetch offset sits in the log (segment and byte position) is
 taken once, when it parks, and the bytes that have accumulated are the distance from there to where the high
@@ -114,7 +115,9 @@ class DelayedFetch:
                 offset = start.message_offset
                 if offset > end.message_offset or offset < partition.log.log_start_offset:
                     return True  # a truncated leader, or records deleted from under the fetch
-                if offset < end.message_offset:
+                throttled = params.is_from_follower and self._replica_manager.should_leader_throttle(
+                    partition, params.replica_id)
+                if offset < end.message_offset and not throttled:  # a throttled partition adds nothing (Kafka)
                     if start.segment_base_offset < end.segment_base_offset:
                         return True  # a read of rolled segments, or the log just rolled: worth answering now
                     if start.segment_base_offset == end.segment_base_offset:

@@ -4,6 +4,10 @@ As in Kafka's KafkaApis and SocketServer: an API key the broker does not serve, 
 advertised range, closes the connection (clients learn the ranges from ApiVersions first), except that an
 ApiVersions request of a newer version is answered in v0 with UNSUPPORTED_VERSION so the client can retry.
 
+Client quotas are applied here once a handler has answered (client_quota_manager): the request's handling time
+against request_percentage, with what a handler found of the byte rates (Produce, Fetch); the larger throttle goes
+into the response's throttle_time_ms and tells the connection how long to stay muted.
+
 A ZooKeeper-mode broker also serves the control-plane APIs a controller and other brokers send it (its module's
 CONTROL_PLANE_HANDLERS, decoded with the control-plane schemas): only on the inter-broker listener, and never
 advertised in ApiVersions.
@@ -32,6 +36,7 @@ from minikafka.protocol.codec import (
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 
+from .client_quota_manager import ANONYMOUS, client_throttles, handling_time_percent
 from .metrics import BrokerMetrics, fetch_request_name
 from .server import CloseConnection, ConnectionInfo, decode_or_close, parse_header_or_close
 
@@ -54,6 +59,39 @@ class RequestContext:
         self.conn = conn
         self.response_class = schema.response[header.api_version]
         self.splicer: RecordsSplicer | None = None
+        self.request_size = 0  # the request frame's bytes (what producer_byte_rate counts)
+        self.throttle_time_ms = 0  # a byte-rate quota's throttle, as the handler found it (Produce, Fetch)
+        self._request_time_recorded = False
+        self._request_quota = False  # whether a request_percentage applies: then the handler time is counted
+
+    @property
+    def user(self) -> str:
+        """The client's user principal: every listener is PLAINTEXT."""
+        return ANONYMOUS
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+    def start_handling(self) -> None:
+        """Count the handler's time, when a request_percentage quota applies to the client."""
+        quotas = self.broker.client_quotas
+        if quotas.request.quota(self.user, self.client_id) is not None:
+            self._request_quota = True
+            quotas.handler_time.start()
+
+    def request_throttle_time_ms(self, *, exempt: bool = False) -> int:
+        """request_percentage: this request's handling time so far (CPU time of its own task's steps), recorded
+        once; the throttle that calls for. Exempt requests (a follower's fetch, acks=0 produce) record nothing."""
+        if self._request_time_recorded or not self._request_quota:
+            return 0
+        self._request_time_recorded = True
+        quotas = self.broker.client_quotas
+        seconds = quotas.handler_time.stop()
+        if exempt:
+            return 0
+        return quotas.request.record_and_get_throttle_time_ms(self.user, self.client_id,
+                                                              handling_time_percent(seconds))
 
     def response(self, **fields: object) -> ApiMessage:
         return self.response_class(**fields)
@@ -105,6 +143,8 @@ class KafkaApis:
                 f"unsupported version {header.api_version} of API key {header.api_key} (supported {lo}-{hi})")
         request = decode_or_close(schema, header, frame, body_pos)
         ctx = RequestContext(self._broker, header, schema, conn)
+        ctx.request_size = len(frame)
+        ctx.start_handling()
         started = time.monotonic()
         metrics = self.metrics
         metrics.requests_in_flight += 1
@@ -119,6 +159,11 @@ class KafkaApis:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%d from %s (%s) took %.1f ms", schema.request.__name__, header.api_version,
                       conn.peer, header.client_id, took_ms)
+        throttle_time_ms = max(ctx.throttle_time_ms, ctx.request_throttle_time_ms())
+        if throttle_time_ms > 0:
+            conn.throttle(throttle_time_ms, delay_response=not client_throttles(header.api_key, header.api_version))
+            if response is not None and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle_time_ms
         if response is None:
             return None
         return encode_response_send(schema, header.api_version, header.correlation_id, response, ctx.splicer)

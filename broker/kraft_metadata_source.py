@@ -71,6 +71,10 @@ class KRaftMetadataSource:
     def is_ready(self) -> bool:
         return hasattr(self, "lifecycle") and self.lifecycle.unfenced.is_set()
 
+    @property
+    def knows_every_partition_at_start(self) -> bool:
+        return True
+
     async def catch_up(self) -> bool:
         return await self._catch_up()
 

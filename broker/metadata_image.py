@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -25,6 +26,8 @@ from minikafka.protocol.metadata_records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+
+from .client_quota_entity import ClientQuotaEntity, quota_entity
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader when the leader stays
@@ -77,10 +80,17 @@ class PartitionInfo:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # An ongoing reassignment (KIP-455): `replicas` holds the target replicas followed by those being removed.
+    removing_replicas: list[int] = field(default_factory=list)
+    adding_replicas: list[int] = field(default_factory=list)
 
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0] if self.replicas else NO_LEADER
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
 
     def merge(self, record: PartitionChangeRecord) -> PartitionInfo:
         """The state after `record`: fields it leaves at their defaults stay; a new leader (even the same one)
@@ -94,6 +104,9 @@ class PartitionInfo:
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
+            removing_replicas=list(self.removing_replicas if record.removing_replicas is None
+                                   else record.removing_replicas),
+            adding_replicas=list(self.adding_replicas if record.adding_replicas is None else record.adding_replicas),
         )
 
 
@@ -151,6 +164,7 @@ class MetadataImage:
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by broker id; "" = cluster default
     next_producer_id: int = 0
+    client_quotas: dict[ClientQuotaEntity, dict[str, float]] = field(default_factory=dict)  # values by key
     offset: int = -1  # offset of the last record replayed
     controller_epoch: int = -1
 
@@ -203,7 +217,8 @@ class MetadataImage:
             topic = self._topic(record.topic_id, record)
             topic.partitions[record.partition_id] = PartitionInfo(
                 replicas=list(record.replicas), isr=list(record.isr), leader=record.leader,
-                leader_epoch=record.leader_epoch, partition_epoch=record.partition_epoch)
+                leader_epoch=record.leader_epoch, partition_epoch=record.partition_epoch,
+                removing_replicas=list(record.removing_replicas), adding_replicas=list(record.adding_replicas))
             return self._partition_changed(topic, record.partition_id)
         if isinstance(record, PartitionChangeRecord):
             topic = self._topic(record.topic_id, record)
@@ -216,6 +231,9 @@ class MetadataImage:
             return self._remove_topic(record)
         if isinstance(record, ConfigRecord):
             return self._config(record)
+        if isinstance(record, ClientQuotaRecord):
+            self._client_quota(record)
+            return None
         if isinstance(record, ProducerIdsRecord):
             self.next_producer_id = record.next_producer_id
             return None
@@ -264,6 +282,16 @@ class MetadataImage:
         self.topic_configs.pop(topic.name, None)  # a topic created again later starts from the defaults
         return MetadataChange(partitions={(topic.name, index): None for index in topic.partitions},
                               topic_ids={topic.name: topic.topic_id}, topic_configs={topic.name})
+
+    def _client_quota(self, record: ClientQuotaRecord) -> None:
+        entity = quota_entity((e.entity_type, e.entity_name) for e in record.entity)
+        if record.remove:
+            values = self.client_quotas.get(entity, {})
+            values.pop(record.key, None)
+            if not values:
+                self.client_quotas.pop(entity, None)
+        else:
+            self.client_quotas.setdefault(entity, {})[record.key] = record.value
 
     def _config(self, record: ConfigRecord) -> MetadataChange | None:
         if record.resource_type == TOPIC_RESOURCE:

@@ -55,6 +55,13 @@ class MetadataSource(Protocol):
     @property
     def is_ready(self) -> bool: ...
 
+    @property
+    def knows_every_partition_at_start(self) -> bool:
+        """Whether the image the logs are opened with names every partition of the cluster, so that a log with no
+        replica here in it is a stray, put aside (KRaft: replayed up to the registration); in ZooKeeper mode the
+        controller tells the broker afterwards, and has it delete what was deleted while it was away."""
+        ...
+
     async def catch_up(self) -> bool:
         """Until this broker's metadata holds what the controller decided so far (bounded); False if it may not."""
         ...

@@ -19,6 +19,10 @@ Fetches go through an incremental fetch session with the leader (KIP-227): after
 carries only the partitions whose position changed, and the leader answers only those with something new, so an
 idle follower's fetches cost the same whatever the number of partitions. A session the leader lost or refused
 (a restart, an eviction, a wrong epoch) is answered with an error, and the next fetch is full again.
+
+Replication throttling (Kafka's shouldFollowerThrottle): a partition behind the leader's high watermark and
+throttled by follower.replication.throttled.replicas is left out of the fetch (and so out of the session) while the
+follower's replication quota is exceeded; the bytes fetched for throttled partitions count toward that quota.
 """
 from __future__ import annotations
 
@@ -328,7 +332,10 @@ class ReplicaFetcher:
         leader fetches every partition of the session, and may answer any)."""
         wanted: dict[TopicPartition, tuple[uuid.UUID, PartitionData]] = {}
         unavailable = []
+        quota = self._replica_manager.replication_quotas.follower
         for tp, state in ready.items():
+            if state.lag > 0 and quota.is_throttled(tp) and quota.is_quota_exceeded():
+                continue  # Kafka's shouldFollowerThrottle: not in sync, throttled, over the quota: left out for now
             try:
                 start = self._partition(tp).log.log_start_offset
             except KafkaError:
@@ -433,6 +440,9 @@ class ReplicaFetcher:
                                       f"{the_log.log_end_offset}")
                 return True
             appended = the_log.append_as_follower(data.records) if data.records else None
+            quota = self._replica_manager.replication_quotas.follower
+            if data.records and quota.is_throttled(tp):
+                quota.record(len(data.records))
             partition.update_follower_high_watermark(data.high_watermark)
             new_start = min(data.log_start_offset, partition.high_watermark)
             if new_start > the_log.log_start_offset:
@@ -445,9 +455,11 @@ class ReplicaFetcher:
             if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 return True
             self._mark_failed(tp, f"processing fetched data failed: {exc!r}")
+            self._replica_manager.report_io_error(tp, exc)
             return True
         except Exception as exc:  # noqa: BLE001 - a broken log (disk) stops replication of this partition only
             self._mark_failed(tp, f"processing fetched data failed: {exc!r}")
+            self._replica_manager.report_io_error(tp, exc)
             return True
         if appended is not None and appended.last_offset >= 0:
             state.fetch_offset = appended.last_offset + 1

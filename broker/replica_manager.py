@@ -12,6 +12,7 @@ watermark moves, ISR and leadership changes — and never by polling.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import time
@@ -28,13 +29,16 @@ from minikafka.storage.log_config import LogConfig
 from .alter_partition_manager import AlterPartitionManager, ControllerChannel
 from .delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest, FetchPartitionResult, fetch_key
 from .delayed_produce import AppendResult, DelayedProduce, produce_key
+from .log_dir_failure_channel import LogDirFailureChannel, handle_log_dir_failure
 from .log_manager import LogManager, NewLog
 from .metrics import BrokerMetrics
 from .partition import NO_LEADER, LeaderAndIsr, Partition, PartitionRegistration, PendingIsrChange
 from .purgatory import Purgatory
+from .replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
 from .replica_fetcher import InitialFetchState
 from .replica_fetcher_manager import ReplicaFetcherManager
 from .replication_config import ReplicationConfig
+from .replication_quota_manager import ReplicationQuotas
 
 if TYPE_CHECKING:
     from .metadata_image import MetadataChange, MetadataImage
@@ -50,6 +54,9 @@ LeadershipCallback = Callable[[TopicPartition], None]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def error_of(exc: Exception) -> KafkaError:
@@ -74,8 +81,10 @@ class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, purgatory: Purgatory,
                  config: ReplicationConfig | None = None, leader_endpoint: LeaderEndpoint | None = None,
                  controller_channel: ControllerChannel | None = None, link_is_cut: LinkIsCut | None = None,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, replication_quotas: ReplicationQuotas | None = None) -> None:
         self.node_id = node_id
+        # Replication throttling of replicas outside the ISR (leader.replication.throttled.rate and the follower's).
+        self.replication_quotas = replication_quotas or ReplicationQuotas(node_id)
         self.metrics = metrics or BrokerMetrics()
         self.log_manager = log_manager
         self.purgatory = purgatory
@@ -98,12 +107,19 @@ class ReplicaManager:
         self.fetcher_manager = ReplicaFetcherManager(self, self.config, link_is_cut)
         self.alter_partition_manager = AlterPartitionManager(node_id, lambda: self.broker_epoch, controller_channel,
                                                              self.config.alter_partition_retry_backoff_ms)
+        self.alter_log_dirs_manager = ReplicaAlterLogDirsManager(self)
+        # Replicas lost with a failed log dir: KAFKA_STORAGE_ERROR until the broker restarts (Kafka's
+        # HostedPartition.Offline).
+        self.offline_partitions: set[TopicPartition] = set()
+        self.log_dir_failure_channel = LogDirFailureChannel()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Replicate until cancelled: the fetchers, ISR changes to the controller and the ISR expiration task."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fetcher_manager.run)
             await nursery.start(self.alter_partition_manager.run)
+            await nursery.start(self.alter_log_dirs_manager.run)
+            await nursery.start(self.log_dir_failure_channel.run, functools.partial(handle_log_dir_failure, self))
             nursery.start_soon(self._isr_expiration)
             task_status.started()
 
@@ -118,6 +134,8 @@ class ReplicaManager:
 
     def partition_or_error(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
+        if partition is None and (topic, index) in self.offline_partitions:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{index} is offline: its log dir failed")
         if partition is None:
             raise KafkaError(self.unhosted_error((topic, index)), f"{topic}-{index} is not hosted here")
         return partition
@@ -151,8 +169,12 @@ class ReplicaManager:
         """
         self.update_alive_brokers(broker_epochs)
         tp = (topic, index)
+        if tp in self.offline_partitions:
+            if state is not None and self.node_id in state.replicas:
+                return  # its log dir failed: nothing is served or created here until a restart
+            self.offline_partitions.discard(tp)
         if state is None or self.node_id not in state.replicas:
-            self._stop_replica(tp)
+            self._stop_replica(tp, deleted=state is None)
             if state is None:
                 self._elsewhere.pop(tp, None)
             else:
@@ -173,7 +195,8 @@ class ReplicaManager:
         of partitions does not stall the broker's other clients."""
         new = []
         for (topic, index), state in change.partitions.items():
-            if state is None or self.node_id not in state.replicas or (topic, index) in self.partitions:
+            if state is None or self.node_id not in state.replicas or (topic, index) in self.partitions \
+                    or (topic, index) in self.offline_partitions:
                 continue  # gone, not here, or hosted already (a replica of an older topic id is replaced on apply)
             leader_epoch = state.leader_epoch if state.leader == self.node_id else None
             new.append(NewLog(topic, index, change.topic_ids[topic], image.topic_configs.get(topic, {}),
@@ -267,14 +290,18 @@ class ReplicaManager:
                 partition.topic_id, leader, endpoint, partition.leader_epoch, init_offset)})
         self.fetcher_manager.shutdown_idle_fetchers()
 
-    def _stop_replica(self, tp: TopicPartition) -> None:
-        """Stop and delete this broker's replica (the partition was deleted, or moved to other brokers)."""
+    def _stop_replica(self, tp: TopicPartition, deleted: bool = False) -> None:
+        """Stop and delete this broker's replica (the partition was deleted, or moved to other brokers). A log
+        with no replica (the broker was down when it was `deleted`) is deleted too."""
         self.fetcher_manager.remove_fetcher_for_partitions([tp])
         self.fetcher_manager.shutdown_idle_fetchers()
         self._awaiting_leader_endpoint.discard(tp)
         self._configs.pop(tp, None)
         partition = self.partitions.pop(tp, None)
         if partition is None:
+            if deleted and tp in self.log_manager.logs:
+                self.log_manager.delete_log(*tp)
+                log.info("%s-%d: deleted (the log of a replica not hosted here)", *tp)
             return
         self.log_manager.delete_log(*tp)
         self._wake(tp)
@@ -368,12 +395,23 @@ class ReplicaManager:
                     self.purgatory.check_and_complete(fetch_key(tp))  # followers wait for the new records
             except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error code
                 err = error_of(exc)
+                self.report_io_error(tp, exc)
                 if err.code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
                     log.error("append to %s-%s failed: %s", tp[0], tp[1], err)
                 else:
                     log.info("append to %s-%s refused: %s %s", tp[0], tp[1], err.code.name, err)
                 results[tp] = AppendResult(err, None)
         return results
+
+    def report_io_error(self, tp: TopicPartition, exc: Exception) -> None:
+        """An I/O error of a log takes its log dir offline, as Kafka's LogDirFailureChannel does; the appends of
+        leaders and followers report here. A full disk does not: appends are refused until space frees, and the
+        broker serves on (its full-disk behaviour)."""
+        io_error = exc if isinstance(exc, OSError) else exc.__cause__
+        log_dir = self.log_manager.dir_of(tp)
+        if isinstance(io_error, OSError) and io_error.errno not in _DISK_FULL and log_dir is not None:
+            self.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir.path, f"append to {tp[0]}-{tp[1]}",
+                                                                   io_error)
 
     async def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytearray], *,
                              client: trio.SocketStream | None = None,
@@ -417,6 +455,21 @@ class ReplicaManager:
         results = await self.read_from_log(params, requests, update_fetch_state=False)
         self._count_bytes_out(params, sum(len(r.records) for r in results))
         return results
+
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a follower outside the ISR fetching a throttled partition gets nothing
+        while the leader's replication quota is exceeded."""
+        quota = self.replication_quotas.leader
+        return (replica_id not in partition.isr and quota.is_throttled((partition.topic, partition.index))
+                and quota.is_quota_exceeded())
+
+    def record_leader_throttled_bytes(self, params: FetchParams, sent: dict[TopicPartition, FetchPartitionResult]
+                                      ) -> None:
+        """Count toward the leader's quota what a follower fetch answers for throttled partitions, in the ISR or
+        not (Kafka records the whole throttled traffic)."""
+        if params.is_from_follower:
+            quota = self.replication_quotas.leader
+            quota.record(sum(len(r.records) for tp, r in sent.items() if quota.is_throttled(tp)))
 
     def _count_bytes_out(self, params: FetchParams, size: int) -> None:
         if params.is_from_follower:
@@ -473,7 +526,9 @@ class ReplicaManager:
                 max_offset = partition.last_fetchable_offset(params.isolation_level)
             read = functools.partial(the_log.read_records, offset, min(limit, request.max_bytes), max_offset=max_offset,
                                      min_one_message=min_one_message)
-            if offset < the_log.active_segment.base_offset:
+            if replica is not None and self.should_leader_throttle(partition, params.replica_id):
+                result.records = b""  # throttled: the follower's position still counts
+            elif offset < the_log.active_segment.base_offset:
                 result.records = await trio.to_thread.run_sync(read)
             else:
                 result.records = read()

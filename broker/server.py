@@ -13,7 +13,9 @@ No client can take the broker from the others (Kafka's Selector and KafkaChannel
   connection holds at most one read and one batch of responses (or one larger response) besides its socket's
   buffers;
 - a request that waits for others (in a purgatory, or JoinGroup and SyncGroup for the rebalance) is dropped with
-  its connection once the client closes or resets it (client_disconnect).
+  its connection once the client closes or resets it (client_disconnect);
+- a client over a client quota is throttled here: its connection muted for the throttle time after the response
+  is written, or, for a request version older than KIP-219, the response held back as long.
 
 Shutdown is structured: `drain()` stops the accept loops (closing the listening sockets) and the reading of new
 requests, waits a bounded time for the requests taken to be answered, and leaves the connection tasks for the
@@ -84,6 +86,14 @@ class ConnectionInfo:
         self.connection_id = connection_id
         self.peer = peer
         self.listener = listener
+        # A client quota's throttle of the request just answered (client_quota_manager): how long the connection
+        # stays muted, and whether its response waits that long too (a client older than KIP-219).
+        self.throttle_time_ms = 0
+        self.throttle_delays_response = False
+
+    def throttle(self, throttle_time_ms: int, *, delay_response: bool) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.throttle_delays_response = delay_response
 
 
 class _UnsentResponses:
@@ -199,6 +209,10 @@ class SocketServer:
                     await unsent.write(stream)
                 response = await self._answer(stream, request, info)
                 yielded = False
+                if info.throttle_time_ms:
+                    await self._throttle(stream, info, unsent, response)
+                    yielded = True
+                    continue
                 if response is not None:
                     unsent.add(response)
                     if unsent.size >= UNSENT_RESPONSE_BYTES:
@@ -211,6 +225,21 @@ class SocketServer:
             finally:
                 if answering:
                     self._answered()
+
+    async def _throttle(self, stream: trio.SocketStream, info: ConnectionInfo, unsent: _UnsentResponses,
+                        response: Response | None) -> None:
+        """A throttled client's connection: its response written at once (KIP-219) or after the throttle time
+        (older clients), and nothing more read from it until that time is over."""
+        pause_s, delayed = info.throttle_time_ms / 1000, info.throttle_delays_response
+        info.throttle_time_ms = 0
+        if delayed:
+            await trio.sleep(pause_s)
+        if response is not None:
+            unsent.add(response)
+        if unsent:
+            await unsent.write(stream)
+        if not delayed:
+            await trio.sleep(pause_s)
 
     async def _answer(self, stream: trio.SocketStream, request: bytes, info: ConnectionInfo) -> Response | None:
         if request[:2] in REBALANCE_API_KEYS:

@@ -15,7 +15,8 @@ A request whose controller epoch is older than the latest seen is STALE_CONTROLL
 registration of this broker STALE_BROKER_EPOCH.
 
 Topic configs come from /config/topics/<t> at start, at a topic's first LeaderAndIsr, and on each
-/config/changes notification. ZooKeeper is used by the start-up and these tasks only: the data path never waits
+/config/changes notification; dynamic broker configs from /config/brokers/<id> and <default> at start and on each
+notification naming them. ZooKeeper is used by the start-up and these tasks only: the data path never waits
 on it.
 """
 from __future__ import annotations
@@ -35,13 +36,16 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS, ControlledShutdownRequest
 from minikafka.protocol.errors import ErrorCode
 
+from .client_quota_entity import ClientQuotaEntity, describe_entity, entity_of_zk_path
 from .metadata_image import BrokerEndpointInfo, BrokerInfo, MetadataChange, MetadataImage, PartitionInfo, TopicInfo
 from .metadata_loader import Preparer, Publisher
 from .metadata_source import StartDeadline
 from .network_client import DisconnectedError, NetworkClientConfig
 from .server import ConnectionInfo
 from .zk.kafka_zk_client import KafkaZkClient, ZkClientConfig, ZkEventKind
-from .zk.zk_data import CONFIG_CHANGES_PATH, TOPIC_CONFIG, BrokerRegistration, EndPoint
+from .zk.zk_broker_configs import read_broker_configs, read_entity_broker_configs, resource_name_of
+from .zk.zk_client_quotas import read_client_quotas, read_entity_quotas
+from .zk.zk_data import BROKER_CONFIG, CONFIG_CHANGES_PATH, TOPIC_CONFIG, BrokerRegistration, EndPoint
 from .zk_broker_channel import ZkControllerChannel
 
 if TYPE_CHECKING:
@@ -100,6 +104,10 @@ class ZkMetadataSource:
     def is_ready(self) -> bool:
         return self._ready
 
+    @property
+    def knows_every_partition_at_start(self) -> bool:
+        return False
+
     async def catch_up(self) -> bool:
         """Nothing to wait for: the controller answers once every live broker has its UpdateMetadata."""
         return True
@@ -155,6 +163,8 @@ class ZkMetadataSource:
                                        default=-1)
         topics = await self.zk.get_all_topics_in_cluster()
         self.image.topic_configs = await self.zk.get_topic_configs(topics) if topics else {}
+        self.image.client_quotas = await read_client_quotas(self.zk)
+        self.image.broker_configs = await read_broker_configs(self.zk)
         return self.image.topic_configs
 
     def install_publisher(self, publisher: Publisher, prepare: Preparer) -> None:
@@ -317,7 +327,8 @@ class ZkMetadataSource:
                 errors[tp] = self._check_partition(tp, topic_id, p)
                 if errors[tp] == ErrorCode.NONE:
                     change.partitions[tp] = PartitionInfo(list(p.replicas), list(p.isr), p.leader, p.leader_epoch,
-                                                          p.partition_epoch)
+                                                          p.partition_epoch, list(p.removing_replicas or []),
+                                                          list(p.adding_replicas or []))
                     change.topic_ids[name] = topic_id
         missing = {t for t, _ in change.partitions if t not in self.image.topic_configs}
         if missing:  # a topic's first LeaderAndIsr here: its configs from ZooKeeper
@@ -424,6 +435,13 @@ class ZkMetadataSource:
         except (ValueError, AttributeError):
             log.warning("broker %d: config change notification %s not understood: %r", self.node_id, child, data)
             return
+        quota_entity = entity_of_zk_path(f"{entity_type}/{entity_name}")
+        if quota_entity is not None:
+            await self.client_quotas_changed(quota_entity)
+            return
+        if entity_type == BROKER_CONFIG and entity_name:
+            await self._broker_configs_changed(resource_name_of(entity_name))
+            return
         if entity_type != TOPIC_CONFIG or not entity_name:
             return
         configs = await self.zk.get_topic_configs([entity_name])
@@ -431,6 +449,28 @@ class ZkMetadataSource:
         log.info("broker %d: configs of topic %s changed", self.node_id, entity_name)
         if self._publisher is not None:
             self._publisher(self.image, MetadataChange(topic_configs={entity_name}))
+
+    async def _broker_configs_changed(self, resource_name: str) -> None:
+        """Kafka's BrokerConfigHandler: the dynamic configs of a broker (this one or another) or of the cluster
+        default are read again and applied."""
+        values = await read_entity_broker_configs(self.zk, resource_name)
+        if values:
+            self.image.broker_configs[resource_name] = values
+        else:
+            self.image.broker_configs.pop(resource_name, None)
+        log.info("broker %d: dynamic configs of broker resource %r changed", self.node_id, resource_name)
+        if self._publisher is not None:
+            self._publisher(self.image, MetadataChange(broker_configs={resource_name}))
+
+    async def client_quotas_changed(self, entity: ClientQuotaEntity) -> None:
+        """Kafka's ClientIdConfigHandler / UserConfigHandler: the entity's quotas are read again; the quota
+        managers resolve quotas from the image on every request, so the change applies at once."""
+        values = await read_entity_quotas(self.zk, entity)
+        if values:
+            self.image.client_quotas[entity] = values
+        else:
+            self.image.client_quotas.pop(entity, None)
+        log.info("broker %d: client quotas of %s changed: %s", self.node_id, describe_entity(entity), values)
 
 
 def _sequence(child: str) -> int:

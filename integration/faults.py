@@ -17,6 +17,7 @@ A broker forgets its faults when it restarts, as a real one would. A cluster's c
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from minikafka.integration.control_client import ControlClient
@@ -38,6 +39,8 @@ class Fault:
         return self.description["kind"]
 
     def clear(self) -> None:
+        if self.kind == "log-dir":
+            return  # a failed log dir comes back only when the broker restarts
         if self.kind == "disk":
             self._faults.clear("disk")
         else:
@@ -106,6 +109,12 @@ class Faults:
         while its leaders see it stop fetching and take it out of their ISRs after replica.lag.time.max.ms.
         Clearing the fault resumes fetching, and it catches up."""
         answer = self._control.call("fault.add", kind="fetch-pause", topic=topic, partition=partition)
+        return Fault(self, answer["fault"])
+
+    def fail_log_dir(self, path: str | Path) -> Fault:
+        """Fail one of the broker's log dirs as an I/O error would: its replicas go offline (KAFKA_STORAGE_ERROR)
+        while the other dirs keep serving. Only a restart of the broker brings the dir back."""
+        answer = self._control.call("fault.add", kind="log-dir", path=str(path))
         return Fault(self, answer["fault"])
 
     def close_connections(self) -> int:

@@ -46,10 +46,12 @@ class Broker(NodeHandle):
     def __init__(self, *, port: int | None = None, host: str = "127.0.0.1", data_dir: str | Path | None = None,
                  keep_data: bool = False, in_process: bool = False, config: Mapping[str, object] | None = None,
                  node_id: int = 1, log_path: str | Path | None = None,
-                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None) -> None:
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None,
+                 log_dirs: int = 1) -> None:
         """
         port: the listener's port (default: a free one, kept across restarts).
         data_dir: log.dirs (default: a temporary dir, removed on close unless keep_data).
+        log_dirs: how many log dirs (JBOD); more than one are `log-dir-<n>` in data_dir (see `log_dirs`).
         config: broker properties by Kafka's names, e.g. {"num.partitions": 3, "log.segment.bytes": 1048576}.
         log_path: the broker's log file (default: next to the data dir).
         controller: the cluster's controller (process.roles=broker); none makes a combined node of its own.
@@ -61,17 +63,27 @@ class Broker(NodeHandle):
         super().__init__(port=port, host=host, data_dir=data_dir, keep_data=keep_data, in_process=in_process,
                          config={**TEST_DEFAULTS, **(config or {})}, node_id=node_id, log_path=log_path,
                          start_timeout_s=start_timeout_s)
+        if log_dirs < 1:
+            raise ValueError("a broker needs at least one log dir")
         self.controller = controller
+        self._log_dir_count = log_dirs
         self._faults: Faults | None = None
         self._state: State | None = None
 
     def properties(self) -> dict[str, str]:
         props = {**self.config, "node.id": str(self.node_id), "listeners": f"PLAINTEXT://{self.host}:{self._port}",
-                 "log.dirs": str(self.data_dir)}
+                 "log.dirs": ",".join(str(d) for d in self.log_dirs)}
         if self.controller is not None:
             props.update({"process.roles": "broker",
                           "controller.quorum.bootstrap.servers": self.controller.quorum_bootstrap_server})
         return props
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """The broker's log.dirs: its data dir, or with several, `log-dir-1`, `log-dir-2`, ... in it."""
+        if self._log_dir_count == 1:
+            return [self.data_dir]
+        return [self.data_dir / f"log-dir-{n}" for n in range(1, self._log_dir_count + 1)]
 
     def close(self) -> None:
         """Stop the broker, release its port and delete its temporary data dir (unless keep_data)."""

@@ -6,6 +6,7 @@
     minikafka fault disk-full [--quota-bytes N]
     minikafka fault cut-link --to N [--one-way]
     minikafka fault pause-fetching [--topic T [--partition P]]
+    minikafka fault fail-log-dir --path DIR
     minikafka fault close-connections
     minikafka fault list
     minikafka fault clear [--kind error|latency|disk|link|fetch-pause] [--id N]
@@ -14,7 +15,9 @@
 cut-link partitions the network between the node at --bootstrap-server and node N (a broker id, or the
 controller's node id): requests between them fail, client connections do not. Both ways unless --one-way, in
 which case only this node's end is cut. pause-fetching stops this broker's replica fetchers, so its leaders take
-it out of their ISRs; clearing either fault undoes it (a cut made both ways heals at both ends).
+it out of their ISRs; clearing either fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails
+one of the broker's log dirs as an I/O error would: its replicas go offline and their leaderships move; only a
+restart of the broker brings the dir back.
 """
 from __future__ import annotations
 
@@ -61,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pause.add_argument("--topic", help="only this topic's partitions (default: every partition)")
     pause.add_argument("--partition", type=int, help="only this partition of --topic")
 
+    failed = actions.add_parser("fail-log-dir", help="fail one log dir of the broker, as an I/O error would")
+    add_bootstrap(failed)
+    failed.add_argument("--path", required=True, help="the log dir, as log.dirs names it")
+
     for name, text in (("close-connections", "close every client connection (clients reconnect)"),
                        ("list", "print the active faults"),
                        ("shutdown", "stop the broker cleanly, as SIGTERM does")):
@@ -102,6 +109,8 @@ def describe_fault(fault: dict[str, Any]) -> str:
             return "replica fetching paused for every partition"
         scope = fault["topic"] if fault["partition"] is None else f"{fault['topic']}-{fault['partition']}"
         return f"replica fetching paused for {scope}"
+    if fault["kind"] == "log-dir":
+        return f"log dir {fault['path']} failed (offline until the broker restarts)"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
     return f"disk quota {quota} bytes: {used} in use, {room}"
@@ -125,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="link", to=args.to, both_ways=not args.one_way)
     elif action == "pause-fetching":
         answer = control.call("fault.add", kind="fetch-pause", topic=args.topic, partition=args.partition)
+    elif action == "fail-log-dir":
+        answer = control.call("fault.add", kind="log-dir", path=args.path)
     elif action == "close-connections":
         print(f"Closed {control.call('connections.close')['closed']} connection(s).")
         return 0

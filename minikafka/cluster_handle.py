@@ -89,7 +89,8 @@ class Cluster:
                  in_process: bool = False, config: Mapping[str, object] | None = None,
                  controller_config: Mapping[str, object] | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, zookeeper: bool = False,
-                 zookeeper_connect: str | None = None, zookeeper_port: int | None = None) -> None:
+                 zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
+                 log_dirs: int = 1) -> None:
         """
         brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
         controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
@@ -104,6 +105,7 @@ class Cluster:
         zookeeper_connect: ZooKeeper mode on an existing ensemble, HOST:PORT[,...][/chroot]. Either way there is
         no controller process (controller_port and controller_config do not apply) and `config` goes to every
         broker, each of which may become controller.
+        log_dirs: how many log dirs each broker has (JBOD; `Broker.log_dirs` names them).
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -148,7 +150,7 @@ class Cluster:
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
                    in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
-                   start_timeout_s=start_timeout_s, controller=self._controller)
+                   start_timeout_s=start_timeout_s, controller=self._controller, log_dirs=log_dirs)
             for i in range(brokers)
         ]
         self._state: State | None = None

@@ -7,16 +7,13 @@ an operator or a chaos test handles Kafka's own processes.
 """
 from __future__ import annotations
 
-import shutil
-import socket
-import tempfile
 import weakref
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from minikafka.port_reservation import reserve_port
+from minikafka.local_server import LocalServer
 
 if TYPE_CHECKING:
     from minikafka.integration.in_process_runner import InProcessRunner
@@ -39,7 +36,7 @@ def _emergency_stop(runner: InProcessRunner | SubprocessRunner) -> None:
             runner.stop(5)
 
 
-class NodeHandle(ABC):
+class NodeHandle(LocalServer):
     """One node, not started until `start()` or `with`; restartable on the same port and data."""
 
     ready_prefix: bytes  # the line `minikafka serve` prints once this kind of node is ready
@@ -48,26 +45,17 @@ class NodeHandle(ABC):
     def __init__(self, *, port: int | None, host: str, data_dir: str | Path | None, keep_data: bool,
                  in_process: bool, config: Mapping[str, object], node_id: int, log_path: str | Path | None,
                  start_timeout_s: float) -> None:
-        self.host = host
+        super().__init__(host=host, port=port, data_dir=data_dir, keep_data=keep_data, temp_prefix="minikafka-")
         self.node_id = node_id
         self.in_process = in_process
-        self.keep_data = keep_data
         self.start_timeout_s = start_timeout_s
         self.config = {k: property_value(v) for k, v in config.items()}
-        self._temp_root: Path | None = None
-        if data_dir is None:
-            self._temp_root = Path(tempfile.mkdtemp(prefix="minikafka-"))
-            self.data_dir = self._temp_root / "data"
-        else:
-            self.data_dir = Path(data_dir).absolute()
         if log_path is not None:
             self.log_path = Path(log_path).absolute()
         elif self._temp_root is not None:
             self.log_path = self._temp_root / f"{self.kind}.log"
         else:
             self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
-        self._port = port or 0
-        self._reservation: socket.socket | None = None
         self._bound: tuple[str, int] | None = None
         self._runner: InProcessRunner | SubprocessRunner | None = None
         self._finalizer: weakref.finalize | None = None
@@ -87,10 +75,7 @@ class NodeHandle(ABC):
 
         if self._runner is not None:  # it ended by itself (a signal, a control-API shutdown): reap what is left
             self.kill()
-        if self._reservation is None:
-            self._reservation = reserve_port(self.host, self._port)
-            if self._reservation is not None:
-                self._port = self._reservation.getsockname()[1]
+        self._reserve_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         runner: InProcessRunner | SubprocessRunner
         if self.in_process:
@@ -146,27 +131,6 @@ class NodeHandle(ABC):
         if not self.running or not isinstance(self._runner, SubprocessRunner):
             raise RuntimeError(f"{action}(): {self.kind} {self.node_id} is not running")
         return self._runner
-
-    def close(self) -> None:
-        """Stop the node, release its port and delete its temporary data dir (unless keep_data)."""
-        try:
-            self.stop()
-        finally:
-            if self._reservation is not None:
-                self._reservation.close()
-                self._reservation = None
-            if self._temp_root is not None and not self.keep_data:
-                shutil.rmtree(self._temp_root, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _forget_runner(self) -> None:
         if self._finalizer is not None:

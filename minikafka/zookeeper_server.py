@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import weakref
 from collections.abc import Mapping
@@ -21,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from minikafka.local_server import LocalServer
 from minikafka.node_handle import property_value
-from minikafka.port_reservation import reserve_port
 
 DEFAULT_JAR_DIR = Path("/usr/share/java")  # where the Debian/Ubuntu package puts zookeeper.jar and its dependencies
 ZOOKEEPER_JAR = "zookeeper.jar"  # its manifest names the dependency jars beside it
@@ -107,7 +106,7 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(LocalServer):
     """One standalone ZooKeeper server, not started until `start()` or `with`; restartable on the same port and
     data dir. `config` adds or overrides zoo.cfg entries (e.g. `{"forceSync": "no"}`)."""
 
@@ -116,20 +115,12 @@ class ZooKeeperServer:
                  config: Mapping[str, object] | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         self.installation = ZooKeeperInstallation.find(jar_dir)  # before anything is created or started
-        self.host = host
-        self.keep_data = keep_data
+        super().__init__(host=host, port=port, data_dir=data_dir, keep_data=keep_data,
+                         temp_prefix="minikafka-zookeeper-")
         self.start_timeout_s = start_timeout_s
         self.config = {k: property_value(v) for k, v in (config or {}).items()}
-        self._temp_root: Path | None = None
-        if data_dir is None:
-            self._temp_root = Path(tempfile.mkdtemp(prefix="minikafka-zookeeper-"))
-            self.data_dir = self._temp_root / "data"
-        else:
-            self.data_dir = Path(data_dir).absolute()
         self.conf_dir = self.data_dir / "conf"
         self.log_path = self.data_dir / "zookeeper.log"
-        self._port = port or 0
-        self._reservation: socket.socket | None = None
         self._process: subprocess.Popen | None = None
         self._finalizer: weakref.finalize | None = None
 
@@ -141,12 +132,8 @@ class ZooKeeperServer:
             return self
         if self._process is not None:  # it ended by itself: reap what is left
             self.kill()
-        if self._reservation is None:
-            self._reservation = reserve_port(self.host, self._port)
-            if self._reservation is not None:
-                self._port = self._reservation.getsockname()[1]
-            elif self._port == 0:
-                self._port = _free_port(self.host)
+        if not self._reserve_port() and self._port == 0:
+            self._port = _free_port(self.host)
         self._write_config()
         command = [self.installation.java, *JVM_OPTIONS,
                    "-cp", os.pathsep.join([str(self.conf_dir), *self.installation.classpath]),
@@ -236,27 +223,6 @@ class ZooKeeperServer:
         else:
             self.stop()
         return self.start()
-
-    def close(self) -> None:
-        """Stop the server, release its port and delete its temporary data dir (unless keep_data)."""
-        try:
-            self.stop()
-        finally:
-            if self._reservation is not None:
-                self._reservation.close()
-                self._reservation = None
-            if self._temp_root is not None and not self.keep_data:
-                shutil.rmtree(self._temp_root, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _forget_process(self) -> None:
         if self._finalizer is not None:

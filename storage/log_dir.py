@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,6 +31,8 @@ _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 # Kafka's DirectoryId.UNASSIGNED, LOST and MIGRATING: never the id of a real directory.
 RESERVED_DIRECTORY_IDS = (bytes(16), bytes(15) + b"\x01", bytes(15) + b"\x02")
+# DirectoryId.LOST: where AssignReplicasToDirs places replicas whose log dir failed.
+LOST_DIRECTORY_ID = uuid.UUID(bytes=RESERVED_DIRECTORY_IDS[1])
 
 OffsetMap = dict[tuple[str, int], int]
 

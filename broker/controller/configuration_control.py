@@ -1,8 +1,9 @@
-"""Topic configs on the controller (Kafka's ConfigurationControlManager, for topics): validation, incremental
-alterations, and the ConfigRecords that carry a topic's new overrides.
+"""Topic and broker configs on the controller (Kafka's ConfigurationControlManager): validation, incremental
+alterations, and the ConfigRecords that carry a topic's new overrides or a broker's new dynamic configs.
 
-A topic's overrides are validated as a whole against the controller's topic defaults before any record is written,
-so a change is all or nothing and validate_only answers exactly as the change would.
+A topic's overrides are validated as a whole against the controller's topic defaults, and a BROKER resource's
+dynamic configs (one broker's, or the cluster default's) as Kafka's DynamicBrokerConfig validates them, before any
+record is written, so a change is all or nothing and validate_only answers exactly as the change would.
 """
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import ConfigRecord
 from minikafka.storage.log_config import LogConfig
 
-from ..metadata_image import CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
+from ..dynamic_broker_config import validate_dynamic_broker_configs
+from ..metadata_image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
 
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = frozenset({"cleanup.policy", "follower.replication.throttled.replicas",
                           "leader.replication.throttled.replicas"})
+# Broker configs of Kafka's LIST type among the dynamic ones: the only broker configs APPEND and SUBTRACT take.
+BROKER_LIST_CONFIGS = frozenset({"log.cleanup.policy", "metric.reporters", "listeners", "advertised.listeners",
+                                 "ssl.cipher.suites", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
+                                 "sasl.kerberos.principal.to.local.rules"})
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
 
@@ -49,10 +55,12 @@ def check_no_duplicates(alterations: Sequence[ConfigAlteration]) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
 
 
-def incrementally_altered(current: dict[str, str], defaults: LogConfig,
+def incrementally_altered(current: dict[str, str], defaults: LogConfig | None,
                           alterations: Sequence[ConfigAlteration]) -> dict[str, str]:
-    """A topic's overrides after SET, DELETE, APPEND and SUBTRACT, the last two for list configs only."""
-    effective = validate_topic_configs(current, defaults)
+    """A topic's overrides (`defaults` its defaults) or a broker resource's dynamic configs (`defaults` None) after
+    SET, DELETE, APPEND and SUBTRACT, the last two for list configs only."""
+    effective = validate_topic_configs(current, defaults) if defaults is not None else None
+    list_configs = LIST_CONFIGS if defaults is not None else BROKER_LIST_CONFIGS
     new = dict(current)
     for a in alterations:
         if a.operation == SET:
@@ -62,10 +70,11 @@ def incrementally_altered(current: dict[str, str], defaults: LogConfig,
         elif a.operation == DELETE:
             new.pop(a.name, None)
         elif a.operation in (APPEND, SUBTRACT):
-            if a.name not in LIST_CONFIGS:
+            if a.name not in list_configs:
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Config value append/subtract is not allowed for config key: {a.name}")
-            items = [i for i in effective.value_string(a.name).split(",") if i]
+            value = effective.value_string(a.name) if effective is not None else new.get(a.name, "")
+            items = [i.strip() for i in value.split(",") if i.strip()]
             change = [i for i in (a.value or "").split(",") if i]
             if a.operation == APPEND:
                 items += [i for i in change if i not in items]
@@ -92,6 +101,26 @@ def config_records(topic: str, current: dict[str, str], new: dict[str, str]) -> 
     records = [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name, value=None)
                for name in sorted(current) if name not in new]
     records += [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name, value=value)
+                for name, value in sorted(new.items()) if current.get(name) != value]
+    return records
+
+
+def broker_config_records(image: MetadataImage, resource_name: str, alterations: Sequence[ConfigAlteration],
+                          incremental: bool) -> list[ConfigRecord]:
+    """ConfigRecords altering the dynamic configs of broker `resource_name` ("" for the cluster default), validated
+    as a whole; INVALID_REQUEST for a name that is not a broker id, or configs Kafka refuses to set dynamically."""
+    if resource_name != CLUSTER_DEFAULT and not resource_name.isdigit():
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {resource_name}")
+    check_no_duplicates(alterations)
+    for a in alterations:
+        if a.value is None and (a.operation != DELETE or not incremental):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {a.name}")
+    current = image.broker_configs.get(resource_name, {})
+    new = incrementally_altered(current, None, alterations) if incremental else replaced(alterations)
+    validate_dynamic_broker_configs(new, per_broker=resource_name != CLUSTER_DEFAULT)
+    records = [ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=name, value=None)
+               for name in sorted(current) if name not in new]
+    records += [ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=name, value=value)
                 for name, value in sorted(new.items()) if current.get(name) != value]
     return records
 

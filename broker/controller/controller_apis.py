@@ -3,7 +3,8 @@ operations, Kafka responses out.
 
 Served to brokers (and to tools that ask a controller): BrokerRegistration, BrokerHeartbeat, AlterPartition and
 AllocateProducerIds; the metadata-changing admin requests brokers forward as they came (CreateTopics,
-DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders); Fetch of
+DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders, AlterPartitionReassignments,
+AlterClientQuotas) and ListPartitionReassignments; Fetch of
 `__cluster_metadata-0`, by which brokers replicate the metadata log; ApiVersions; DescribeCluster for controller
 endpoints (KIP-919). Metadata is not served here, as Kafka's controller does not serve it.
 
@@ -27,11 +28,14 @@ from minikafka.protocol.codec import SCHEMAS, ApiSchema
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log_config import LogConfig
+from minikafka.storage.log_dir import LOST_DIRECTORY_ID
 from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 
 from ..metadata_image import BrokerEndpointInfo
 from ..server import ConnectionInfo
+from .client_quota_control import ClientQuotaAlteration, ClientQuotaOp
 from .configuration_control import SET, ConfigAlteration
+from .partition_reassignment import ReassignablePartition
 from .quorum_controller import (
     BrokerRegistration,
     ConfigResourceAlteration,
@@ -49,10 +53,12 @@ BROKER_ENDPOINT_TYPE = 1  # DescribeCluster endpoint types (KIP-919)
 CONTROLLER_ENDPOINT_TYPE = 2
 
 _CONTROL_PLANE_KEYS = (ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+                       ApiKey.ASSIGN_REPLICAS_TO_DIRS,
                        ApiKey.ALLOCATE_PRODUCER_IDS)
 _CLIENT_KEYS = (ApiKey.API_VERSIONS, ApiKey.FETCH, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                 ApiKey.CREATE_PARTITIONS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
-                ApiKey.ELECT_LEADERS, ApiKey.DESCRIBE_CLUSTER)
+                ApiKey.ELECT_LEADERS, ApiKey.DESCRIBE_CLUSTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS)
 
 Handler = Callable[[Any, int, "ConnectionInfo | None"], Awaitable[ApiMessage]]
 
@@ -70,6 +76,7 @@ class ControllerApis:
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.ALTER_PARTITION: self._alter_partition,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
+            ApiKey.ASSIGN_REPLICAS_TO_DIRS: self._assign_replicas_to_dirs,
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.FETCH: self._fetch,
             ApiKey.CREATE_TOPICS: self._create_topics,
@@ -78,7 +85,10 @@ class ControllerApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
+            ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
         }
 
     async def handle(self, request: ApiMessage, version: int, peer: ConnectionInfo | None) -> ApiMessage:
@@ -143,6 +153,26 @@ class ControllerApis:
         return self._response(ApiKey.ALLOCATE_PRODUCER_IDS, version, throttle_time_ms=0,
                               error_code=ErrorCode.NONE, producer_id_start=start, producer_id_len=length)
 
+    async def _assign_replicas_to_dirs(self, request: Any, version: int,
+                                       peer: ConnectionInfo | None) -> ApiMessage:
+        """KIP-858's replica placement; only the replicas placed in the LOST directory (their log dir failed) act
+        here: the broker leaves their ISRs and leaderships. Other placements are not kept."""
+        R = self.schemas[ApiKey.ASSIGN_REPLICAS_TO_DIRS].response[version]
+        lost = [(t.topic_id, p.partition_index) for d in request.directories if d.id == LOST_DIRECTORY_ID
+                for t in d.topics for p in t.partitions]
+        try:
+            if lost:
+                await self.controller.replicas_offline(request.broker_id, request.broker_epoch, lost)
+        except KafkaError as exc:
+            return self._response(ApiKey.ASSIGN_REPLICAS_TO_DIRS, version, throttle_time_ms=0, error_code=exc.code,
+                                  directories=[])
+        D = R.DirectoryData
+        return self._response(ApiKey.ASSIGN_REPLICAS_TO_DIRS, version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                              directories=[D(id=d.id, topics=[D.TopicData(topic_id=t.topic_id, partitions=[
+                                  D.TopicData.PartitionData(partition_index=p.partition_index,
+                                                            error_code=ErrorCode.NONE) for p in t.partitions])
+                                  for t in d.topics]) for d in request.directories])
+
     async def _alter_partition(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
         """v0-1 name topics, v2+ give their ids (KIP-841); v3 gives each ISR member's broker epoch (KIP-903).
         Versions before 2 answer UNKNOWN_TOPIC_OR_PARTITION and OPERATION_NOT_ATTEMPTED where later ones answer
@@ -162,7 +192,8 @@ class ControllerApis:
         except KafkaError as exc:
             return R(throttle_time_ms=0, error_code=exc.code, topics=[])
         old_codes = {ErrorCode.UNKNOWN_TOPIC_ID: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                     ErrorCode.INELIGIBLE_REPLICA: ErrorCode.OPERATION_NOT_ATTEMPTED}
+                     ErrorCode.INELIGIBLE_REPLICA: ErrorCode.OPERATION_NOT_ATTEMPTED,
+                     ErrorCode.NEW_LEADER_ELECTED: ErrorCode.FENCED_LEADER_EPOCH}
         answer = []
         for t, topic_results in zip(request.topics, results, strict=True):
             parts = []
@@ -311,6 +342,18 @@ class ControllerApis:
                                            resource_type=r.resource_type, resource_name=r.resource_name)
             for r, e in zip(request.resources, errors, strict=True)])
 
+    async def _alter_client_quotas(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
+        alterations = [ClientQuotaAlteration([(e.entity_type, e.entity_name) for e in entry.entity],
+                                             [ClientQuotaOp(op.key, op.value, op.remove) for op in entry.ops])
+                       for entry in request.entries]
+        errors = await self.controller.alter_client_quotas(alterations, validate_only=request.validate_only)
+        R = self.schemas[ApiKey.ALTER_CLIENT_QUOTAS].response[version]
+        return R(throttle_time_ms=0, entries=[
+            R.EntryData(error_code=e.code if e else ErrorCode.NONE, error_message=e.message if e else None,
+                        entity=[R.EntryData.EntityData(entity_type=d.entity_type, entity_name=d.entity_name)
+                                for d in entry.entity])
+            for entry, e in zip(request.entries, errors, strict=True)])
+
     async def _elect_leaders(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
         """Preferred (v0 always) or unclean (v1+, KIP-460) elections; all partitions when none are named."""
         R = self.schemas[ApiKey.ELECT_LEADERS].response[version]
@@ -327,6 +370,41 @@ class ControllerApis:
                 partition_id=r.index, error_code=r.error, error_message=r.message))
         return R(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
             R.ReplicaElectionResult(topic=topic, partition_result=parts) for topic, parts in by_topic.items()])
+
+    async def _alter_partition_reassignments(self, request: Any, version: int,
+                                             peer: ConnectionInfo | None) -> ApiMessage:
+        """v1 may refuse a change of replication factor (KIP-860), and echoes whether it allowed one."""
+        R = self.schemas[ApiKey.ALTER_PARTITION_REASSIGNMENTS].response[version]
+        allow = request.allow_replication_factor_change if version >= 1 else True
+        targets = [ReassignablePartition(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+                   for t in request.topics for p in t.partitions]
+        errors = iter(await self.controller.alter_partition_reassignments(targets, allow))
+        responses = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                error = next(errors)
+                parts.append(R.ReassignableTopicResponse.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=error.code if error else ErrorCode.NONE,
+                    error_message=error.message if error else None))
+            responses.append(R.ReassignableTopicResponse(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=ErrorCode.NONE,
+                 error_message=None, responses=responses)
+
+    async def _list_partition_reassignments(self, request: Any, version: int,
+                                            peer: ConnectionInfo | None) -> ApiMessage:
+        """Null topics list every ongoing reassignment."""
+        R = self.schemas[ApiKey.LIST_PARTITION_REASSIGNMENTS].response[version]
+        wanted = (None if request.topics is None
+                  else [(t.name, list(t.partition_indexes)) for t in request.topics])
+        by_topic: dict[str, list[Any]] = {}
+        for ongoing in self.controller.list_partition_reassignments(wanted):
+            by_topic.setdefault(ongoing.topic, []).append(
+                R.OngoingTopicReassignment.OngoingPartitionReassignment(
+                    partition_index=ongoing.index, replicas=ongoing.replicas,
+                    adding_replicas=ongoing.adding_replicas, removing_replicas=ongoing.removing_replicas))
+        return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[
+            R.OngoingTopicReassignment(name=name, partitions=parts) for name, parts in by_topic.items()])
 
     # ---- about the controller ----------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ store must replay before it decides anything.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Protocol
 
 import trio
@@ -26,6 +26,11 @@ class MetadataStore(Protocol):
     @property
     def end_offset(self) -> int:
         """One past the offset of the last record committed (the next batch's first offset)."""
+        ...
+
+    @property
+    def marked_for_deletion(self) -> Collection[str]:
+        """Names of deleted topics whose deletion is not finished: they cannot be created again yet."""
         ...
 
     def load(self) -> Iterator[MetadataEntry]:
@@ -59,6 +64,10 @@ class MetadataLogStore:
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
+
+    @property
+    def marked_for_deletion(self) -> Collection[str]:
+        return ()  # a KRaft deletion is finished once its record is committed
 
     def load(self) -> Iterator[MetadataEntry]:
         return self.log.entries()

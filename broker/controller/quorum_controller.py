@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -40,6 +40,7 @@ from minikafka.storage.log_dir import LogDir
 from minikafka.storage.metadata_log import MetadataLog
 
 from ..metadata_image import (
+    BROKER_RESOURCE,
     NO_LEADER,
     TOPIC_RESOURCE,
     BrokerEndpointInfo,
@@ -49,9 +50,11 @@ from ..metadata_image import (
     PartitionInfo,
 )
 from .broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
+from .client_quota_control import ClientQuotaAlteration, alter_client_quotas
 from .configuration_control import (
     UNCLEAN_LEADER_ELECTION,
     ConfigAlteration,
+    broker_config_records,
     check_no_duplicates,
     config_records,
     incrementally_altered,
@@ -63,6 +66,7 @@ from .controller_config import QuorumControllerConfig
 from .leader_move import leader_move
 from .metadata_store import MetadataLogStore, MetadataStore
 from .partition_change_builder import Election, build_partition_change
+from .partition_reassignment import OngoingPartitionReassignment, PartitionReassignment, ReassignablePartition
 from .replica_placer import StripedReplicaPlacer
 from .replication_control import (
     MAX_RECORDS_PER_USER_OP,
@@ -173,7 +177,8 @@ class QuorumController:
         self._broker_sessions = broker_sessions
         self.image = image if image is not None else MetadataImage()
         self.heartbeats = BrokerHeartbeatManager(self.image, config.broker_session_timeout_ms)
-        self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer())
+        self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer(), store.marked_for_deletion)
+        self.reassignment = PartitionReassignment(self.image, config)
         self.commit_listeners: list[CommitListener] = []
         self._lock = trio.Lock()  # one operation at a time
         self._appended = trio.Event()
@@ -465,6 +470,18 @@ class QuorumController:
                                                   next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)])
             return start, PRODUCER_ID_BLOCK_SIZE
 
+    async def replicas_offline(self, broker_id: int, broker_epoch: int,
+                               replicas: Collection[tuple[uuid.UUID, int]]) -> None:
+        """The broker lost these replicas with a failed log dir: it leaves their ISRs and their leaderships move to
+        other ISR members, its other replicas untouched (Kafka's handleDirectoriesOffline)."""
+        async with self._lock:
+            self._check_broker_epoch(broker_id, broker_epoch)
+            records = self.replication.remove_from_isrs(broker_id, set(replicas))
+            log.info("broker %d lost %d replicas with a failed log dir: %d partition changes", broker_id,
+                     len(replicas), len(records))
+            if records:
+                await self._commit(records)
+
     # ---- topics and partitions ---------------------------------------------------------------------------------
 
     async def create_topics(self, topics: Sequence[NewTopic],
@@ -578,9 +595,9 @@ class QuorumController:
 
     async def alter_configs(self, resources: Sequence[ConfigResourceAlteration], *, incremental: bool,
                             validate_only: bool = False) -> list[KafkaError | None]:
-        """Alter topic configs: incrementally (SET, DELETE, APPEND, SUBTRACT) or, for the legacy AlterConfigs,
-        replacing all of a topic's overrides. Enabling unclean leader election elects leaders for the topic's
-        offline partitions at once."""
+        """Alter topic configs and dynamic broker configs: incrementally (SET, DELETE, APPEND, SUBTRACT) or, for the
+        legacy AlterConfigs, replacing all of a resource's configs. Enabling unclean leader election elects leaders
+        for the topic's offline partitions at once."""
         async with self._lock:
             records: list[MetadataRecord] = []
             results: list[KafkaError | None] = []
@@ -598,6 +615,8 @@ class QuorumController:
             return results
 
     def _alter_topic_configs(self, resource: ConfigResourceAlteration, incremental: bool) -> list[MetadataRecord]:
+        if resource.resource_type == BROKER_RESOURCE:  # dynamic broker configs
+            return list(broker_config_records(self.image, resource.resource_name, resource.alterations, incremental))
         if resource.resource_type != TOPIC_RESOURCE:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"altering configs of resource type {resource.resource_type} is not supported")
@@ -615,6 +634,21 @@ class QuorumController:
         if UNCLEAN_LEADER_ELECTION in new and effective.unclean_leader_election_enable and not was_unclean:
             records += self.replication.unclean_elections(topic)
         return records
+
+    # ---- client quotas ------------------------------------------------------------------------------------------
+
+    async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
+                                  validate_only: bool = False) -> list[KafkaError | None]:
+        """Set and remove client quotas; each entry is applied or refused on its own, all applied ones in one
+        commit."""
+        async with self._lock:
+            records, results = alter_client_quotas(self.image.client_quotas, alterations)
+            if records and not validate_only:
+                try:
+                    await self._commit(records)
+                except KafkaStorageError as exc:
+                    return [error or exc for error in results]
+            return results
 
     # ---- leaders and ISRs --------------------------------------------------------------------------------------
 
@@ -639,7 +673,11 @@ class QuorumController:
                         topic_results.append(IsrChangeResult(change, missing, None))
                         continue
                     record, error, state = self.replication.alter_partition(broker_id, topic, change)
-                    if error is not ErrorCode.NONE:
+                    if error is ErrorCode.NEW_LEADER_ELECTED and record is not None:
+                        records.append(record)
+                        log.info("broker %d completed the reassignment of %s-%d, whose leader is now %d",
+                                 broker_id, topic.name, change.index, record.leader)
+                    elif error is not ErrorCode.NONE:
                         log.info("refused AlterPartition from broker %d for %s-%d: %s", broker_id, topic.name,
                                  change.index, error.name)
                     elif record is not None:
@@ -677,6 +715,40 @@ class QuorumController:
                 log.info("ElectLeaders (%s) elected leaders for %d partition(s)",
                          "preferred" if election_type == PREFERRED_ELECTION else "unclean", len(records))
             return results
+
+    # ---- reassignments -----------------------------------------------------------------------------------------
+
+    async def alter_partition_reassignments(self, targets: Sequence[ReassignablePartition],
+                                            allow_replication_factor_change: bool = True) -> list[KafkaError | None]:
+        """Start, change or cancel (a None replica list) the reassignment of each partition, or say why not; the
+        records of all that succeed are committed together."""
+        async with self._lock:
+            if len(targets) > MAX_RECORDS_PER_USER_OP:
+                return [OperationTooLargeError()] * len(targets)
+            records: list[MetadataRecord] = []
+            results: list[KafkaError | None] = []
+            for target in targets:
+                try:
+                    record = self.reassignment.alter(target, allow_replication_factor_change)
+                except KafkaError as exc:
+                    log.info("unable to alter the reassignment of %s-%d: %s %s", target.topic, target.index,
+                             exc.code.name, exc.message or "")
+                    results.append(exc)
+                    continue
+                if record is not None:
+                    records.append(record)
+                results.append(None)
+            if records:
+                try:
+                    await self._commit(records)
+                except KafkaStorageError as exc:
+                    return [error or exc for error in results]
+            log.info("altered %d out of %d partition reassignment(s)", results.count(None), len(results))
+            return results
+
+    def list_partition_reassignments(self, wanted: Sequence[tuple[str, Sequence[int]]] | None
+                                     ) -> list[OngoingPartitionReassignment]:
+        return self.reassignment.list(wanted)
 
     async def move_leader(self, topic: str, index: int, to: int) -> PartitionInfo:
         """Make replica `to` lead the partition (a controlled move injected by a test, see leader_move); returns

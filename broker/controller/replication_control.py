@@ -4,7 +4,8 @@ Each method checks a request against the metadata image and returns the records 
 changed here: the quorum controller appends the records and replays them into the image), or raises KafkaError
 with Kafka's code. Covered: topic creation with replica placement or explicit assignments, deletion, partition
 additions, the effects of a broker being fenced, unfenced or shutting down, ISR changes from partition leaders
-(AlterPartition), ElectLeaders, unclean elections and the preferred-leader rebalance.
+(AlterPartition), ElectLeaders, unclean elections and the preferred-leader rebalance. Reassignments are
+partition_reassignment's; an ISR change that completes one may move the leadership (NEW_LEADER_ELECTED).
 
 A client request writes at most MAX_RECORDS_PER_USER_OP records, as in Kafka's controller; creations are counted
 against it before anything is placed, so an absurd partition count costs no more than a small one.
@@ -12,7 +13,7 @@ against it before anything is placed, so an absurd partition count costs no more
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -30,6 +31,7 @@ from ..metadata_image import (
     FENCE,
     IN_CONTROLLED_SHUTDOWN,
     NO_LEADER,
+    NO_LEADER_CHANGE,
     UNFENCE,
     MetadataImage,
     PartitionInfo,
@@ -89,10 +91,13 @@ class IsrChange:
 
 
 class ReplicationControl:
-    def __init__(self, image: MetadataImage, config: QuorumControllerConfig, placer: StripedReplicaPlacer) -> None:
+    def __init__(self, image: MetadataImage, config: QuorumControllerConfig, placer: StripedReplicaPlacer,
+                 marked_for_deletion: Collection[str] = ()) -> None:
+        """`marked_for_deletion`: the store's names of topics still being deleted (a live view)."""
         self._image = image
         self._config = config
         self._placer = placer
+        self._marked_for_deletion = marked_for_deletion
 
     # ---- topics ----------------------------------------------------------------------------------------------
 
@@ -106,6 +111,8 @@ class ReplicationControl:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if topic.name in self._image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+        if topic.name in self._marked_for_deletion:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' is marked for deletion.")
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -247,15 +254,19 @@ class ReplicationControl:
             in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN)]
         return records + self.remove_from_isrs(broker_id)
 
-    def remove_from_isrs(self, broker_id: int) -> list[MetadataRecord]:
+    def remove_from_isrs(self, broker_id: int,
+                         only: Collection[tuple[uuid.UUID, int]] | None = None) -> list[MetadataRecord]:
         """Partition changes taking the broker out of every ISR and out of leadership (Kafka's
-        generateLeaderAndIsrUpdates with the broker to remove)."""
+        generateLeaderAndIsrUpdates with the broker to remove); `only` (topic id, index) when given: the replicas
+        lost with a failed log dir (Kafka's handleDirectoriesOffline)."""
 
         def acceptable(replica: int) -> bool:
             return replica != broker_id and self._image.is_active(replica)
 
         records: list[MetadataRecord] = []
         for topic, index, partition in self._image.partitions():
+            if only is not None and (topic.topic_id, index) not in only:
+                continue
             if broker_id in partition.isr or partition.leader == broker_id:
                 target = [r for r in partition.isr if r != broker_id]
                 change = build_partition_change(topic, index, partition, acceptable,
@@ -300,6 +311,10 @@ class ReplicationControl:
                 return None, ErrorCode.INELIGIBLE_REPLICA, None
         record = build_partition_change(topic, change.index, partition, self._image.is_active,
                                         election=self._election(topic), target_isr=new_isr)
+        if record is not None and record.leader not in (NO_LEADER_CHANGE, sender):
+            # The change completed a reassignment that moved the leadership away: the record stands, and the
+            # sender learns of its new role from the metadata (Kafka answers NEW_LEADER_ELECTED).
+            return record, ErrorCode.NEW_LEADER_ELECTED, None
         return record, ErrorCode.NONE, partition.merge(record) if record is not None else partition
 
     # ---- elections -------------------------------------------------------------------------------------------

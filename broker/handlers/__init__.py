@@ -3,16 +3,20 @@ says which versions of each API it serves and what changes between them. `contro
 broker's control-plane APIs) maps them in its CONTROL_PLANE_HANDLERS instead, served apart from MODULES."""
 from . import (
     api_versions,
+    client_quotas,
     cluster,
     configs,
     control,
     controller_requests,  # noqa: F401 - served apart from MODULES, in ZooKeeper mode
     fetch,
     groups,
+    log_dirs,
     metadata,
     offsets,
     produce,
+    reassignments,
     topics,
 )
 
-MODULES = [api_versions, metadata, produce, fetch, offsets, topics, configs, cluster, groups, control]
+MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas, cluster,
+           groups, log_dirs, control]

@@ -4,9 +4,10 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 "op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, log start offset and each replica's log end offset;
-- fault.add (kind error | latency | disk | link | fetch-pause; error and latency rules may select a request
-  source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is false; fetching is
-  paused for every partition, a "topic" or a "topic" and "partition"), fault.clear (kind, id), fault.list;
+- fault.add (kind error | latency | disk | link | fetch-pause | log-dir; error and latency rules may select a
+  request source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is false; fetching
+  is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as on an I/O error,
+  until the broker restarts), fault.clear (kind, id), fault.list;
 - connections.close: close every other client connection;
 - shutdown: a clean stop, as on SIGTERM;
 - metrics: the node's metrics, by their Prometheus names and labels (see metrics).
@@ -106,7 +107,18 @@ async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: Conne
         pause = broker.faults.pause_fetching(broker.replica_manager.fetcher_manager, topic, partition,
                                              _followed_partitions(broker, topic, partition))
         return {"fault": pause.describe()}
-    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link or fetch-pause")
+    if kind == "log-dir":
+        return {"fault": _fail_log_dir(broker, str(request.get("path")))}
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause or log-dir")
+
+
+def _fail_log_dir(broker: BrokerServer, path: str) -> dict[str, Any]:
+    """A log dir failing as on an I/O error; it cannot be cleared (Kafka brings a failed dir back on restart)."""
+    log_dir = next((d for d in broker.log_manager.log_dirs if str(d.path) == path), None)
+    if log_dir is None:
+        raise FaultError(f"{path!r} is not a log dir of broker {broker.node_id}")
+    broker.replica_manager.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir.path, "fault injection")
+    return {"kind": "log-dir", "path": path}
 
 
 def _followed_partitions(broker: BrokerServer, topic: str | None,

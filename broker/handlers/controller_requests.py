@@ -9,8 +9,9 @@ is older than the latest this broker has seen, then with STALE_BROKER_EPOCH when
 registration of this broker; the rules live in the broker's ZooKeeper metadata source, which the in-process
 controller also calls.
 
-From other brokers: AlterPartition, ControlledShutdown and AllocateProducerIds go to the controller running in this
-broker, which answers NOT_CONTROLLER unless it is the active one.
+From other brokers: AlterPartition, ControlledShutdown, AllocateProducerIds and AssignReplicasToDirs (replicas lost
+with a failed log dir) go to the controller running in this broker, which answers NOT_CONTROLLER unless it is the
+active one.
 """
 from __future__ import annotations
 
@@ -45,4 +46,5 @@ CONTROL_PLANE_HANDLERS = {
     ApiKey.ALTER_PARTITION: handle_for_controller,
     ApiKey.CONTROLLED_SHUTDOWN: handle_for_controller,
     ApiKey.ALLOCATE_PRODUCER_IDS: handle_for_controller,
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: handle_for_controller,
 }

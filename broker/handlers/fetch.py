@@ -21,10 +21,16 @@ Versions 0-3 are gone since Kafka 4.0 (v4 brought the isolation level and messag
 - v16+: with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, the current leaders' endpoints (KIP-951);
   v17-18 add nothing this broker reads or sends (directory ids, the follower's high watermark).
 Consumers (replica id < 0) read below the high watermark; followers read up to the log end offset, and their
-fetch offsets tell the leader how far they have replicated. A fetch from a broker that is not one of the
-partition's replicas is refused. The response's max_bytes holds, except that the first non-empty partition may
-exceed it (KIP-74). As in Kafka, the broker's fetch.max.bytes caps the response's max_bytes, and min_bytes never
-asks for more than that cap, for consumers and followers alike.
+fetch offsets tell the leader how far they have replicated. A follower outside the ISR gets no records of a
+throttled partition while the leader's replication quota is exceeded, and what followers get of throttled
+partitions counts toward that quota (leader.replication.throttled.rate, see replication_quota_manager). A fetch
+from a broker that is not one of the partition's replicas is refused. The response's max_bytes holds, except
+that the first non-empty partition may exceed it (KIP-74). As in Kafka, the broker's fetch.max.bytes caps the
+response's max_bytes, and min_bytes never asks for more than that cap, for consumers and followers alike.
+
+A consumer's fetch asks for no more than its consumer_byte_rate could ever let through at once; the bytes it gets
+count toward that quota and its handling time toward request_percentage, and a consumer over either is answered
+with no partitions and the throttle time, its session as before the fetch (client_quota_manager).
 
 The long poll waits on trio's clock and ends early on any error, diverging epoch or unknown topic, when the
 broker starts draining for shutdown, and — dropped, unanswered — when the client closes its connection.
@@ -42,8 +48,16 @@ from kafka.protocol.consumer.offsets import IsolationLevel
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
+from ..client_quota_manager import consumer_fetch_max_bytes, fetch_throttle_time_ms
 from ..delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
-from ..fetch_session import FetchContext, PartitionData, PartitionKey, PartitionResponse, new_context
+from ..fetch_session import (
+    FetchContext,
+    IncrementalFetchContext,
+    PartitionData,
+    PartitionKey,
+    PartitionResponse,
+    new_context,
+)
 from ..kafka_apis import RequestContext
 from .common import resolve_topic
 from .leader_hints import node_endpoints
@@ -130,6 +144,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
     unresolved = any(fr is None for _, parts in plan for _, fr, _ in parts)
     broker = ctx.broker
     max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))
+    if replica_id < 0:
+        max_bytes = consumer_fetch_max_bytes(ctx, max_bytes)
     params = FetchParams(replica_id, replica_epoch, 0 if unresolved else request.max_wait_ms,
                          min(request.min_bytes, max_bytes), max_bytes, request.isolation_level)
     wanted: list[FetchPartitionRequest] = []
@@ -165,6 +181,13 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
         results += await replica_manager.read_from_log(params, woken, update_fetch_state=True)
         wanted += woken
     by_tp = {fr.topic_partition: res for fr, res in zip(wanted, results, strict=True)}
+    replica_manager.record_leader_throttled_bytes(params, by_tp)
+    throttle_time_ms = fetch_throttle_time_ms(ctx, sum(len(r.records) for r in results), replica_id >= 0)
+    if throttle_time_ms:
+        # Kafka's throttled fetch response: nothing, and the session's state as before this fetch.
+        return ctx.response(throttle_time_ms=throttle_time_ms, error_code=ErrorCode.NONE, responses=[],
+                            session_id=context.session_id() if isinstance(context, IncrementalFetchContext) else 0,
+                            **({"node_endpoints": []} if ctx.version >= 16 else {}))
     responses = []
     leaders: set[int] = set()
     PD = R.FetchableTopicResponse.PartitionData

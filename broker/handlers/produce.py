@@ -15,7 +15,9 @@ acks=0 gets no response at all; when such a produce fails the connection is clos
 producer gets. acks=-1 needs the ISR to reach min.insync.replicas (NOT_ENOUGH_REPLICAS, before anything is
 appended) and is answered once the ISR has the records, within the request's timeout_ms (REQUEST_TIMED_OUT
 otherwise; NOT_LEADER_OR_FOLLOWER if this broker stops leading the partition meanwhile). A waiting produce whose
-client closes its connection is dropped.
+client closes its connection is dropped. The request's bytes count toward the client's producer_byte_rate and,
+but for acks=0, its handling time toward request_percentage; a client over either gets the throttle time in the
+response, and its connection is muted as long (client_quota_manager).
 
 InitProducerId: an idempotent producer gets a fresh producer id at epoch 0 on every call (so the v3+ producer id
 and epoch a producer sends to resume are read past); a transactional id is refused with
@@ -36,6 +38,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
 from minikafka.storage.log_validator import RecordValidationError
 
+from ..client_quota_manager import produce_throttle_time_ms
 from ..kafka_apis import RequestContext
 from ..server import CloseConnection
 from .common import resolve_topic
@@ -94,6 +97,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
     results = await replica_manager.append_records(
         request.timeout_ms, acks, entries, client=broker.socket_server.connections.get(ctx.conn.connection_id),
         stop_early=lambda: broker.socket_server.draining)
+    throttle_time_ms = produce_throttle_time_ms(ctx, acks)
     if acks == 0:
         if errors or any(r.error for r in results.values()):
             # Kafka closes an acks=0 producer's connection on error: it is the only signal such a client gets.
@@ -135,7 +139,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
                                                  topic_id=t.topic_id if by_id else None,
                                                  partition_responses=parts))
     extra = {"node_endpoints": node_endpoints(ctx, R.NodeEndpoint, leaders)} if ctx.version >= 10 else {}
-    return ctx.response(responses=topics_out, throttle_time_ms=0, **extra)
+    return ctx.response(responses=topics_out, throttle_time_ms=throttle_time_ms, **extra)
 
 
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> ApiMessage:

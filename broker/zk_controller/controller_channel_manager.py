@@ -3,9 +3,10 @@ ControllerBrokerRequestBatch).
 
 `ControllerBrokerRequestBatch` is sans-IO: from the controller's image and what a commit changed it builds, for each
 live broker, the LeaderAndIsr (v6: partitions it holds a replica of, with topic ids and the live leaders'
-inter-broker endpoints), UpdateMetadata (v7: the changed partitions, offline replicas included, and every live
-broker; a deleted partition's leader is LEADER_DURING_DELETE, as Kafka sends it) and StopReplica (v3: the replicas
-of deleted topics, deleted) it must receive, each carrying the controller's id and epoch and the target's broker
+inter-broker endpoints, a reassignment's adding and removing replicas), UpdateMetadata (v7: the changed
+partitions, offline replicas included, and every live broker; a deleted partition's leader is LEADER_DURING_DELETE,
+as Kafka sends it) and StopReplica (v3: the replicas of deleted topics and those a reassignment dropped, deleted) it
+must receive, each carrying the controller's id and epoch and the target's broker
 epoch.
 
 `ControllerChannelManager` delivers them: one queue and one NetworkClient per live broker, to its inter-broker
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ FULL_REQUEST_TYPE = 0  # LeaderAndIsr type: the controller does not claim to sen
 RETRY_BACKOFF_S = 0.1  # before a request that failed is sent to a live broker again
 
 LocalBrokerHandler = Callable[[ApiMessage, int], Awaitable[ApiMessage]]
+ResponseListener = Callable[[int, ApiMessage, ApiMessage], None]  # (broker id, request, its response)
 TopicPartition = tuple[str, int]
 
 
@@ -60,27 +62,32 @@ class ControllerBrokerRequestBatch:
         self.listener = inter_broker_listener
         self._replicas: dict[TopicPartition, list[int]] = {}  # as last sent: who must stop a deleted partition
 
-    def for_change(self, image: MetadataImage, records: Sequence[MetadataRecord],
-                   change: MetadataChange) -> list[BrokerRequests]:
-        """The requests a commit calls for: StopReplica of deleted replicas, UpdateMetadata of the changed
-        partitions to every live broker (all partitions to a broker that joined), LeaderAndIsr of changed
-        partitions to their replicas (all its replicas to a broker that joined)."""
+    def deleted_replicas(self, change: MetadataChange) -> dict[TopicPartition, list[int]]:
+        """The replicas of the partitions `change` deletes, as last sent (the image no longer has them)."""
+        return {tp: self._replicas.pop(tp, []) for tp, state in change.partitions.items() if state is None}
+
+    def for_change(self, image: MetadataImage, records: Sequence[MetadataRecord], change: MetadataChange,
+                   stop: Mapping[int, Sequence[TopicPartition]]) -> list[BrokerRequests]:
+        """The requests a commit calls for: StopReplica (delete) of the replicas in `stop` (by broker), UpdateMetadata
+        of the changed partitions to every live broker (all partitions to a broker that joined), LeaderAndIsr of
+        changed partitions to their replicas (all its replicas to a broker that joined)."""
         new = {(image.topics_by_id[r.topic_id].name, r.partition_id) for r in records
                if isinstance(r, PartitionRecord) and r.topic_id in image.topics_by_id}
         changed = [tp for tp, state in change.partitions.items() if state is not None]
         deleted = [tp for tp, state in change.partitions.items() if state is None]
         joined = {b for b in change.brokers if b in image.brokers and not image.brokers[b].fenced}
         every = [(topic.name, index) for topic, index, _ in image.partitions()]
-        held = {tp: self._replicas.pop(tp, []) for tp in deleted}
+        # Replicas a reassignment dropped are stopped and deleted too, as Kafka's controller deletes them.
+        dropped = {tp: set(self._replicas.get(tp, [])) - set(image.topics[tp[0]].partitions[tp[1]].replicas)
+                   for tp in changed}
         self._remember(image, changed)
         out = []
         for broker in image.live_brokers():
             requests = BrokerRequests(broker.broker_id)
-            stopped = [tp for tp in deleted if broker.broker_id in held[tp]]
-            if stopped:
-                stop = self.stop_replica(broker, stopped, delete=True)
-                if stop is not None:
-                    requests.requests.append((stop, STOP_REPLICA_VERSION))
+            stopped = list(stop.get(broker.broker_id, ())) + [tp for tp in changed if broker.broker_id in dropped[tp]]
+            stop_request = self.stop_replica(broker, stopped, delete=True)
+            if stop_request is not None:
+                requests.requests.append((stop_request, STOP_REPLICA_VERSION))
             if change.brokers or changed or deleted:
                 partitions = every if broker.broker_id in joined else changed
                 requests.requests.append((self.update_metadata(image, broker, partitions, deleted, change),
@@ -128,8 +135,9 @@ class ControllerBrokerRequestBatch:
             by_topic.setdefault(name, []).append(R.LeaderAndIsrPartitionState(
                 partition_index=index, controller_epoch=self.controller_epoch, leader=partition.leader,
                 leader_epoch=partition.leader_epoch, isr=list(partition.isr),
-                partition_epoch=partition.partition_epoch, replicas=list(partition.replicas), adding_replicas=[],
-                removing_replicas=[], is_new=(name, index) in new, leader_recovery_state=0))
+                partition_epoch=partition.partition_epoch, replicas=list(partition.replicas),
+                adding_replicas=list(partition.adding_replicas), removing_replicas=list(partition.removing_replicas),
+                is_new=(name, index) in new, leader_recovery_state=0))
             leaders.add(partition.leader)
         if not by_topic:
             return None
@@ -230,10 +238,11 @@ class ControllerChannelManager:
     gives up every request not yet answered."""
 
     def __init__(self, controller_id: int, inter_broker_listener: str, local_broker: LocalBrokerHandler,
-                 config: NetworkClientConfig | None = None) -> None:
+                 config: NetworkClientConfig | None = None, on_response: ResponseListener | None = None) -> None:
         self.controller_id = controller_id
         self.listener = inter_broker_listener
         self._local_broker = local_broker
+        self._on_response = on_response
         self._config = config or NetworkClientConfig()
         self._channels: dict[int, _BrokerChannel] = {}
         self._nursery: trio.Nursery | None = None
@@ -328,12 +337,14 @@ class ControllerChannelManager:
         while True:
             try:
                 if channel.client is None:
-                    await self._local_broker(request, version)
+                    response = await self._local_broker(request, version)
                 else:
-                    await channel.client.send(request, version)
+                    response = await channel.client.send(request, version)
             except DisconnectedError as exc:
                 failures.failed(str(exc))
                 await trio.sleep(RETRY_BACKOFF_S)
                 continue
             failures.succeeded()
+            if self._on_response is not None:
+                self._on_response(channel.broker_id, request, response)
             return

@@ -7,13 +7,16 @@ epoch's znode version, so once another is elected its writes fail (ControllerMov
 Failover (onControllerFailover): a fresh image is read from ZooKeeper (live brokers with their czxid as broker
 epoch, topics, partition states, configs, the producer-id block) into a QuorumController over the ZooKeeper store
 (the KRaft controller's decisions, Kafka's znodes); partitions whose leader or ISR members are not live get new
-leaders and ISRs (clean elections, unclean where the topic or broker config allows), pending topic deletions are
-finished, and every live broker gets UpdateMetadata (everything) and LeaderAndIsr (all its replicas). From then on
-each commit sends the brokers what it changed, and changes of /brokers/ids make brokers join or leave by KRaft's
-register/unfence and fence rules.
+leaders and ISRs (clean elections, unclean where the topic or broker config allows), every live broker gets
+UpdateMetadata (everything) and LeaderAndIsr (all its replicas), and topic deletions left pending are taken up again.
+From then on each commit sends the brokers what it changed, and changes of /brokers/ids make brokers join or leave
+by KRaft's register/unfence and fence rules. A deleted topic's znodes go once all its replicas answered StopReplica
+(topic_deletion_manager.py).
 
 Resignation: on ControllerMovedError, on the loss of the ZooKeeper session, or when /controller names another
 broker; the controller's tasks stop, its APIs answer NOT_CONTROLLER, and it campaigns again when /controller goes.
+A ZooKeeper write that fails otherwise leaves the controller unsure of ZooKeeper's state: it resigns and deletes
+/controller, so an election follows and the winner reads everything again (Kafka's triggerControllerMove).
 """
 from __future__ import annotations
 
@@ -21,8 +24,11 @@ import logging
 from collections.abc import Sequence
 
 import trio
+from kafka.protocol.api_message import ApiMessage
+from kazoo.exceptions import KazooException
 
 from minikafka.config import BrokerConfig
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.metadata_records import MetadataRecord
 
 from ..controller.controller_config import QuorumControllerConfig
@@ -32,6 +38,7 @@ from ..network_client import NetworkClientConfig
 from ..zk.kafka_zk_client import BrokerAndEpoch, ControllerMovedError, KafkaZkClient, ZkEvent, ZkEventKind
 from ..zk.zk_data import BROKER_IDS_PATH, CONTROLLER_PATH
 from .controller_channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager, LocalBrokerHandler
+from .topic_deletion_manager import TopicDeletionManager
 from .zk_controller_apis import ZkControllerApis
 from .zk_metadata_store import SECURITY_PROTOCOL_IDS, ZkMetadataStore
 
@@ -71,6 +78,8 @@ class KafkaController:
         self._moved = trio.Event()
         self._propagated = trio.Event()  # the requests of the latest commit were all answered (or given up)
         self._propagated.set()
+        self._deletions = TopicDeletionManager()
+        self._nursery: trio.Nursery | None = None  # the active controller's
 
     @property
     def request_timeout_s(self) -> float:
@@ -116,8 +125,10 @@ class KafkaController:
         started = trio.current_time()
         self.controller_epoch = epoch
         self._moved = trio.Event()
+        move = False
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._resign_when_moved, nursery.cancel_scope)
                 try:
                     await self._failover(epoch, version, nursery)
@@ -126,9 +137,24 @@ class KafkaController:
                     await self._process(events)
                 except (ControllerMovedError, _Resign) as exc:
                     log.info("controller %d (epoch %d) resigns: %s", self.node_id, epoch, exc or type(exc).__name__)
+                except KazooException as exc:
+                    log.error("controller %d (epoch %d) resigns: reading ZooKeeper failed (%s)", self.node_id, epoch,
+                              type(exc).__name__)
+                    move = True
                 nursery.cancel_scope.cancel()
         finally:
+            move = move or (self._store is not None and self._store.state_unknown)
             self._resign()
+        if move:
+            await self._move_controller(version)
+
+    async def _move_controller(self, epoch_zk_version: int) -> None:
+        """Give up /controller (only while this controller's epoch stands), so that an election follows."""
+        try:
+            await self.zk.delete_controller(epoch_zk_version)
+        except (ControllerMovedError, KazooException) as exc:
+            log.info("controller %d did not delete /controller (%s): another controller was elected",
+                     self.node_id, type(exc).__name__)
 
     async def _resign_when_moved(self, scope: trio.CancelScope) -> None:
         await self._moved.wait()
@@ -144,6 +170,8 @@ class KafkaController:
         self._store = None
         self._channel = None
         self._batch = None
+        self._nursery = None
+        self._deletions = TopicDeletionManager()
         self._propagated.set()
 
     async def _failover(self, epoch: int, version: int, nursery: trio.Nursery) -> None:
@@ -156,25 +184,51 @@ class KafkaController:
         quorum = QuorumController(self.controller_config, store, cluster_id, broker_sessions=False, image=image)
         self._store, self.quorum = store, quorum
         await quorum.sync_live_brokers(live_brokers(await zk.get_all_broker_and_epochs_in_cluster()))
-        if store.pending_deletions:
-            log.info("finishing the deletion of %s", ", ".join(store.pending_deletions))
-            await quorum.delete_topics([(name, None) for name in store.pending_deletions])
         self._batch = ControllerBrokerRequestBatch(self.node_id, epoch, self.config.inter_broker_listener_name)
         self._channel = ControllerChannelManager(self.node_id, self.config.inter_broker_listener_name,
-                                                 self._local_broker, self._network_config)
+                                                 self._local_broker, self._network_config, self._on_response)
         await nursery.start(self._channel.run)
         self._channel.update_brokers(image)
         self._propagated = self._channel.send(self._batch.for_failover(image))
         quorum.commit_listeners.append(self._on_commit)
         await nursery.start(quorum.run)
         self.is_active = True
+        for name in store.stale_deletion_marks:
+            await store.complete_topic_deletion(name)
+        if store.pending_deletions:
+            log.info("resuming the deletion of %s", ", ".join(store.pending_deletions))
+            await quorum.delete_topics([(name, None) for name in store.pending_deletions])
 
     def _on_commit(self, records: Sequence[MetadataRecord], change: MetadataChange) -> None:
         if self._channel is None or self._batch is None or self.quorum is None:
             return
         image = self.quorum.image
         self._channel.update_brokers(image)
-        self._propagated = self._channel.send(self._batch.for_change(image, records, change))
+        for broker_id in change.brokers:
+            self._deletions.broker_restarted(broker_id)
+        self._finish_deletions(self._deletions.enqueue(self._batch.deleted_replicas(change)))
+        stop = self._deletions.to_stop(b.broker_id for b in image.live_brokers())
+        self._propagated = self._channel.send(self._batch.for_change(image, records, change, stop))
+
+    def _on_response(self, broker_id: int, request: ApiMessage, response: ApiMessage) -> None:
+        if request.API_KEY == ApiKey.STOP_REPLICA:
+            self._finish_deletions(self._deletions.on_stop_replica_response(broker_id, response))
+
+    def _finish_deletions(self, topics: list[str]) -> None:
+        if topics and self._nursery is not None:
+            self._nursery.start_soon(self._complete_deletions, topics)
+
+    async def _complete_deletions(self, topics: list[str]) -> None:
+        store = self._store
+        for name in topics:
+            if store is None or store.deposed:
+                return
+            try:
+                await store.complete_topic_deletion(name)
+            except ControllerMovedError:
+                return  # the store deposed this controller; its nursery is being cancelled
+            self._deletions.forget(name)
+            log.info("topic %s is deleted: every replica was deleted", name)
 
     async def _process(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
         """React to ZooKeeper until resigning (raises _Resign)."""

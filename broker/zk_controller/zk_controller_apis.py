@@ -1,6 +1,7 @@
 """What the active ZooKeeper-mode controller serves to brokers (Kafka's KafkaApis handlers that reach its
 KafkaController): AlterPartition, ControlledShutdown, AllocateProducerIds and the admin requests brokers forward
-(CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders).
+(CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders,
+AlterPartitionReassignments) and ListPartitionReassignments.
 
 All but ControlledShutdown are the KRaft controller's own handlers (ControllerApis) over the quorum controller the
 active KafkaController holds: the same checks, records and answers, with ZooKeeper as the store. An admin request
@@ -34,8 +35,10 @@ log = logging.getLogger("minikafka.controller")
 
 ZERO_UUID = uuid.UUID(int=0)
 ADMIN_KEYS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-                        ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS})
-SHARED_KEYS = ADMIN_KEYS | {ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS}
+                        ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
+                        ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS})
+SHARED_KEYS = ADMIN_KEYS | {ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                            ApiKey.ASSIGN_REPLICAS_TO_DIRS}
 SERVED_KEYS = SHARED_KEYS | {ApiKey.CONTROLLED_SHUTDOWN}
 
 
@@ -97,6 +100,8 @@ def error_response(request: Any, version: int, code: ErrorCode) -> ApiMessage:
         response = R(throttle_time_ms=0, error_code=code, topics=[])
     elif key == ApiKey.ALLOCATE_PRODUCER_IDS:
         response = R(throttle_time_ms=0, error_code=code, producer_id_start=-1, producer_id_len=0)
+    elif key == ApiKey.ASSIGN_REPLICAS_TO_DIRS:
+        response = R(throttle_time_ms=0, error_code=code, directories=[])
     elif key == ApiKey.CREATE_TOPICS:
         response = R(throttle_time_ms=0, topics=[R.CreatableTopicResult(
             name=t.name, topic_id=ZERO_UUID, error_code=code, error_message=None, num_partitions=-1,
@@ -120,6 +125,20 @@ def error_response(request: Any, version: int, code: ErrorCode) -> ApiMessage:
             R.ReplicaElectionResult(topic=t.topic, partition_result=[
                 R.ReplicaElectionResult.PartitionResult(partition_id=index, error_code=code, error_message=None)
                 for index in t.partitions]) for t in wanted])
+    elif key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        RP = R.ReassignableTopicResponse.ReassignablePartitionResponse
+        response = R(throttle_time_ms=0, allow_replication_factor_change=version < 1 or
+                     request.allow_replication_factor_change, error_code=code, error_message=None, responses=[
+                         R.ReassignableTopicResponse(name=t.name, partitions=[
+                             RP(partition_index=p.partition_index, error_code=code, error_message=None)
+                             for p in t.partitions]) for t in request.topics])
+    elif key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+        response = R(throttle_time_ms=0, error_code=code, error_message=None, topics=[])
+    elif key == ApiKey.ALTER_CLIENT_QUOTAS:
+        response = R(throttle_time_ms=0, entries=[R.EntryData(
+            error_code=code, error_message=None,
+            entity=[R.EntryData.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+            for entry in request.entries])
     else:
         raise ValueError(f"no error response for {type(request).__name__}")
     return response

@@ -9,12 +9,19 @@ fails the same way, and the controller resigns):
 - PartitionRecords of an existing topic (CreatePartitions): /brokers/topics/<t> set to the grown assignment and
   the new partitions' znodes;
 - PartitionChangeRecord: the state znode set conditionally on the partition epoch before the change, so the znode
-  version IS the partition epoch;
+  version IS the partition epoch; one that changes the replicas or an ongoing reassignment (KIP-455) also sets
+  /brokers/topics/<t>, whose "adding_replicas"/"removing_replicas" maps hold it (read back on failover, so a new
+  controller resumes it);
 - ConfigRecord: /config/topics/<t> holds the topic's new overrides, and for an existing topic a change notification
   /config/changes/config_change_<seq> tells the brokers, as Kafka's admin does;
-- RemoveTopicRecord: /admin/delete_topics/<t> is created first (its own multi-op), then the topic's znodes, its
-  config and that mark are deleted: a controller taking over between the two finishes the deletion;
+- ConfigRecord of a BROKER resource (dynamic broker configs): /config/brokers/<id> or /config/brokers/<default> and
+  a change notification naming it (see zk_broker_configs);
+- RemoveTopicRecord: only /admin/delete_topics/<t> is created; the topic's znodes, its config and that mark are
+  deleted by `complete_topic_deletion` once every replica answered StopReplica (topic_deletion_manager.py), so a
+  controller taking over before that finds the mark and the topic and finishes the deletion;
 - ProducerIdsRecord: /latest_producer_id_block, conditionally on the version last read or written.
+- ClientQuotaRecord: the entity's config znode (/config/users/..., /config/clients/..., see zk_client_quotas) and
+  a change notification naming the entity's path.
 Broker records are not written: the ephemeral /brokers/ids/<id> znodes are the truth, and the controller only
 replays what it synthesises from them. Offsets are a count of the records this controller committed: nothing
 fetches them.
@@ -25,6 +32,9 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from kazoo.exceptions import KazooException
 
 from minikafka.protocol.metadata_records import (
     ConfigRecord,
@@ -47,6 +57,8 @@ from ..zk.kafka_zk_client import (
     SetDataOp,
     ZkWrite,
 )
+from ..zk.zk_broker_configs import broker_config_record_writes, broker_config_records, read_broker_configs
+from ..zk.zk_client_quotas import client_quota_record_writes, client_quota_records, read_client_quotas
 from ..zk.zk_data import (
     CONFIG_CHANGES_PATH,
     PRODUCER_ID_BLOCK_PATH,
@@ -91,6 +103,16 @@ def register_broker_record(broker_id: int, broker_epoch: int, registration: Brok
         features=[], rack=registration.rack, fenced=False, in_controlled_shutdown=False)
 
 
+def _replica_assignment(partition: PartitionInfo) -> ReplicaAssignment:
+    """The topic znode's view of a partition: its replicas, with an ongoing reassignment's adding and removing."""
+    return ReplicaAssignment(tuple(partition.replicas), tuple(partition.adding_replicas),
+                             tuple(partition.removing_replicas))
+
+
+def _assignment_of(partitions: dict[int, PartitionInfo]) -> dict[int, ReplicaAssignment]:
+    return {index: _replica_assignment(p) for index, p in partitions.items()}
+
+
 class ZkMetadataStore:
     """`await read_state()` once elected, then hand it to a QuorumController (which replays `load()`)."""
 
@@ -106,7 +128,10 @@ class ZkMetadataStore:
         self._end_offset = 0
         self._producer_id_block_version = UNKNOWN_VERSION
         self.deposed = False
+        self.state_unknown = False  # deposed because a write failed in a way that leaves its state in doubt
         self.pending_deletions: list[str] = []  # topics marked for deletion when the state was read
+        self.stale_deletion_marks: list[str] = []  # marks of topics already gone when the state was read
+        self._marked: set[str] = set()  # deleted topics whose znodes remain until their replicas are deleted
 
     @property
     def controller_epoch(self) -> int:
@@ -119,6 +144,10 @@ class ZkMetadataStore:
     @property
     def end_offset(self) -> int:
         return self._end_offset
+
+    @property
+    def marked_for_deletion(self) -> set[str]:
+        return self._marked
 
     def close(self) -> None:
         self._loaded = []
@@ -150,11 +179,13 @@ class ZkMetadataStore:
             for index, replicas in sorted(assignment.partitions.items()):
                 state = states.get((topic, index))
                 if state is None:
-                    log.warning("partition %s-%d has no state znode: left out until it is created", topic, index)
-                    continue
+                    state = await self._initialize_partition(topic, index, replicas.replicas, set(brokers))
+                    if state is None:
+                        continue
                 records.append(PartitionRecord(
                     version=0, partition_id=index, topic_id=topic_id, replicas=list(replicas.replicas),
-                    isr=list(state.isr), removing_replicas=[], adding_replicas=[], leader=state.leader,
+                    isr=list(state.isr), removing_replicas=list(replicas.removing_replicas),
+                    adding_replicas=list(replicas.adding_replicas), leader=state.leader,
                     leader_recovery_state=state.leader_recovery_state, leader_epoch=state.leader_epoch,
                     partition_epoch=state.partition_epoch))
         data, version = await zk.get_data_and_version(PRODUCER_ID_BLOCK_PATH)
@@ -163,9 +194,32 @@ class ZkMetadataStore:
             block = decode_producer_id_block(data)
             records.append(ProducerIdsRecord(broker_id=block.assigned_broker_id, broker_epoch=-1,
                                              next_producer_id=block.next_block_first_id))
-        self.pending_deletions = sorted(set(await zk.get_topic_deletions(watch=False)) & set(assignments))
+        records += client_quota_records(await read_client_quotas(zk))
+        records += broker_config_records(await read_broker_configs(zk))
+        marks = set(await zk.get_topic_deletions(watch=False))
+        self.pending_deletions = sorted(marks & set(assignments))
+        self.stale_deletion_marks = sorted(marks - set(assignments))
+        self._marked = set(marks)
         self._loaded = records
         self._end_offset = len(records)
+
+    async def _initialize_partition(self, topic: str, index: int, replicas: Sequence[int],
+                                    live: set[int]) -> LeaderIsrAndControllerEpoch | None:
+        """The first state of a partition assigned without one (a creation cut short, or a topic written to
+        ZooKeeper by an admin tool): the live replicas are the ISR, the first of them leads (Kafka's
+        initializeLeaderAndIsrForPartitions). None, and the partition left out, while no replica is live."""
+        isr = tuple(r for r in replicas if r in live)
+        if not isr:
+            log.warning("partition %s-%d has no state znode and no live replica: left out", topic, index)
+            return None
+        state = LeaderIsrAndControllerEpoch(isr[0], 0, isr, self._controller_epoch)
+        ops: list[ZkWrite] = [CreateOp(path, b"") for path in (topic_partitions_path(topic),
+                                                                topic_partition_path(topic, index))
+                              if not await self._zk.path_exists(path)]
+        ops.append(CreateOp(topic_partition_state_path(topic, index), encode_topic_partition_state(state)))
+        await self._write(ops)
+        log.info("partition %s-%d had no state znode: leader %d, ISR %s", topic, index, state.leader, list(isr))
+        return state
 
     def load(self) -> Iterator[MetadataEntry]:
         for offset, record in enumerate(self._loaded):
@@ -176,30 +230,53 @@ class ZkMetadataStore:
     async def append(self, records: Sequence[MetadataRecord]) -> int:
         if self.deposed:
             raise ControllerMovedError(f"controller epoch {self._controller_epoch} was superseded")
-        ops, marks, producer_id_block_index = await self._translate(records)
-        try:
-            if marks:
-                await self._zk.multi(marks, self._epoch_zk_version)
-            if ops:
-                results = await self._zk.multi(ops, self._epoch_zk_version)
-                if producer_id_block_index is not None:
-                    written = results[producer_id_block_index]
-                    self._producer_id_block_version = written.version if not isinstance(written, str) else 0
-        except ControllerMovedError:
-            self.deposed = True
-            log.warning("controller epoch %d was superseded: its ZooKeeper write was refused", self._controller_epoch)
-            if self._on_controller_moved is not None:
-                self._on_controller_moved()
-            raise
+        ops, removed, producer_id_block_index = await self._translate(records)
+        if ops:
+            results = await self._write(ops)
+            if producer_id_block_index is not None:
+                written = results[producer_id_block_index]
+                self._producer_id_block_version = written.version if not isinstance(written, str) else 0
+        self._marked.update(removed)
         self._end_offset += len(records)
         return self._end_offset - 1
 
-    async def _translate(self, records: Sequence[MetadataRecord]) -> tuple[list[ZkWrite], list[ZkWrite], int | None]:
-        """(the batch's writes, the deletion marks to write before them, the index of the producer-id block
-        write among the writes)."""
+    async def complete_topic_deletion(self, name: str) -> None:
+        """Delete a topic's znodes, config and deletion mark (those still there), behind the controller epoch."""
+        await self._write(await self._topic_deletion(name))
+        self._marked.discard(name)
+
+    async def _write(self, ops: list[ZkWrite]) -> list[Any]:
+        """`ops` as one multi-op behind the epoch check. A refusal deposes this controller. Any other failure
+        (a NODEEXISTS or BADVERSION when a write whose answer was lost is sent again, a znode changed behind the
+        controller's back) means its image no longer matches ZooKeeper: it is deposed too, with `state_unknown`,
+        so that it gives up /controller and whoever wins reads ZooKeeper afresh (Kafka's triggerControllerMove)."""
+        if self.deposed:
+            raise ControllerMovedError(f"controller epoch {self._controller_epoch} was superseded")
+        try:
+            return await self._zk.multi(ops, self._epoch_zk_version)
+        except ControllerMovedError:
+            log.warning("controller epoch %d was superseded: its ZooKeeper write was refused", self._controller_epoch)
+            self._depose()
+            raise
+        except KazooException as exc:
+            log.error("controller epoch %d: a ZooKeeper write failed (%s): its state no longer matches ZooKeeper, "
+                      "it moves the controller", self._controller_epoch, type(exc).__name__)
+            self.state_unknown = True
+            self._depose()
+            raise ControllerMovedError(f"ZooKeeper write failed: {type(exc).__name__}") from exc
+
+    def _depose(self) -> None:
+        self.deposed = True
+        if self._on_controller_moved is not None:
+            self._on_controller_moved()
+
+    async def _translate(self, records: Sequence[MetadataRecord]) -> tuple[list[ZkWrite], list[str], int | None]:
+        """(the batch's writes, the topics it marks for deletion, the index of the producer-id block write among
+        the writes)."""
         image = self._image
         new_topics: dict[uuid.UUID, str] = {}
-        assignments: dict[str, dict[int, list[int]]] = {}  # topics created or grown: their whole assignment
+        # topics created, grown or reassigned: their whole assignment
+        assignments: dict[str, dict[int, ReplicaAssignment]] = {}
         new_partitions: list[tuple[str, int, LeaderIsrAndControllerEpoch]] = []
         changed: dict[tuple[str, int], tuple[PartitionInfo, int]] = {}  # state after, version before
         configs: dict[str, dict[str, str]] = {}
@@ -214,8 +291,8 @@ class ZkMetadataStore:
             elif isinstance(record, PartitionRecord):
                 name = new_topics.get(record.topic_id) or image.topics_by_id[record.topic_id].name
                 if name not in assignments:
-                    assignments[name] = {i: list(p.replicas) for i, p in image.topics[name].partitions.items()}
-                assignments[name][record.partition_id] = list(record.replicas)
+                    assignments[name] = _assignment_of(image.topics[name].partitions)
+                assignments[name][record.partition_id] = ReplicaAssignment(tuple(record.replicas))
                 new_partitions.append((name, record.partition_id, LeaderIsrAndControllerEpoch(
                     record.leader, record.leader_epoch, tuple(record.isr), self._controller_epoch,
                     record.leader_recovery_state, 0)))
@@ -225,6 +302,10 @@ class ZkMetadataStore:
                 before, version = changed.get(key) or (topic.partitions[record.partition_id],
                                                        topic.partitions[record.partition_id].partition_epoch)
                 changed[key] = (before.merge(record), version)
+                if record.replicas is not None or record.removing_replicas is not None \
+                        or record.adding_replicas is not None:  # a reassignment: the topic znode holds it
+                    topic_assignment = assignments.setdefault(topic.name, _assignment_of(topic.partitions))
+                    topic_assignment[record.partition_id] = _replica_assignment(changed[key][0])
             elif isinstance(record, ConfigRecord):
                 if record.resource_type != TOPIC_RESOURCE:
                     continue
@@ -248,7 +329,7 @@ class ZkMetadataStore:
         for name, assignment in assignments.items():
             data = encode_topic(image.topics[name].topic_id if name in image.topics else
                                 next(i for i, n in new_topics.items() if n == name),
-                                {i: ReplicaAssignment(tuple(r)) for i, r in sorted(assignment.items())})
+                                dict(sorted(assignment.items())))
             if name in image.topics:
                 ops.append(SetDataOp(topic_path(name), data))
             else:
@@ -271,22 +352,25 @@ class ZkMetadataStore:
             else:
                 ops.append(CreateOp(path, encode_config(config)))
             ops.append(CreateOp(CONFIG_CHANGE_PREFIX, encode_config_change(TOPIC_CONFIG, name), sequential=True))
-        marks: list[ZkWrite] = []
+        ops += await client_quota_record_writes(self._zk, image.client_quotas, records)
+        ops += await broker_config_record_writes(self._zk, image.broker_configs, records)
         for name in removed:
-            if not await self._zk.path_exists(delete_topic_path(name)):
-                marks.append(CreateOp(delete_topic_path(name), b""))
-            ops += await self._topic_deletion(name)
-        return ops, marks, producer_id_block
+            if name not in self._marked and not await self._zk.path_exists(delete_topic_path(name)):
+                ops.append(CreateOp(delete_topic_path(name), b""))
+        return ops, removed, producer_id_block
 
     async def _topic_deletion(self, name: str) -> list[ZkWrite]:
-        """The deletes removing a topic's znodes, config and deletion mark, children first."""
-        topic = self._image.topics[name]
+        """The deletes removing what is left of a topic's znodes, its config and its deletion mark, children
+        first (read from ZooKeeper: a deletion may have been half done by an earlier controller)."""
         deletes: list[ZkWrite] = []
-        for index in sorted(topic.partitions):
-            deletes += [DeleteOp(topic_partition_state_path(name, index)), DeleteOp(topic_partition_path(name, index))]
-        deletes += [DeleteOp(topic_partitions_path(name)), DeleteOp(topic_path(name))]
-        if await self._zk.path_exists(config_entity_path(TOPIC_CONFIG, name)):
-            deletes.append(DeleteOp(config_entity_path(TOPIC_CONFIG, name)))
-        deletes.append(DeleteOp(delete_topic_path(name)))
+        for child in sorted(await self._zk.get_children(topic_partitions_path(name)), key=int):
+            index = int(child)
+            for path in (topic_partition_state_path(name, index), topic_partition_path(name, index)):
+                if await self._zk.path_exists(path):
+                    deletes.append(DeleteOp(path))
+        for path in (topic_partitions_path(name), topic_path(name), config_entity_path(TOPIC_CONFIG, name),
+                     delete_topic_path(name)):
+            if await self._zk.path_exists(path):
+                deletes.append(DeleteOp(path))
         return deletes
 

@@ -34,6 +34,14 @@ class AlterPartitionRequest(ApiMessage, load_json=__package__):  # type: ignore[
     pass
 
 
+class AssignReplicasToDirsRequest(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class AssignReplicasToDirsResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 class AlterPartitionResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
     pass
 
@@ -94,4 +102,5 @@ CONTROL_PLANE_SCHEMAS: dict[int, ApiSchema] = {
     # Kafka brokers have sent v1 or later since 0.9, so v0 is answered as an unsupported version.
     ApiKey.CONTROLLED_SHUTDOWN: _schema(ControlledShutdownRequest, ControlledShutdownResponse, min_version=1),
     ApiKey.ALLOCATE_PRODUCER_IDS: _schema(AllocateProducerIdsRequest, AllocateProducerIdsResponse),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: _schema(AssignReplicasToDirsRequest, AssignReplicasToDirsResponse),
 }

@@ -2,6 +2,7 @@
 from .records import (
     RECORD_CLASSES,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -21,6 +22,7 @@ __all__ = [
     "FRAME_VERSION",
     "RECORD_CLASSES",
     "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "FenceBrokerRecord",
     "MetadataRecord",

@@ -58,6 +58,10 @@ class BrokerRegistrationChangeRecord(ApiData, load_json=__package__):  # type: i
     pass
 
 
+class ClientQuotaRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -70,6 +74,7 @@ MetadataRecord = (
     | RemoveTopicRecord
     | ProducerIdsRecord
     | BrokerRegistrationChangeRecord
+    | ClientQuotaRecord
 )
 
 
@@ -93,6 +98,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         RemoveTopicRecord,
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
+        ClientQuotaRecord,
     )
 }
 """Record class by record type: the types the controller writes and reads."""

@@ -14,11 +14,14 @@ after each election, as Kafka's own epoch tests do.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, Producer
 
 from minikafka.protocol.record_batch import BatchHeader, batch_crc_ok, iter_batches
 from minikafka.storage.checkpoint import EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint
@@ -107,7 +110,9 @@ class ReplicaLog:
 
 
 def partition_dir(broker: Broker, topic: str, partition: int) -> Path:
-    return broker.data_dir / f"{topic}-{partition}"
+    """The partition's dir in whichever of the broker's log dirs holds it (the first one if none does)."""
+    found = [d / f"{topic}-{partition}" for d in broker.log_dirs if (d / f"{topic}-{partition}").is_dir()]
+    return found[0] if found else broker.log_dirs[0] / f"{topic}-{partition}"
 
 
 def stored_batches(directory: Path) -> list[StoredBatch]:
@@ -185,3 +190,84 @@ def assert_replicas_identical(cluster: Cluster, topic: str, partition: int = 0) 
             f"{where}: leader-epoch-checkpoint of broker {reference.broker_id} {reference.epochs} != that of broker "
             f"{log.broker_id} {log.epochs}")
     return reference.batches
+
+
+MAX_RECORDS = 200_000  # bounds the producer loop; a run writes a fraction of it
+MAX_IN_FLIGHT = 300  # records handed to the producer and not yet reported
+FLUSH_S = 60.0
+
+
+class SteadyProducer(threading.Thread):
+    """confluent-kafka with enable.idempotence (acks=all) writing unique values round-robin to the partitions of
+    a topic until stopped; every delivery report lands in `acks`.
+
+    `records_per_second` paces the writes (as fast as acknowledgements allow when None): a load that must stay
+    below a replication throttle."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, partitions: int, acks: Acknowledgements, *,
+                 records_per_second: float | None = None) -> None:
+        super().__init__(name=f"steady-producer-{topic}", daemon=True)
+        self.topic = topic
+        self.partitions = partitions
+        self.acks = acks
+        self.records_per_second = records_per_second
+        self.client_errors: list[KafkaError] = []
+        self.sent = 0
+        self.unflushed = -1
+        self.failure: BaseException | None = None
+        self._stop_requested = threading.Event()
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "acks": "all", "linger.ms": 2,
+            "message.timeout.ms": 60000, "retry.backoff.ms": 20, "retry.backoff.max.ms": 200,
+            "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200, "error_cb": self.client_errors.append,
+        })
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            self.acks.acknowledged(msg.partition(), msg.offset(), msg.value())
+        else:
+            self.acks.failed(f"{msg.value()!r}: {err}")
+
+    def run(self) -> None:
+        try:
+            started = time.monotonic()
+            while not self._stop_requested.is_set() and self.sent < MAX_RECORDS:
+                if len(self._producer) >= MAX_IN_FLIGHT:
+                    self._producer.poll(0.05)
+                    continue
+                if self.records_per_second is not None:
+                    early_s = started + self.sent / self.records_per_second - time.monotonic()
+                    if early_s > 0:  # serving delivery reports until the next write is due
+                        self._producer.poll(min(early_s, 0.05))
+                        continue
+                self._producer.produce(self.topic, value=b"%s-%08d" % (self.topic.encode(), self.sent),
+                                       partition=self.sent % self.partitions, on_delivery=self._delivered)
+                self.sent += 1
+                self._producer.poll(0.001)
+            self.unflushed = self._producer.flush(FLUSH_S)
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.failure = exc
+
+    def finish(self, context: str = "") -> None:
+        """Stop writing, wait for every report; raise what the thread raised, assert nothing is left unreported
+        and no delivery failed (`context` opens the assertion's message)."""
+        self._stop_requested.set()
+        self.join(FLUSH_S + 10)
+        assert not self.is_alive(), f"{context}the producer did not finish flushing"
+        if self.failure is not None:
+            raise self.failure
+        assert self.unflushed == 0, f"{context}{self.unflushed} records unreported after {FLUSH_S} s"
+        assert not self.acks.errors, f"{context}delivery errors: {self.acks.errors[:5]}"
+
+    def highest_acknowledged(self, partition: int = 0) -> int:
+        return max(self.acks.of(partition), default=-1)
+
+
+def assert_every_acknowledged_record_kept(cluster: Cluster, topic: str, partitions: int, acks: Acknowledgements,
+                                          wait_s: float) -> None:
+    """Exactly once at its acknowledged offset, on replicas that hold identical batches."""
+    cluster.wait_for_replicas_caught_up(topic, timeout=wait_s)
+    for partition in range(partitions):
+        assert_acknowledged_exactly_once(cluster.state.records(topic, partition), acks.of(partition),
+                                         f"{topic}-{partition}")
+        assert_replicas_identical(cluster, topic, partition)

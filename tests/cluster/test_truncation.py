@@ -35,11 +35,6 @@ from tests.helpers import wait_until
 
 A, B = 1, 2  # the replicas, in assignment order: A is the preferred (first) leader
 WAIT_S = 20.0
-# Scenario 1 runs with the KRaft controller only: in ZooKeeper mode A's and B's sessions may expire in one change
-# of /brokers/ids, and the ZooKeeper-mode controller then keeps both in the ISR (Kafka's keeps the live ISR only).
-SCENARIO_1_MODES = [CLUSTER_MODES[0]]
-
-
 def create_topic(cluster: minikafka.Cluster, name: str, **configs: str) -> None:
     """A one-partition topic on brokers A and B only."""
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10000)
@@ -72,7 +67,7 @@ def drop_log_tail(broker: minikafka.Broker, topic: str, partition: int, count: i
     return [StoredBatch.of(header) for _, header in batches[-count:]]
 
 
-@pytest.mark.parametrize("zookeeper", SCENARIO_1_MODES)
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
 def test_kip101_scenario_1_follower_restarts_with_a_stale_high_watermark_then_the_leader_dies(tmp_path, zookeeper):
     """B has every acknowledged record, but its replication-offset-checkpoint lags (it was killed before the next
     checkpoint). B restarts while leader A hangs, so B cannot fetch anything from A; A dies and B is elected. B

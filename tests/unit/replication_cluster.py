@@ -24,6 +24,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from minikafka.broker import handlers
+from minikafka.broker.client_quota_manager import QuotaManagers
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
 from minikafka.broker.fetch_session import FetchSessionCache
@@ -98,6 +99,7 @@ class ReplicatingBroker:
         self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
         self.disk_quota = DiskQuota([data_dir])
         self.faults = FaultInjector(self.purgatory, self.disk_quota)
+        self.client_quotas = QuotaManagers.over(dict)  # no client quotas
         self.log_manager = LogManager([data_dir], node_id, "replication-tests", LogConfig(), self.disk_quota)
         self.replica_manager = ReplicaManager(node_id, self.log_manager, self.purgatory, config)
         # Handlers look topics up here, under the name of the broker's metadata (older and newer).

@@ -11,6 +11,8 @@ from minikafka.protocol.control_plane import (
     AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AssignReplicasToDirsRequest,
+    AssignReplicasToDirsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -186,6 +188,19 @@ def _allocate_producer_ids_response():
     return AllocateProducerIdsResponse(throttle_time_ms=0, error_code=0, producer_id_start=3000, producer_id_len=1000)
 
 
+def _assign_replicas_to_dirs_request():
+    R = AssignReplicasToDirsRequest.DirectoryData
+    return AssignReplicasToDirsRequest(broker_id=2, broker_epoch=42, directories=[R(id=uuid.UUID(int=1), topics=[
+        R.TopicData(topic_id=uuid.UUID(int=7), partitions=[R.TopicData.PartitionData(partition_index=3)])])])
+
+
+def _assign_replicas_to_dirs_response():
+    R = AssignReplicasToDirsResponse.DirectoryData
+    return AssignReplicasToDirsResponse(throttle_time_ms=0, error_code=0, directories=[R(id=uuid.UUID(int=1), topics=[
+        R.TopicData(topic_id=uuid.UUID(int=7), partitions=[R.TopicData.PartitionData(partition_index=3,
+                                                                                   error_code=0)])])])
+
+
 SAMPLES = {
     ApiKey.BROKER_REGISTRATION: (_broker_registration_request, _broker_registration_response),
     ApiKey.BROKER_HEARTBEAT: (_broker_heartbeat_request, _broker_heartbeat_response),
@@ -195,6 +210,7 @@ SAMPLES = {
     ApiKey.STOP_REPLICA: (_stop_replica_request, _stop_replica_response),
     ApiKey.CONTROLLED_SHUTDOWN: (_controlled_shutdown_request, _controlled_shutdown_response),
     ApiKey.ALLOCATE_PRODUCER_IDS: (_allocate_producer_ids_request, _allocate_producer_ids_response),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: (_assign_replicas_to_dirs_request, _assign_replicas_to_dirs_response),
 }
 
 # Kafka's versions for these APIs (3.9 for the ZooKeeper-era ones, 4.1 for the KRaft ones) and first flexible version.
@@ -207,6 +223,7 @@ VERSIONS = {
     ApiKey.STOP_REPLICA: (0, 4, 2),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 3, 3),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0, 0),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0, 0),
 }
 
 

@@ -243,7 +243,9 @@ async def test_alter_configs_incremental_and_legacy(controller: QuorumController
         R.AlterConfigsResource(resource_type=TOPIC, resource_name="orders", configs=[
             R.AlterConfigsResource.AlterableConfig(name="segment.ms", config_operation=0, value="1000"),
             R.AlterConfigsResource.AlterableConfig(name="retention.ms", config_operation=1, value=None)]),
-        R.AlterConfigsResource(resource_type=BROKER, resource_name="1", configs=[])], validate_only=False), 1)
+        R.AlterConfigsResource(resource_type=BROKER, resource_name="1", configs=[  # static: read-only
+            R.AlterConfigsResource.AlterableConfig(name="log.dirs", config_operation=0, value="/tmp")])],
+        validate_only=False), 1)
     assert [(r.resource_name, r.error_code) for r in incremental.responses] == [
         ("orders", ErrorCode.NONE), ("1", ErrorCode.INVALID_REQUEST)]
     assert controller.image.topic_configs["orders"] == {"segment.ms": "1000"}

@@ -15,6 +15,7 @@ from minikafka.protocol.metadata_records import (
     FRAME_VERSION,
     RECORD_CLASSES,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecordError,
@@ -65,6 +66,9 @@ SAMPLES: dict[type, dict[str, Any]] = {
     ProducerIdsRecord: dict(broker_id=1, broker_epoch=41, next_producer_id=2000),
     BrokerRegistrationChangeRecord: dict(broker_id=2, broker_epoch=41, fenced=-1, in_controlled_shutdown=1,
                                          log_dirs=[DIR_B]),
+    ClientQuotaRecord: dict(entity=[ClientQuotaRecord.EntityData(entity_type="user", entity_name=None),
+                                    ClientQuotaRecord.EntityData(entity_type="client-id", entity_name="app")],
+                            key="producer_byte_rate", value=1048576.0, remove=False),
 }
 
 
@@ -80,14 +84,15 @@ def test_record_types_are_kafkas() -> None:
     assert {t: cls.__name__ for t, cls in RECORD_CLASSES.items()} == {
         0: "RegisterBrokerRecord", 1: "UnregisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord",
         4: "ConfigRecord", 5: "PartitionChangeRecord", 7: "FenceBrokerRecord", 8: "UnfenceBrokerRecord",
-        9: "RemoveTopicRecord", 15: "ProducerIdsRecord", 17: "BrokerRegistrationChangeRecord",
+        9: "RemoveTopicRecord", 14: "ClientQuotaRecord", 15: "ProducerIdsRecord",
+        17: "BrokerRegistrationChangeRecord",
     }
     assert set(SAMPLES) == set(RECORD_CLASSES.values())
     assert {cls.__name__: cls.valid_versions for cls in SAMPLES} == {
         "RegisterBrokerRecord": (0, 3), "UnregisterBrokerRecord": (0, 0), "TopicRecord": (0, 0),
         "PartitionRecord": (0, 2), "ConfigRecord": (0, 0), "PartitionChangeRecord": (0, 2),
         "FenceBrokerRecord": (0, 0), "UnfenceBrokerRecord": (0, 0), "RemoveTopicRecord": (0, 0),
-        "ProducerIdsRecord": (0, 0), "BrokerRegistrationChangeRecord": (0, 2),
+        "ProducerIdsRecord": (0, 0), "BrokerRegistrationChangeRecord": (0, 2), "ClientQuotaRecord": (0, 0),
     }
 
 

@@ -609,7 +609,7 @@ async def test_topic_configs_are_kept_and_altered(controllers: Controllers) -> N
                              ConfigAlteration("retention.ms", DELETE, None)) is ErrorCode.INVALID_REQUEST
     assert await incremental(ConfigAlteration("retention.ms", SET, "1"), topic="nope") is \
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert await incremental(ConfigAlteration("log.retention.ms", SET, "1"), topic="1",
+    assert await incremental(ConfigAlteration("log.dirs", SET, "/x"), topic="1",  # static: read-only
                              resource_type=BROKER) is ErrorCode.INVALID_REQUEST
     assert await incremental(ConfigAlteration("retention.ms", SET, "7"), validate_only=True) is ErrorCode.NONE
     assert controller.image.topic_configs["orders"]["retention.ms"] == "1000"
@@ -765,3 +765,19 @@ def test_replay_after_kill_9_while_appending(tmp_path: Path) -> None:
     # each round creates a topic, then takes a block: a kill between the two leaves one topic without its block
     assert image.next_producer_id in (1000 * len(image.topics), 1000 * (len(image.topics) - 1))
     assert trio.run(reopen) == image
+
+
+# ---- replicas lost with a failed log dir ---------------------------------------------------------------------------
+
+
+async def test_replicas_lost_with_a_log_dir_leave_only_their_isrs_and_leaderships(controllers: Controllers) -> None:
+    controller = await three_brokers(controllers)
+    created = await create(controller, "orders", {0: [1, 2, 3], 1: [1, 2, 3], 2: [2, 1, 3]})
+    await controller.replicas_offline(1, controller.image.brokers[1].broker_epoch,
+                                      [(created.topic_id, 0), (created.topic_id, 2)])
+    assert state(controller, "orders", 0) == PartitionInfo([1, 2, 3], [2, 3], 2, 1, 1)  # led elsewhere
+    assert state(controller, "orders", 1) == PartitionInfo([1, 2, 3], [1, 2, 3], 1, 0, 0)  # its other dir
+    assert state(controller, "orders", 2) == PartitionInfo([2, 1, 3], [2, 3], 2, 0, 1)  # a follower leaves the ISR
+    with pytest.raises(KafkaError) as stale:
+        await controller.replicas_offline(1, 12345, [(created.topic_id, 1)])
+    assert stale.value.code == ErrorCode.STALE_BROKER_EPOCH

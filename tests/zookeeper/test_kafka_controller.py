@@ -41,7 +41,10 @@ def _ok_response(request: Any, version: int) -> ApiMessage:
     if request.API_KEY == ApiKey.LEADER_AND_ISR:
         return R(error_code=ErrorCode.NONE, topics=[])
     if request.API_KEY == ApiKey.STOP_REPLICA:
-        return R(error_code=ErrorCode.NONE, partition_errors=[])
+        return R(error_code=ErrorCode.NONE, partition_errors=[
+            R.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index,
+                                        error_code=ErrorCode.NONE)
+            for t in request.topic_states for p in t.partition_states])
     return R(error_code=ErrorCode.NONE)
 
 
@@ -233,13 +236,54 @@ async def test_election_failover_broker_loss_and_topic_lifecycle(zk_connect, raw
         assert answer.error_code == ErrorCode.NONE
         assert answer.topics[0].partitions[0].error_code == ErrorCode.INVALID_UPDATE_VERSION
 
-        # DeleteTopics removes the znodes and has the live replicas delete theirs.
+        # DeleteTopics has the live replica delete its own at once; the topic stays marked, znodes and all, until
+        # the replicas on brokers 1 and 3 are deleted too, which happens when they register again.
         D = DeleteTopicsRequest[4]
         deleted = await second.controller.apis.handle(D(topic_names=["orders"], timeout_ms=10000), 4, None)
         assert [r.error_code for r in deleted.responses] == [ErrorCode.NONE]
-        assert raw.exists("/brokers/topics/orders") is None and raw.exists("/config/topics/orders") is None
         stops = second.recorder.of(ApiKey.STOP_REPLICA, new_epoch)
         assert stops and all(p.delete_partition for s in stops for t in s.topic_states for p in t.partition_states)
         assert sorted(p.partition_index for s in stops for t in s.topic_states if t.topic_name == "orders"
                       for p in t.partition_states) == [0, 1, 2]
+        assert raw.exists("/admin/delete_topics/orders") is not None
+        assert raw.exists("/brokers/topics/orders/partitions/0/state") is not None
+        returned = [Node(1, zk_connect, False), Node(3, zk_connect, False)]
+        for node in returned:
+            await nursery.start(node.run)
+            await node.recorder.wait_for(lambda received: any(
+                r.API_KEY == ApiKey.STOP_REPLICA and r.controller_epoch == new_epoch for r in received))
+        for _ in range(int(WAIT_S / 0.01)):  # the deletion finishes on the controller's own time
+            if raw.exists("/admin/delete_topics/orders") is None:
+                break
+            await trio.sleep(0.01)
+        assert raw.exists("/brokers/topics/orders") is None and raw.exists("/config/topics/orders") is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_write_in_doubt_moves_the_controller_and_the_next_one_reads_zookeeper_afresh(zk_connect,
+                                                                                                raw) -> None:
+    """A write ZooKeeper refuses for any reason but the epoch (here a topic created behind the controller's back,
+    as when a retried write meets its own first attempt) leaves the controller unsure of ZooKeeper's state: it
+    answers NOT_CONTROLLER, gives up /controller, and the controller elected next knows the topic."""
+    nodes = [Node(1, zk_connect, True), Node(2, zk_connect, True)]
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            await nursery.start(node.run)
+        first = await _controller_of(nodes[1], nodes, 0, [1, 2])
+        assert first.controller is not None
+        epoch = first.controller.controller_epoch
+        await first.zk.create_topic("clash", None, {0: [1, 2]})
+        answer = await first.controller.apis.handle(_create_topics("clash", 1, 2), 5, None)
+        assert [t.error_code for t in answer.topics] == [ErrorCode.NOT_CONTROLLER]
+        successor = await _controller_of(nodes[1], nodes, epoch, [1, 2])
+        assert successor.controller is not None
+        for _ in range(int(WAIT_S / 0.01)):  # the successor finishes its failover on its own time
+            if successor.controller.is_active:
+                break
+            await trio.sleep(0.01)
+        quorum = successor.controller.quorum
+        assert successor.controller.controller_epoch > epoch and quorum is not None
+        assert quorum.image.topics["clash"].partitions[0].isr == [1, 2]
+        again = await successor.controller.apis.handle(_create_topics("clash", 1, 2), 5, None)
+        assert [t.error_code for t in again.topics] == [ErrorCode.TOPIC_ALREADY_EXISTS]
         nursery.cancel_scope.cancel()

@@ -10,7 +10,7 @@ controller (`minikafka.Cluster(brokers=3, zookeeper=True)`).
   controller epoch is refused (STALE_CONTROLLER_EPOCH), and nothing the new controller wrote is overwritten;
 - the controller broker killed while it creates a batch of topics: each topic ends fully created (every partition
   led, every broker knowing it) or not created at all; killed while it deletes them: each ends fully deleted or
-  fully kept;
+  fully kept, and a deleted topic's logs are gone from every broker (the killed one once it is back);
 - ZooKeeper killed and restarted while the brokers serve: acks=all writes are acknowledged throughout, the brokers
   reconnect, a controller governs again, nothing acknowledged is lost.
 """
@@ -18,25 +18,21 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 
 import minikafka
 from minikafka.cluster_handle import zookeeper_test_defaults
 from minikafka.integration.metadata_client import cluster_view
 from minikafka.protocol.errors import ErrorCode
 from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
-from tests.cluster.replication_checks import Acknowledgements
+from tests.cluster.replication_checks import Acknowledgements, SteadyProducer, assert_every_acknowledged_record_kept
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
-from tests.zookeeper.zk_cluster_support import (
-    SteadyProducer,
-    assert_every_acknowledged_record_kept,
-    send_controller_request,
-    stale_leader_and_isr,
-)
+from tests.zookeeper.zk_cluster_support import send_controller_request, stale_leader_and_isr
 
 SESSION_TIMEOUT_S = int(zookeeper_test_defaults()["zookeeper.session.timeout.ms"]) / 1000
 # The issue's bound for a controller failover: the dead controller's session expires, then an election.
@@ -295,3 +291,35 @@ def create_batch(cluster: minikafka.Cluster, round_number: int, delay_s: float) 
 def test_controller_killed_during_topic_creation(cluster):
     for round_number, delay_s in enumerate(KILL_DELAYS_S):
         create_batch(cluster, round_number, delay_s)
+
+
+def log_dirs_of(cluster: minikafka.Cluster, topic: str) -> list[str]:
+    """The partition dirs of `topic` (current, future or being deleted) in every broker's log dir."""
+    return sorted(f"broker {b.node_id}: {p.name}" for b in cluster.brokers for p in Path(b.data_dir).iterdir()
+                  if p.is_dir() and p.name.startswith(f"{topic}-"))
+
+
+def test_controller_killed_during_topic_deletion(cluster):
+    for round_number, delay_s in enumerate(KILL_DELAYS_S):
+        names = [f"gone{round_number}-{i:02d}" for i in range(BATCH_TOPICS)]
+        for name in names:
+            cluster.state.create_topic(name, partitions=BATCH_PARTITIONS, replication_factor=3)
+        assert all(settled(cluster, names).values())
+        D = DeleteTopicsRequest[4]
+        killed = kill_controller_after(cluster, D(topic_names=names, timeout_ms=int(WAIT_S * 1000)), delay_s)
+        outcome = settled(cluster, names)
+        deleted = [t for t, whole in outcome.items() if not whole]
+        print(f"round {round_number}: controller {killed.node_id} killed {delay_s:g} s into the deletion of "
+              f"{BATCH_TOPICS} topics: {len(deleted)} deleted")
+        # Deleted means deleted on every broker too, the killed one included once it is back.
+        for topic in deleted:
+            try:
+                wait_until(lambda topic=topic: not log_dirs_of(cluster, topic), WAIT_S)
+            except TimeoutError:
+                raise AssertionError(f"deleted topic {topic} still has logs: {log_dirs_of(cluster, topic)}") from None
+        for topic in set(names) - set(deleted):
+            assert len(log_dirs_of(cluster, topic)) == 3 * BATCH_PARTITIONS
+        # A name whose deletion is finished can be taken again.
+        if deleted:
+            cluster.state.create_topic(deleted[0], partitions=1, replication_factor=3)
+            assert cluster.wait_for_isr(deleted[0], 0, 3, timeout=WAIT_S).leader >= 0

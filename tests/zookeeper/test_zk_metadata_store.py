@@ -26,7 +26,7 @@ from minikafka.broker.zk import zk_data
 from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkClientConfig
 from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint
 from minikafka.broker.zk_controller.zk_metadata_store import ZkMetadataStore
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 
 def _json(raw: KazooClient, path: str) -> dict:
@@ -107,7 +107,14 @@ async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_ba
 
             await controller.create_topics([NewTopic("gone", 1, 1, {}, {})])
             [deleted] = await controller.delete_topics([("gone", None)])
-            assert deleted.error is None
+            assert deleted.error is None and "gone" not in controller.image.topics
+            # Marked until its replicas are deleted: the znodes stay, and the name cannot be taken again yet.
+            assert raw.exists("/admin/delete_topics/gone") is not None
+            assert raw.exists("/brokers/topics/gone/partitions/0/state") is not None
+            [again] = await controller.create_topics([NewTopic("gone", 1, 1, {}, {})])
+            assert isinstance(again, KafkaError) and again.code is ErrorCode.TOPIC_ALREADY_EXISTS
+            assert again.message == "Topic 'gone' is marked for deletion."
+            await controller._store.complete_topic_deletion("gone")  # type: ignore[attr-defined]
             assert raw.exists("/brokers/topics/gone") is None and raw.exists("/config/topics/gone") is None
             assert raw.exists("/admin/delete_topics/gone") is None
 
@@ -133,3 +140,36 @@ async def test_a_superseded_controller_writes_nothing_and_keeps_its_image(zk_con
                 assert "late" not in deposed.image.topics and raw.exists("/brokers/topics/late") is None
                 with pytest.raises(ControllerMovedError):  # and every later write too
                     await deposed.create_topics([NewTopic("later", 1, 1, {}, {})])
+
+
+async def test_a_write_zookeeper_refuses_otherwise_leaves_the_controllers_state_in_doubt(zk_connect, raw) -> None:
+    """A retried write that was applied the first time (its answer lost) meets its own work: NODEEXISTS. The
+    store then deposes its controller with `state_unknown` (it moves the controller, and a successor reads
+    ZooKeeper afresh) instead of failing the one request and carrying on with a wrong image."""
+    async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
+        await _register(zk, 1)
+        async with _controller(zk) as controller:
+            await zk.create_topic("clash", None, {0: [1]})  # ZooKeeper has it; the controller's image does not
+            with pytest.raises(ControllerMovedError):
+                await controller.create_topics([NewTopic("clash", 1, 1, {}, {})])
+            store = controller._store  # type: ignore[attr-defined]
+            assert store.state_unknown and store.deposed
+            with pytest.raises(ControllerMovedError):
+                await controller.create_topics([NewTopic("other", 1, 1, {}, {})])
+            await zk.delete_controller(store.epoch_zk_version)
+        # The successor reads the topic as ZooKeeper has it and gives its partition a first state.
+        async with _controller(zk, node_id=2) as successor:
+            partition = successor.image.topics["clash"].partitions[0]
+            assert (partition.leader, partition.isr, partition.leader_epoch) == (1, [1], 0)
+            state = _json(raw, "/brokers/topics/clash/partitions/0/state")
+            assert (state["leader"], state["isr"], state["leader_epoch"]) == (1, [1], 0)
+
+
+async def test_a_partition_without_a_state_and_no_live_replica_waits(zk_connect, raw) -> None:
+    async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
+        await _register(zk, 1)
+        await zk.create_top_level_paths()
+        await zk.create_topic("stranded", None, {0: [2], 1: [1]})
+        async with _controller(zk) as controller:
+            assert sorted(controller.image.topics["stranded"].partitions) == [1]
+            assert raw.exists("/brokers/topics/stranded/partitions/0/state") is None
