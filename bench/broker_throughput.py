@@ -110,7 +110,9 @@ def consume_with_kcat(bootstrap: str, topic: str, count: int) -> float | None:
         return None
     started = time.perf_counter()
     subprocess.run([kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(count), "-q", "-f", "",
-                    "-X", "fetch.wait.max.ms=100"], check=True, timeout=300, stdout=subprocess.DEVNULL)
+                    "-X", "fetch.wait.max.ms=100", "-X", "fetch.max.bytes=52428800",
+                    "-X", "max.partition.fetch.bytes=10485760", "-X", "queued.max.messages.kbytes=1000000"],
+                   check=True, timeout=300, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 

@@ -252,6 +252,17 @@ class QuorumController:
                 await self._appended.wait()
         return self._end_offset > offset
 
+    async def _commit_each(self, records: Sequence[MetadataRecord], results: list[KafkaError | None],
+                           validate_only: bool = False) -> list[KafkaError | None]:
+        """Commit the records of a request whose items succeed or fail one by one (unless it only validates);
+        when the commit fails, so does every item that had not failed already."""
+        if records and not validate_only:
+            try:
+                await self._commit(records)
+            except KafkaStorageError as exc:
+                return [error or exc for error in results]
+        return results
+
     async def _commit(self, records: Sequence[MetadataRecord]) -> int:
         """Append `records` as one durable batch, then replay them; returns the offset of the first. A failed
         append (KafkaStorageError from the log; ControllerMovedError from ZooKeeper, once this controller is
@@ -573,12 +584,7 @@ class QuorumController:
         async with self._lock:
             records, results = await self._build(sum(r.count for r in requests),
                                                  lambda: self._new_partition_records(requests))
-            if records and not validate_only:
-                try:
-                    await self._commit(records)
-                except KafkaStorageError as exc:
-                    return [error or exc for error in results]
-            return results
+            return await self._commit_each(records, results, validate_only)
 
     def _new_partition_records(self, requests: Sequence[NewPartitions]) -> tuple[list[MetadataRecord],
                                                                                   list[KafkaError | None]]:
@@ -607,12 +613,7 @@ class QuorumController:
                     results.append(None)
                 except KafkaError as exc:
                     results.append(exc)
-            if records and not validate_only:
-                try:
-                    await self._commit(records)
-                except KafkaStorageError as exc:
-                    return [error or exc for error in results]
-            return results
+            return await self._commit_each(records, results, validate_only)
 
     def _alter_topic_configs(self, resource: ConfigResourceAlteration, incremental: bool) -> list[MetadataRecord]:
         if resource.resource_type == BROKER_RESOURCE:  # dynamic broker configs
@@ -643,12 +644,7 @@ class QuorumController:
         commit."""
         async with self._lock:
             records, results = alter_client_quotas(self.image.client_quotas, alterations)
-            if records and not validate_only:
-                try:
-                    await self._commit(records)
-                except KafkaStorageError as exc:
-                    return [error or exc for error in results]
-            return results
+            return await self._commit_each(records, results, validate_only)
 
     # ---- leaders and ISRs --------------------------------------------------------------------------------------
 
@@ -738,11 +734,7 @@ class QuorumController:
                 if record is not None:
                     records.append(record)
                 results.append(None)
-            if records:
-                try:
-                    await self._commit(records)
-                except KafkaStorageError as exc:
-                    return [error or exc for error in results]
+            results = await self._commit_each(records, results)
             log.info("altered %d out of %d partition reassignment(s)", results.count(None), len(results))
             return results
 

@@ -202,15 +202,16 @@ class SteadyProducer(threading.Thread):
     a topic until stopped; every delivery report lands in `acks`.
 
     `records_per_second` paces the writes (as fast as acknowledgements allow when None): a load that must stay
-    below a replication throttle."""
+    below a replication throttle. `padding` bytes follow each value's unique prefix (larger logs)."""
 
     def __init__(self, bootstrap_servers: str, topic: str, partitions: int, acks: Acknowledgements, *,
-                 records_per_second: float | None = None) -> None:
+                 records_per_second: float | None = None, padding: int = 0) -> None:
         super().__init__(name=f"steady-producer-{topic}", daemon=True)
         self.topic = topic
         self.partitions = partitions
         self.acks = acks
         self.records_per_second = records_per_second
+        self.padding = b"x" * padding
         self.client_errors: list[KafkaError] = []
         self.sent = 0
         self.unflushed = -1
@@ -240,7 +241,7 @@ class SteadyProducer(threading.Thread):
                     if early_s > 0:  # serving delivery reports until the next write is due
                         self._producer.poll(min(early_s, 0.05))
                         continue
-                self._producer.produce(self.topic, value=b"%s-%08d" % (self.topic.encode(), self.sent),
+                self._producer.produce(self.topic, value=b"%s-%08d" % (self.topic.encode(), self.sent) + self.padding,
                                        partition=self.sent % self.partitions, on_delivery=self._delivered)
                 self.sent += 1
                 self._producer.poll(0.001)

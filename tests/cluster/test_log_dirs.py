@@ -22,6 +22,7 @@ from minikafka.protocol.errors import ErrorCode
 from tests.cluster.cluster_modes import CLUSTER_MODES
 from tests.cluster.replication_checks import (
     Acknowledgements,
+    SteadyProducer,
     assert_acknowledged_exactly_once,
     assert_replicas_identical,
 )
@@ -30,55 +31,9 @@ from tests.raw_client import RawConnection
 from tests.record_bytes import values_batch
 
 TOPIC = "moves"
-MAX_RECORDS = 200_000  # bounds the producer loop; a run writes a fraction of it
-MAX_IN_FLIGHT = 500
 WAIT_S = 60.0
 BEFORE_MOVE = 3000  # acknowledged records before the moves start: several segments to copy
 AFTER_MOVE = 1000  # acknowledged records after every move finished: the moved logs take appends
-
-
-class AckingProducer(threading.Thread):
-    """confluent-kafka, idempotent, acks=all, unique values to partition 0 until stopped."""
-
-    def __init__(self, bootstrap_servers: str, acks: Acknowledgements) -> None:
-        super().__init__(name="acking-producer", daemon=True)
-        self.acks = acks
-        self.client_errors: list[KafkaError] = []
-        self.sent = 0
-        self.unflushed = -1
-        self.failure: BaseException | None = None
-        self._stop_requested = threading.Event()
-        self._producer = Producer({
-            "bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "acks": "all", "linger.ms": 2,
-            "message.timeout.ms": 60000, "error_cb": self.client_errors.append,
-        })
-
-    def _delivered(self, err, msg) -> None:
-        if err is None:
-            self.acks.acknowledged(msg.partition(), msg.offset(), msg.value())
-        else:
-            self.acks.failed(f"{msg.value()!r}: {err}")
-
-    def run(self) -> None:
-        try:
-            while not self._stop_requested.is_set() and self.sent < MAX_RECORDS:
-                if len(self._producer) >= MAX_IN_FLIGHT:
-                    self._producer.poll(0.05)
-                    continue
-                self._producer.produce(TOPIC, value=b"record-%08d-" % self.sent + b"x" * 40, partition=0,
-                                       on_delivery=self._delivered)
-                self.sent += 1
-                self._producer.poll(0)
-            self.unflushed = self._producer.flush(WAIT_S)
-        except BaseException as exc:  # noqa: BLE001 - reported by finish()
-            self.failure = exc
-
-    def finish(self) -> None:
-        self._stop_requested.set()
-        self.join(WAIT_S + 10)
-        assert not self.is_alive(), "the producer did not finish flushing"
-        if self.failure is not None:
-            raise self.failure
 
 
 class TailingConsumer(threading.Thread):
@@ -180,7 +135,7 @@ def test_alter_replica_log_dirs_while_producing_and_consuming(tmp_path, zookeepe
         acks = Acknowledgements()
         sources: dict[int, str] = {}
         targets: dict[int, str] = {}
-        producer = AckingProducer(cluster.bootstrap_servers, acks)
+        producer = SteadyProducer(cluster.bootstrap_servers, TOPIC, 1, acks, padding=40)
         consumer = TailingConsumer(cluster.bootstrap_servers)
         producer.start()
         consumer.start()
@@ -194,7 +149,6 @@ def test_alter_replica_log_dirs_while_producing_and_consuming(tmp_path, zookeepe
             consumer.stop()  # a no-op once it has finished; after a failure above, it stops the consumer
             admin.close()
 
-        assert producer.unflushed == 0 and not acks.errors, (producer.unflushed, acks.errors[:5])
         assert not producer.client_errors, producer.client_errors[:5]
         assert not consumer.client_errors, consumer.client_errors[:5]
         cluster.wait_for_replicas_caught_up(TOPIC, timeout=WAIT_S)

@@ -390,6 +390,7 @@ def test_an_ongoing_reassignment_survives_a_controller_failover(tmp_path, admin_
             cluster.wait_for_controller(timeout=WAIT_S, not_on=4)
             cluster.broker(4).start()
             cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
+            admin = admin_of(cluster)  # the first one keeps sending to the controller it was told of
         pause = cluster.broker(4).faults.pause_fetching()
         assert reassign(admin, [2, 3, 4]) == 0
         expected = {"replicas": [2, 3, 4, 1], "adding_replicas": [4], "removing_replicas": [1]}
