@@ -401,8 +401,8 @@ class ReplicaFetcher:
                     continue
                 state, offset = sent[tp]
                 if self.partition_states.get(tp) is not state or state.fetch_offset != offset \
-                        or not state.is_ready_for_fetch(trio.current_time()):
-                    continue  # removed, re-added or moved while the fetch was out
+                        or not state.is_ready_for_fetch(trio.current_time()) or self._is_paused(tp):
+                    continue  # removed, re-added, moved or paused while the fetch was out
                 code = ErrorCode(p.error_code)
                 if code == ErrorCode.NONE:
                     if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:

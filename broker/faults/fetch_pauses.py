@@ -3,7 +3,9 @@
 Its leaders then see it fall behind and take it out of their ISRs after replica.lag.time.max.ms; once resumed it
 catches up and rejoins. A pause covers every partition this broker follows (also those it starts following
 later) or some topic-partitions. The replica fetcher manager does the pausing, its fetchers asking it before each
-fetch; this keeps the pauses as faults with ids and keeps the manager's paused set the union of them.
+fetch and before taking a fetch's answer (what a fetch in flight at the pause brings back is dropped, so nothing
+is fetched from the moment of the pause); this keeps the pauses as faults with ids and keeps the manager's paused
+set the union of them.
 """
 from __future__ import annotations
 

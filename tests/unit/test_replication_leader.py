@@ -266,3 +266,22 @@ async def test_a_fetch_from_a_broker_outside_the_assignment_is_refused(tmp_path:
             assert response.responses[0].partitions[0].error_code == code
         assert 3 not in cluster.partition(1, TOPIC).remote_log_end_offsets
         await client.aclose()
+
+
+async def test_a_fetch_in_flight_when_fetching_is_paused_brings_nothing_back(tmp_path: Path) -> None:
+    """A pause starts at once: the answer to a fetch parked at the leader when the pause came is dropped, so a
+    record produced after the pause never reaches the paused follower (what an unclean-election test relies on)."""
+    async with running_cluster(tmp_path, config=SLOW_SHRINK) as cluster:
+        cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
+        assert (await produce(cluster, 1, TOPIC, [b"x"])).error_code == 0
+        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up")
+        leader = cluster.partition(1, TOPIC)
+        await eventually(lambda: cluster.replica_manager(1).purgatory.delayed_operations == 2,
+                         "both followers' fetches parked at the leader")
+        cluster.replica_manager(3).fetcher_manager.pause_fetching()
+        assert (await produce(cluster, 1, TOPIC, [b"after the pause"], acks=1)).error_code == 0
+        # Broker 2's next fetch tells the leader it has the record: the parked fetches were answered before it.
+        await eventually(lambda: leader.remote_log_end_offsets[2] == 2, "broker 2 to replicate the record")
+        assert cluster.log(3, TOPIC).log_end_offset == 1
+        cluster.replica_manager(3).fetcher_manager.resume_fetching()
+        await eventually(lambda: cluster.log(3, TOPIC).log_end_offset == 2, "broker 3 to fetch it once resumed")
