@@ -15,7 +15,6 @@ from typing import Any
 import trio
 from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.api_message import ApiMessage
-from kazoo.client import KazooClient
 
 from minikafka.broker.server import ConnectionInfo, SocketServer
 from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig
@@ -27,13 +26,10 @@ from minikafka.protocol.codec import decode_request, encode_response
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS, AlterPartitionRequest
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.request_header import RequestHeader
+from tests.zookeeper.elected_controller import znode_json
 
 WAIT_S = 60.0  # generous bound for anything to happen: the machine may be loaded; nothing measures time
 SESSION_TIMEOUT_MS = 4000
-
-
-def _json(raw: KazooClient, path: str) -> dict:
-    return json.loads(raw.get(path)[0])
 
 
 def _ok_response(request: Any, version: int) -> ApiMessage:
@@ -174,13 +170,13 @@ async def test_election_failover_broker_loss_and_topic_lifecycle(zk_connect, raw
         other = next(n for n in nodes[:2] if n is not first)
         assert first.controller is not None and first.controller.is_active
         assert other.controller is not None and not other.controller.is_active
-        assert _json(raw, "/controller")["brokerid"] == first.broker_id
+        assert znode_json(raw, "/controller")["brokerid"] == first.broker_id
         epoch = first.controller.controller_epoch
 
         # CreateTopics through the active controller writes Kafka's znodes, and every broker hears of it.
         created = await first.controller.apis.handle(_create_topics("orders", 3, 3), 5, None)
         assert [t.error_code for t in created.topics] == [ErrorCode.NONE]
-        assert sorted(_json(raw, "/brokers/topics/orders")["partitions"]) == ["0", "1", "2"]
+        assert sorted(znode_json(raw, "/brokers/topics/orders")["partitions"]) == ["0", "1", "2"]
         for node in nodes:
             await node.recorder.wait_for(lambda received: any(
                 r.API_KEY == ApiKey.LEADER_AND_ISR and any(t.topic_name == "orders" for t in r.topic_states)
@@ -201,7 +197,7 @@ async def test_election_failover_broker_loss_and_topic_lifecycle(zk_connect, raw
                 r.API_KEY == ApiKey.LEADER_AND_ISR and r.controller_epoch == new_epoch for r in received))
         # Broker 1 is gone: no partition is led by it or has it in its ISR, in ZooKeeper as in what was sent.
         for index in range(3):
-            state = _json(raw, f"/brokers/topics/orders/partitions/{index}/state")
+            state = znode_json(raw, f"/brokers/topics/orders/partitions/{index}/state")
             assert state["leader"] != 1 and 1 not in state["isr"]
         quorum = second.controller.quorum
         assert quorum is not None

@@ -8,7 +8,7 @@ from dataclasses import replace
 from minikafka.broker.controller.replication_control import NewTopic
 from minikafka.broker.metadata_image import NO_LEADER
 from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig
-from tests.zookeeper.test_zk_metadata_store import _controller, _live, _register
+from tests.zookeeper.elected_controller import elected_controller, live_brokers, register_broker
 
 REREGISTRATION_EPOCH_STEP = 1000  # a new session's czxid is higher than any before it
 
@@ -16,13 +16,13 @@ REREGISTRATION_EPOCH_STEP = 1000  # a new session's czxid is higher than any bef
 async def test_leader_and_follower_lost_together_leave_the_leader_alone_in_the_isr(zk_connect) -> None:
     async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
         for broker_id in (1, 2, 3):
-            await _register(zk, broker_id)
-        async with _controller(zk) as controller:
+            await register_broker(zk, broker_id)
+        async with elected_controller(zk) as controller:
             await controller.create_topics([NewTopic("t", 1, 2, {}, {})])
             before = controller.image.topics["t"].partitions[0]
             leader = before.leader
             follower = next(r for r in before.replicas if r != leader)
-            live = await _live(zk)
+            live = await live_brokers(zk)
             others = {b: v for b, v in live.items() if b not in before.replicas}
 
             await controller.sync_live_brokers(others)

@@ -4,80 +4,38 @@ notifications, producer-id blocks, topic deletion), a new controller reads them 
 controller whose epoch was superseded writes nothing and changes nothing."""
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 import pytest
-from kazoo.client import KazooClient
 
 from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
-from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.quorum_controller import (
     ConfigResourceAlteration,
     IsrChange,
-    LiveBroker,
-    QuorumController,
     TopicIsrChanges,
 )
 from minikafka.broker.controller.replication_control import CreatedTopic, NewTopic
-from minikafka.broker.metadata_image import TOPIC_RESOURCE, BrokerEndpointInfo, MetadataImage
-from minikafka.broker.zk import zk_data
+from minikafka.broker.metadata_image import TOPIC_RESOURCE
 from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkClientConfig
-from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint
-from minikafka.broker.zk_controller.zk_metadata_store import ZkMetadataStore
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-
-def _json(raw: KazooClient, path: str) -> dict:
-    data, _ = raw.get(path)
-    return json.loads(data)
-
-
-async def _register(zk: KafkaZkClient, broker_id: int) -> None:
-    """A broker's /brokers/ids/<id>, owned by `zk`'s session."""
-    registration = BrokerRegistration(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id, "PLAINTEXT"),))
-    await zk.create_recursive(zk_data.broker_id_path(broker_id),
-                              zk_data.encode_broker_registration(registration, 0))
-
-
-async def _live(zk: KafkaZkClient) -> dict[int, LiveBroker]:
-    return {broker_id: LiveBroker(b.epoch, [BrokerEndpointInfo(e.listener_name, e.host, e.port, 0)
-                                            for e in b.broker.endpoints], b.broker.rack)
-            for broker_id, b in (await zk.get_all_broker_and_epochs_in_cluster()).items()}
-
-
-@asynccontextmanager
-async def _controller(zk: KafkaZkClient, node_id: int = 1) -> AsyncIterator[QuorumController]:
-    """A controller elected now, its image read from ZooKeeper and its brokers synced."""
-    await zk.create_top_level_paths()
-    epoch, version = await zk.register_controller_and_increment_controller_epoch(node_id)
-    image = MetadataImage()
-    store = ZkMetadataStore(zk, epoch, version, image)
-    await store.read_state()
-    controller = QuorumController(QuorumControllerConfig(node_id=node_id), store, "cluster", broker_sessions=False,
-                                  image=image)
-    await controller.sync_live_brokers(await _live(zk))
-    yield controller
+from tests.zookeeper.elected_controller import elected_controller, register_broker, znode_json
 
 
 async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_back(zk_connect, raw) -> None:
     async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
         for broker_id in (1, 2, 3):
-            await _register(zk, broker_id)
-        async with _controller(zk) as controller:
+            await register_broker(zk, broker_id)
+        async with elected_controller(zk) as controller:
             assert sorted(controller.image.brokers) == [1, 2, 3]
             [created] = await controller.create_topics([NewTopic("orders", 2, 3, {}, {"retention.ms": "1000"})])
             assert isinstance(created, CreatedTopic)
-            topic = _json(raw, "/brokers/topics/orders")
+            topic = znode_json(raw, "/brokers/topics/orders")
             assert topic["topic_id"] and sorted(topic["partitions"]) == ["0", "1"]
             assert all(sorted(r) == [1, 2, 3] for r in topic["partitions"].values())
-            state0 = _json(raw, "/brokers/topics/orders/partitions/0/state")
+            state0 = znode_json(raw, "/brokers/topics/orders/partitions/0/state")
             partition = controller.image.topics["orders"].partitions[0]
             assert (state0["leader"], state0["leader_epoch"], sorted(state0["isr"])) == (
                 partition.leader, 0, [1, 2, 3])
             assert raw.get("/brokers/topics/orders/partitions/0/state")[1].version == partition.partition_epoch == 0
-            assert _json(raw, "/config/topics/orders")["config"] == {"retention.ms": "1000"}
+            assert znode_json(raw, "/config/topics/orders")["config"] == {"retention.ms": "1000"}
 
             # An ISR shrink by the leader: the state znode's version is the new partition epoch.
             follower = next(r for r in partition.replicas if r != partition.leader)
@@ -87,7 +45,7 @@ async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_ba
             assert result.error is ErrorCode.NONE
             _, stat = raw.get("/brokers/topics/orders/partitions/0/state")
             assert stat.version == 1 == controller.image.topics["orders"].partitions[0].partition_epoch
-            assert follower not in _json(raw, "/brokers/topics/orders/partitions/0/state")["isr"]
+            assert follower not in znode_json(raw, "/brokers/topics/orders/partitions/0/state")["isr"]
             # A stale partition epoch is refused.
             [[stale]] = await controller.alter_partition(partition.leader, controller.image.brokers[
                 partition.leader].broker_epoch, [TopicIsrChanges("orders", None, [IsrChange(
@@ -96,13 +54,13 @@ async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_ba
 
             assert await controller.alter_configs([ConfigResourceAlteration(TOPIC_RESOURCE, "orders", [
                 ConfigAlteration("retention.ms", SET, "2000")])], incremental=True) == [None]
-            assert _json(raw, "/config/topics/orders")["config"] == {"retention.ms": "2000"}
+            assert znode_json(raw, "/config/topics/orders")["config"] == {"retention.ms": "2000"}
             [change] = raw.get_children("/config/changes")
             assert change.startswith("config_change_")
-            assert _json(raw, f"/config/changes/{change}") == {"version": 2, "entity_path": "topics/orders"}
+            assert znode_json(raw, f"/config/changes/{change}") == {"version": 2, "entity_path": "topics/orders"}
 
             assert await controller.allocate_producer_ids(1, controller.image.brokers[1].broker_epoch) == (0, 1000)
-            block = _json(raw, "/latest_producer_id_block")
+            block = znode_json(raw, "/latest_producer_id_block")
             assert (block["broker"], block["block_start"], block["block_end"]) == (1, "0", "999")
 
             await controller.create_topics([NewTopic("gone", 1, 1, {}, {})])
@@ -119,7 +77,7 @@ async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_ba
             assert raw.exists("/admin/delete_topics/gone") is None
 
         await zk.delete_controller(controller._store.epoch_zk_version)  # type: ignore[attr-defined]
-        async with _controller(zk, node_id=2) as successor:
+        async with elected_controller(zk, node_id=2) as successor:
             image, before = successor.image, controller.image
             assert sorted(image.topics) == ["orders"]
             assert image.topics["orders"].topic_id == before.topics["orders"].topic_id
@@ -131,10 +89,10 @@ async def test_operations_write_kafkas_znodes_and_a_new_controller_reads_them_ba
 
 async def test_a_superseded_controller_writes_nothing_and_keeps_its_image(zk_connect, raw) -> None:
     async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
-        await _register(zk, 1)
-        async with _controller(zk) as deposed:
+        await register_broker(zk, 1)
+        async with elected_controller(zk) as deposed:
             await zk.delete_controller(deposed._store.epoch_zk_version)  # type: ignore[attr-defined]
-            async with _controller(zk, node_id=2):
+            async with elected_controller(zk, node_id=2):
                 with pytest.raises(ControllerMovedError):
                     await deposed.create_topics([NewTopic("late", 1, 1, {}, {})])
                 assert "late" not in deposed.image.topics and raw.exists("/brokers/topics/late") is None
@@ -147,8 +105,8 @@ async def test_a_write_zookeeper_refuses_otherwise_leaves_the_controllers_state_
     store then deposes its controller with `state_unknown` (it moves the controller, and a successor reads
     ZooKeeper afresh) instead of failing the one request and carrying on with a wrong image."""
     async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
-        await _register(zk, 1)
-        async with _controller(zk) as controller:
+        await register_broker(zk, 1)
+        async with elected_controller(zk) as controller:
             await zk.create_topic("clash", None, {0: [1]})  # ZooKeeper has it; the controller's image does not
             with pytest.raises(ControllerMovedError):
                 await controller.create_topics([NewTopic("clash", 1, 1, {}, {})])
@@ -158,18 +116,18 @@ async def test_a_write_zookeeper_refuses_otherwise_leaves_the_controllers_state_
                 await controller.create_topics([NewTopic("other", 1, 1, {}, {})])
             await zk.delete_controller(store.epoch_zk_version)
         # The successor reads the topic as ZooKeeper has it and gives its partition a first state.
-        async with _controller(zk, node_id=2) as successor:
+        async with elected_controller(zk, node_id=2) as successor:
             partition = successor.image.topics["clash"].partitions[0]
             assert (partition.leader, partition.isr, partition.leader_epoch) == (1, [1], 0)
-            state = _json(raw, "/brokers/topics/clash/partitions/0/state")
+            state = znode_json(raw, "/brokers/topics/clash/partitions/0/state")
             assert (state["leader"], state["isr"], state["leader_epoch"]) == (1, [1], 0)
 
 
 async def test_a_partition_without_a_state_and_no_live_replica_waits(zk_connect, raw) -> None:
     async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
-        await _register(zk, 1)
+        await register_broker(zk, 1)
         await zk.create_top_level_paths()
         await zk.create_topic("stranded", None, {0: [2], 1: [1]})
-        async with _controller(zk) as controller:
+        async with elected_controller(zk) as controller:
             assert sorted(controller.image.topics["stranded"].partitions) == [1]
             assert raw.exists("/brokers/topics/stranded/partitions/0/state") is None
