@@ -146,6 +146,8 @@ QuotaMetricTags = tuple[str, str]
 def resolve_quota(quotas: ClientQuotas, key: str, user: str, client_id: str) -> tuple[QuotaMetricTags, float] | None:
     """The quota of `key` that applies to this user and client id, and what it is measured by; None when no
     entity in the precedence order holds one."""
+    if not quotas:  # the common case, asked on every request: no client quota set anywhere
+        return None
     candidates: list[tuple[ClientQuotaEntity, QuotaMetricTags]] = [
         (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
         (((CLIENT_ID, None), (USER, user)), (user, client_id)),

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from minikafka.broker_handle import Broker
 from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
+from minikafka.local_server import StartedInWith
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def zookeeper_test_defaults() -> dict[str, str]:
     return {"zookeeper.session.timeout.ms": "2000"}
 
 
-class Cluster:
+class Cluster(StartedInWith):
     """A handle on a controller and its brokers. Not started until `start()` or `with`; `close()` stops them."""
 
     def __init__(self, brokers: int = 1, *, ports: list[int] | None = None, controller_port: int | None = None,
@@ -257,16 +258,6 @@ class Cluster:
                 self.zookeeper.close()
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
-
-    def __enter__(self) -> Cluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # ---- brokers ------------------------------------------------------------------------------------------------
 

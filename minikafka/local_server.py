@@ -1,5 +1,6 @@
 """What every handle on one local server process shares, a broker node's or ZooKeeper's: a temporary data dir
-unless one is given, a port reserved across restarts, and the lifecycle of a context manager."""
+unless one is given, a port reserved across restarts, and the lifecycle of a context manager (which a whole
+cluster's handle shares too)."""
 from __future__ import annotations
 
 import shutil
@@ -12,9 +13,31 @@ from typing import Self
 from minikafka.port_reservation import reserve_port
 
 
-class LocalServer(ABC):
-    """Entering starts the server (and closes it again if that fails); leaving, or `close()`, stops it and gives
-    back its port and its temporary data dir (unless keep_data)."""
+class StartedInWith(ABC):
+    """Entering starts it (and closes it again if that fails); leaving closes it."""
+
+    @abstractmethod
+    def start(self) -> Self:
+        """Start and return once ready."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop and give back whatever was taken."""
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class LocalServer(StartedInWith):
+    """Leaving, or `close()`, stops the server and gives back its port and its temporary data dir (unless
+    keep_data)."""
 
     def __init__(self, *, host: str, port: int | None, data_dir: str | Path | None, keep_data: bool,
                  temp_prefix: str) -> None:
@@ -28,10 +51,6 @@ class LocalServer(ABC):
             self.data_dir = Path(data_dir).absolute()
         self._port = port or 0
         self._reservation: socket.socket | None = None
-
-    @abstractmethod
-    def start(self) -> Self:
-        """Start and return once the server is ready."""
 
     @abstractmethod
     def stop(self) -> int | None:
@@ -56,13 +75,3 @@ class LocalServer(ABC):
                 self._reservation = None
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

@@ -618,6 +618,11 @@ class KafkaZkClient:
         registerZNodeChangeHandlerAndCheckExistence)."""
         return await self._exists(path, watch=watch) is not None
 
+    async def existing(self, paths: Sequence[str]) -> list[str]:
+        """Those of `paths` whose znodes exist, in order; the checks pipelined."""
+        stats = await self._requests([partial(self._kazoo.exists_async, p) for p in paths])
+        return [path for path, stat in zip(paths, stats, strict=True) if _raise_if_failed(stat) is not None]
+
     async def get_data_and_stat(self, path: str, *, watch: bool = False) -> tuple[bytes | None, ZnodeStat | None]:
         """The znode's data and stat, (None, None) when it does not exist; `watch` as in `path_exists`."""
         if watch:

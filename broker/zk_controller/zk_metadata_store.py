@@ -213,9 +213,9 @@ class ZkMetadataStore:
             log.warning("partition %s-%d has no state znode and no live replica: left out", topic, index)
             return None
         state = LeaderIsrAndControllerEpoch(isr[0], 0, isr, self._controller_epoch)
-        ops: list[ZkWrite] = [CreateOp(path, b"") for path in (topic_partitions_path(topic),
-                                                                topic_partition_path(topic, index))
-                              if not await self._zk.path_exists(path)]
+        parents = [topic_partitions_path(topic), topic_partition_path(topic, index)]
+        there = await self._zk.existing(parents)
+        ops: list[ZkWrite] = [CreateOp(path, b"") for path in parents if path not in there]
         ops.append(CreateOp(topic_partition_state_path(topic, index), encode_topic_partition_state(state)))
         await self._write(ops)
         log.info("partition %s-%d had no state znode: leader %d, ISR %s", topic, index, state.leader, list(isr))
@@ -362,15 +362,10 @@ class ZkMetadataStore:
     async def _topic_deletion(self, name: str) -> list[ZkWrite]:
         """The deletes removing what is left of a topic's znodes, its config and its deletion mark, children
         first (read from ZooKeeper: a deletion may have been half done by an earlier controller)."""
-        deletes: list[ZkWrite] = []
-        for child in sorted(await self._zk.get_children(topic_partitions_path(name)), key=int):
-            index = int(child)
-            for path in (topic_partition_state_path(name, index), topic_partition_path(name, index)):
-                if await self._zk.path_exists(path):
-                    deletes.append(DeleteOp(path))
-        for path in (topic_partitions_path(name), topic_path(name), config_entity_path(TOPIC_CONFIG, name),
-                     delete_topic_path(name)):
-            if await self._zk.path_exists(path):
-                deletes.append(DeleteOp(path))
-        return deletes
+        indexes = sorted(int(child) for child in await self._zk.get_children(topic_partitions_path(name)))
+        paths = [path for index in indexes
+                 for path in (topic_partition_state_path(name, index), topic_partition_path(name, index))]
+        paths += [topic_partitions_path(name), topic_path(name), config_entity_path(TOPIC_CONFIG, name),
+                  delete_topic_path(name)]
+        return [DeleteOp(path) for path in await self._zk.existing(paths)]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -194,6 +194,22 @@ def test_a_session_evicted_from_a_full_cache_falls_back_to_a_full_fetch(tmp_path
             assert values(answered(fallback)[0]) == [b"x"]
 
 
+def read_three_rounds(conn, poll: Callable[[], Iterable[tuple[int, bytes]]]) -> None:
+    """Produce a record to each of the three partitions, three rounds, and read each round with `poll` (bounded by
+    ROUNDS polls): every record comes back, through the consumer's session."""
+    expected = {(i, b"%d-0" % i) for i in range(3)}
+    got: set[tuple[int, bytes]] = set()
+    for round_ in range(1, 4):
+        for i in range(3):
+            assert produce(conn, TOPIC, i, record_batch([b"%d-%d" % (i, round_)])).error_code == 0
+            expected.add((i, b"%d-%d" % (i, round_)))
+        for _ in range(ROUNDS):
+            if got >= expected:
+                break
+            got.update(poll())
+        assert got == expected
+
+
 def test_kafka_python_consumer_reads_everything_through_its_session(broker, conn):
     """kafka-python 3 keeps a FetchSessionHandler per broker: its fetches after the first are incremental."""
     tps = [TopicPartition(TOPIC, i) for i in range(3)]
@@ -201,18 +217,8 @@ def test_kafka_python_consumer_reads_everything_through_its_session(broker, conn
                              auto_offset_reset="earliest", fetch_max_wait_ms=100)
     try:
         consumer.assign(tps)
-        expected = {(i, b"%d-0" % i) for i in range(3)}
-        got: set[tuple[int, bytes]] = set()
-        for round_ in range(1, 4):
-            for i in range(3):
-                assert produce(conn, TOPIC, i, record_batch([b"%d-%d" % (i, round_)])).error_code == 0
-                expected.add((i, b"%d-%d" % (i, round_)))
-            for _ in range(ROUNDS):
-                if got >= expected:
-                    break
-                for tp, records in consumer.poll(timeout_ms=200).items():
-                    got.update((tp.partition, r.value) for r in records)
-            assert got == expected
+        read_three_rounds(conn, lambda: [(tp.partition, r.value)
+                                         for tp, records in consumer.poll(timeout_ms=200).items() for r in records])
     finally:
         consumer.close()
 
@@ -225,18 +231,11 @@ def test_confluent_kafka_consumer_reads_everything_through_its_session(broker, c
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     try:
         consumer.assign([CTopicPartition(TOPIC, i, 0) for i in range(3)])
-        expected = {(i, b"%d-0" % i) for i in range(3)}
-        got: set[tuple[int, bytes]] = set()
-        for round_ in range(1, 4):
-            for i in range(3):
-                assert produce(conn, TOPIC, i, record_batch([b"%d-%d" % (i, round_)])).error_code == 0
-                expected.add((i, b"%d-%d" % (i, round_)))
-            for _ in range(ROUNDS):
-                if got >= expected:
-                    break
-                message = consumer.poll(0.2)
-                if message is not None and message.error() is None:
-                    got.add((message.partition(), message.value()))
-            assert got == expected
+
+        def poll() -> list[tuple[int, bytes]]:
+            message = consumer.poll(0.2)
+            return [(message.partition(), message.value())] if message is not None and message.error() is None else []
+
+        read_three_rounds(conn, poll)
     finally:
         consumer.close()
