@@ -6,6 +6,15 @@ runs one node from the command line, `minikafka cluster` a whole cluster. `minik
 ZooKeeper from the machine's installation (ZooKeeperNotInstalled, naming the package, where there is none).
 Importing this package is cheap: the broker itself loads only when one starts.
 """
+from pathlib import Path
+
+# In a source checkout the subpackages are this folder's siblings (pyproject.toml's package-dir maps them), and a
+# script, `python -m pytest` or a node's `python -m minikafka` started from the checkout's root imports this folder
+# ahead of any installed copy; so the checkout itself must be whole. An installed copy has no pyproject.toml beside it.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "broker" / "kafka_node.py").is_file():
+    __path__.append(str(_CHECKOUT))
+
 from minikafka.broker_handle import Broker
 from minikafka.cluster_handle import Cluster
 from minikafka.zookeeper_server import ZooKeeperNotInstalled, ZooKeeperServer
