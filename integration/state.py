@@ -223,9 +223,10 @@ class State:
                                            request_timeout_ms=int(self.timeout_s * 1000))
         return self._admin
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+    def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
                      config: dict[str, object] | None = None) -> None:
-        """Create a topic (CreateTopics), e.g. to arrange a test before its clients start."""
+        """Create a topic (CreateTopics), e.g. to arrange a test before its clients start; as in Kafka, -1 takes
+        the broker's num.partitions / default.replication.factor."""
         spec = {"num_partitions": partitions, "replication_factor": replication_factor,
                 "configs": {k: str(v) for k, v in (config or {}).items()}}
         self._admin_client().create_topics({name: spec})

@@ -141,3 +141,16 @@ def test_cluster_state_reports_each_replica(minikafka_cluster):
     state = cluster.state.partition("c", 0)
     assert state.leader == 1 and state.isr == [1]
     assert state.log_end_offsets == {1: 1} and state.high_watermark == 1
+
+
+@pytest.mark.minikafka(config={"num.partitions": 3})
+def test_create_topic_without_counts_takes_the_broker_defaults(minikafka_broker):
+    minikafka_broker.state.create_topic("defaults")
+    assert [p.partition for p in minikafka_broker.state.partitions("defaults")] == [0, 1, 2]
+
+
+@pytest.mark.minikafka(brokers=3)
+def test_create_topic_without_counts_takes_the_cluster_replication_factor(minikafka_cluster):
+    minikafka_cluster.state.create_topic("replicated")
+    (partition,) = minikafka_cluster.state.partitions("replicated")
+    assert sorted(partition.replicas) == [1, 2, 3]
