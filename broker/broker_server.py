@@ -1,7 +1,8 @@
 """The broker role of a node (Kafka's BrokerServer): builds the broker's parts from its config, runs them in one
 nursery, stops them cleanly.
 
-Start-up order, as a KRaft broker starts: bind the broker listeners (so a listener on port 0 has its port), learn
+Start-up order, as a KRaft broker starts: lock the log dirs (the `.lock` of each, held until the broker stops:
+Kafka's refusal of a second broker on a dir), bind the broker listeners (so a listener on port 0 has its port), learn
 the cluster id from the controller, open the log dirs (meta.properties), start replicating the cluster metadata,
 register with the controller, wait until the metadata is replayed up to this registration, then open the logs
 (with recovery) and make each replica the leader or follower the metadata says, start the group coordinator and
@@ -18,13 +19,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
+from pathlib import Path
 
 import trio
 
-from minikafka.config import BrokerConfig, ConfigError, Endpoint
+from minikafka.config import CONTROLLER_ROLE, BrokerConfig, ConfigError, Endpoint
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
+from minikafka.storage.log_dir import lock_log_dirs
 
 from . import handlers
 from .auto_topic_creation import AutoTopicCreationManager
@@ -55,7 +59,7 @@ from .purgatory import Purgatory
 from .replica_manager import ReplicaManager, TopicPartition, now_ms
 from .replication_config import ReplicationConfig
 from .replication_quota_manager import ReplicationQuotas
-from .server import SocketServer
+from .server import SocketServer, open_listeners
 
 log = logging.getLogger("minikafka.broker")
 
@@ -124,39 +128,58 @@ class BrokerServer:
         """Serve until `stop()`; `task_status.started()` fires once the broker is registered, caught up with the
         metadata, unfenced and accepting connections. A stop during start-up returns without it."""
         started = time.monotonic()
-        bound = [(e, await trio.open_tcp_listeners(e.port, host=e.host)) for e in self.config.broker_listeners]
-        try:
-            self.endpoints = self._advertise(bound)
-            async with trio.open_nursery() as nursery:
-                ready = False
-                with trio.CancelScope() as self._startup:
-                    if self._stop.is_set():
-                        self._startup.cancel()
-                    await self._start(nursery, bound, started)
-                    ready = True
-                    task_status.started(self)
-                self._startup = None
-                if ready:
-                    await self._stop.wait()
-                    await self._shut_down()
-                nursery.cancel_scope.cancel()
-        finally:  # plain synchronous calls: a cancellation cannot cut them short
-            for _endpoint, listeners in bound:
-                for listener in listeners:
-                    listener.socket.close()
-            self._close_logs()
+        with lock_log_dirs(self._dirs_to_lock()):
+            bound = [(e, await open_listeners(f"Kafka listener {e.listener}", e.host, e.port))
+                     for e in self.config.broker_listeners]
+            try:
+                self.endpoints = self._advertise(bound)
+                async with trio.open_nursery() as nursery:
+                    ready = False
+                    with trio.CancelScope() as self._startup:
+                        if self._stop.is_set():
+                            self._startup.cancel()
+                        await self._start(nursery, bound, started)
+                        ready = True
+                        task_status.started(self)
+                    self._startup = None
+                    if ready:
+                        await self._stop.wait()
+                        await self._shut_down()
+                    nursery.cancel_scope.cancel()
+            finally:  # plain synchronous calls: a cancellation cannot cut them short
+                for _endpoint, listeners in bound:
+                    for listener in listeners:
+                        listener.socket.close()
+                self._close_logs()
+
+    def _dirs_to_lock(self) -> list[Path]:
+        """The log dirs whose locks the broker takes first of all, before it binds, reaches the controller or reads
+        a file: a second broker on them fails at once. A combined node's controller holds the lock of its metadata
+        log dir already (it read that dir first); the lock is the node's, so the broker does not take it again."""
+        dirs = self.config.log_dirs
+        if CONTROLLER_ROLE in self.config.process_roles:
+            held = os.path.abspath(self.config.metadata_log_dir)
+            dirs = [d for d in dirs if os.path.abspath(d) != held]
+        return dirs
 
     async def _start(self, nursery: trio.Nursery, bound: list[tuple[Endpoint, list[trio.SocketListener]]],
                      started: float) -> None:
         deadline = StartDeadline(self.node_id, self.config.get("initial.broker.registration.timeout.ms"))
+        phase = self._phase_done("locked its log dirs and bound its listeners", started)
         cluster_id = await self.metadata.start(nursery, deadline)
+        phase = self._phase_done(f"reached the cluster {cluster_id}", phase)
         self.log_manager = LogManager(self.config.log_dirs, self.node_id, cluster_id, self.log_defaults,
                                       self.disk_quota)
         self.metadata_cache = MetadataCache(self.metadata.image, self.log_manager.cluster_id,
                                             self.metadata.controller_id)
+        phase = self._phase_done("read meta.properties", phase)
         await self.metadata.register(nursery, self.log_manager.cluster_id, self.endpoints, deadline,
                                      self._on_broker_epoch)
-        self._load(await self.metadata.topic_configs())
+        phase = self._phase_done(f"registered with broker epoch {self.metadata.broker_epoch}", phase)
+        topic_configs = await self.metadata.topic_configs()
+        phase = self._phase_done(f"read the configs of {len(topic_configs)} topics", phase)
+        self._load(topic_configs)
+        phase = self._phase_done(f"loaded {len(self.log_manager.logs)} logs and applied the metadata to them", phase)
         await nursery.start(self.replica_manager.run)
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.producer_ids.run)
@@ -166,8 +189,17 @@ class BrokerServer:
         nursery.start_soon(self._periodic, 1000, self._flush_due)
         for endpoint, listeners in bound:
             nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)
+        phase = self._phase_done("started its replication, group coordinator and listeners", phase)
         await self.metadata.become_ready(nursery, deadline)
+        self._phase_done("became ready", phase)
         log.info("broker %d started in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
+
+    def _phase_done(self, what: str, since: float) -> float:
+        """Log at DEBUG how long a phase of the start took, so a slow start shows where its time went; returns the
+        time the next phase starts."""
+        now = time.monotonic()
+        log.debug("broker %d %s in %.0f ms", self.node_id, what, 1000 * (now - since))
+        return now
 
     def _on_broker_epoch(self, broker_epoch: int) -> None:
         if hasattr(self, "replica_manager"):
@@ -215,10 +247,7 @@ class BrokerServer:
             self.replica_manager.update_alive_brokers(broker_epochs)
         if change.broker_configs:
             self._reconfigure(image)
-        for (topic, index), state in change.partitions.items():
-            configs = image.topic_configs.get(topic, {})
-            self.replica_manager.apply_partition_state(topic, change.topic_ids[topic], index, state, configs,
-                                                       broker_epochs)
+        self.replica_manager.apply_delta(image, change, broker_epochs)
         for topic in change.topic_configs | {topic for topic, _ in change.partitions}:
             self.replication_quotas.update_topic(topic, image.topic_configs.get(topic, {})
                                                  if topic in image.topics else None)

@@ -116,8 +116,9 @@ class GroupMetadataManager:
         self._log_records[partition] = records
         self.owned_partitions.add(partition)
         loaded = [group for group_id, group in self.groups.items() if group_id not in before]
-        log.info("loaded %d groups from %d coordinator records of %s-%d in %.0f ms", len(loaded), records,
-                 GROUP_METADATA_TOPIC, partition, 1000 * (time.monotonic() - started))
+        level = logging.INFO if records else logging.DEBUG  # a broker starts with dozens of empty partitions
+        log.log(level, "loaded %d groups from %d coordinator records of %s-%d in %.0f ms", len(loaded), records,
+                GROUP_METADATA_TOPIC, partition, 1000 * (time.monotonic() - started))
         return loaded
 
     def unload_partition(self, partition: int) -> list[Group]:
@@ -130,7 +131,8 @@ class GroupMetadataManager:
             del self.groups[group.group_id]
             self._stored_metadata.pop(group.group_id, None)
         self._log_records.pop(partition, None)
-        log.info("unloaded %d groups of %s-%d", len(dropped), GROUP_METADATA_TOPIC, partition)
+        log.log(logging.INFO if dropped else logging.DEBUG, "unloaded %d groups of %s-%d", len(dropped),
+                GROUP_METADATA_TOPIC, partition)
         return dropped
 
     def _replay(self, key: RecordKey, value: RecordValue) -> None:

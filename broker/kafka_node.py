@@ -28,8 +28,8 @@ from minikafka.storage.errors import KafkaStorageError
 
 from .broker_server import BrokerServer
 from .controller import ControllerServer
-from .metrics import node_families, serve_metrics
-from .server import ConnectionInfo
+from .metrics import read_node, serve_metrics
+from .server import ConnectionInfo, ListenerBindError
 
 log = logging.getLogger("minikafka.node")
 
@@ -58,9 +58,12 @@ class KafkaNode:
         async with trio.open_nursery() as nursery:
             metrics_port = self.config.get("metrics.port")
             if metrics_port is not None:
-                families = functools.partial(node_families, self.broker, self.controller)
-                self.metrics_address = await nursery.start(serve_metrics, self._metrics_host(), metrics_port,
-                                                           families)
+                read = functools.partial(read_node, self.broker, self.controller)
+                host = self._metrics_host()
+                try:
+                    self.metrics_address = await nursery.start(serve_metrics, host, metrics_port, read)
+                except OSError as exc:
+                    raise ListenerBindError("metrics endpoint (metrics.port)", host, metrics_port, exc) from exc
             if self.controller is not None:
                 await nursery.start(self.controller.run)
             if self.broker is not None:

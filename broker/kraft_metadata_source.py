@@ -4,6 +4,7 @@ controller, over the network or, in a combined node, in process."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import trio
@@ -115,9 +116,14 @@ class KRaftMetadataSource:
             self.config.get("broker.heartbeat.interval.ms"), deadline.remaining_ms,
             lambda: self.loader.applied_offset, on_broker_epoch)
         await nursery.start(self.loader.run)
+        started = time.monotonic()
         await nursery.start(self.lifecycle.run)
+        registered = time.monotonic()
         await deadline.until(lambda: self.loader.wait_for(self.lifecycle.broker_epoch + 1),
                              "replay the cluster metadata up to its registration")
+        log.debug("broker %d registered with the controller in %.0f ms, then replayed the metadata up to its "
+                  "registration (offset %d) in %.0f ms", self.node_id, 1000 * (registered - started),
+                  self.lifecycle.broker_epoch, 1000 * (time.monotonic() - registered))
 
     async def topic_configs(self) -> dict[str, dict[str, str]]:
         return self.image.topic_configs
@@ -126,11 +132,15 @@ class KRaftMetadataSource:
         self.loader.install_publisher(publisher, prepare)
 
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
+        started = time.monotonic()
         self.lifecycle.set_ready_to_unfence()
         await deadline.until(self.lifecycle.unfenced.wait, "be unfenced by the controller")
+        unfenced = time.monotonic()
         # The controller's answers to this broker's arrival (leaders elected onto it) are committed before it
         # unfences the broker: replayed here before the first client is served.
         await self._catch_up()
+        log.debug("broker %d was unfenced in %.0f ms, then caught up with the controller's metadata in %.0f ms",
+                  self.node_id, 1000 * (unfenced - started), 1000 * (time.monotonic() - unfenced))
 
     async def controlled_shutdown(self) -> None:
         if any(b.broker_id != self.node_id for b in self.image.live_brokers()):

@@ -55,6 +55,8 @@ class PartitionRegistration(Protocol):
     @property
     def replicas(self) -> list[int]: ...
     @property
+    def adding_replicas(self) -> list[int]: ...
+    @property
     def isr(self) -> list[int]: ...
     @property
     def leader(self) -> int: ...
@@ -106,6 +108,7 @@ class Partition:
         self.leader_epoch = -1
         self.partition_epoch = -1
         self.replicas: list[int] = []
+        self.adding_replicas: list[int] = []  # those of `replicas` a reassignment adds
         self.isr: list[int] = []  # as the controller committed it
         self.pending_isr_change: PendingIsrChange | None = None
         self.remote_replicas: dict[int, Replica] = {}  # leader only: the followers
@@ -132,6 +135,22 @@ class Partition:
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
+
+    @property
+    def replication_factor(self) -> int:
+        """The replicas the partition is meant to have: during a reassignment, not counting those it adds (Kafka's
+        AssignmentState.replicationFactor), so a replica still catching up does not make it under-replicated."""
+        return len(self.replicas) - len(self.adding_replicas)
+
+    @property
+    def is_under_replicated(self) -> bool:
+        """Kafka's isUnderReplicated: led here, with an ISR smaller than the replication factor."""
+        return self.is_leader and len(self.isr) < self.replication_factor
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Kafka's isUnderMinIsr: led here, with an ISR smaller than min.insync.replicas (or the replica count)."""
+        return self.is_leader and len(self.isr) < self._effective_min_isr()
 
     @property
     def maximal_isr(self) -> list[int]:
@@ -185,7 +204,7 @@ class Partition:
             return None
         is_new_leader = not self.is_leader
         is_new_epoch = state.leader_epoch > self.leader_epoch
-        self._update_assignment(state.replicas, leader=True)
+        self._update_assignment(state, leader=True)
         self.isr = list(state.isr)
         self.pending_isr_change = None
         if is_new_epoch:
@@ -197,9 +216,9 @@ class Partition:
                 log.warning("%s-%d: %s", self.topic, self.index, exc)
             for replica in self.remote_replicas.values():
                 replica.reset(now_ms, start, is_new_leader, replica.broker_id in state.isr)
-            log.info("%s-%d: leader at epoch %d from offset %d (partition epoch %d, ISR %s, high watermark %d)",
-                     self.topic, self.index, state.leader_epoch, start, state.partition_epoch, self.isr,
-                     self.high_watermark)
+            log.debug("%s-%d: leader at epoch %d from offset %d (partition epoch %d, ISR %s, high watermark %d)",
+                      self.topic, self.index, state.leader_epoch, start, state.partition_epoch, self.isr,
+                      self.high_watermark)
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = start
         self.partition_epoch = state.partition_epoch
@@ -220,21 +239,22 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = None
         self.partition_epoch = state.partition_epoch
-        self._update_assignment(state.replicas, leader=False)
+        self._update_assignment(state, leader=False)
         self.isr = list(state.isr)
         self.pending_isr_change = None
         if is_new_epoch:
-            log.info("%s-%d: follower of %d at epoch %d from offset %d (partition epoch %d, high watermark %d)",
-                     self.topic, self.index, state.leader, state.leader_epoch, self.log.log_end_offset,
-                     state.partition_epoch, self.high_watermark)
+            log.debug("%s-%d: follower of %d at epoch %d from offset %d (partition epoch %d, high watermark %d)",
+                      self.topic, self.index, state.leader, state.leader_epoch, self.log.log_end_offset,
+                      state.partition_epoch, self.high_watermark)
         return is_new_epoch
 
-    def _update_assignment(self, replicas: list[int], leader: bool) -> None:
-        self.replicas = list(replicas)
+    def _update_assignment(self, state: PartitionRegistration, leader: bool) -> None:
+        self.replicas = list(state.replicas)
+        self.adding_replicas = list(state.adding_replicas)
         if not leader:
             self.remote_replicas.clear()
             return
-        followers = [r for r in replicas if r != self.node_id]
+        followers = [r for r in self.replicas if r != self.node_id]
         self.remote_replicas = {r: self.remote_replicas.get(r) or Replica(r) for r in followers}
 
     # ---- fencing ----------------------------------------------------------------------------------------------
@@ -360,7 +380,7 @@ class Partition:
         self.partition_epoch = answer.partition_epoch
         self.pending_isr_change = None
         log.info("%s-%d: ISR is now %s (partition epoch %d)%s", self.topic, self.index, self.isr,
-                 self.partition_epoch, " (under min ISR)" if self._under_min_isr() else "")
+                 self.partition_epoch, " (under min ISR)" if self.is_under_min_isr else "")
         return self.maybe_increment_high_watermark(now_ms), False
 
     # ---- the high watermark -------------------------------------------------------------------------------------
@@ -369,14 +389,11 @@ class Partition:
         """min.insync.replicas, but never more than the replication factor."""
         return min(self.log.config.min_insync_replicas, len(self.remote_replicas) + 1)
 
-    def _under_min_isr(self) -> bool:
-        return self.is_leader and len(self.isr) < self._effective_min_isr()
-
     def maybe_increment_high_watermark(self, now_ms: int) -> bool:
         """Advance the leader's HW to the smallest log end offset over the maximal ISR and over the followers
         about to join it (caught up and eligible: waiting for them is what lets them join); never while the ISR
         is below min.insync.replicas (KIP-966). True if it moved."""
-        if not self.is_leader or self._under_min_isr():
+        if not self.is_leader or self.is_under_min_isr:
             return False
         end = self.log.log_end_offset
         new_hw = end

@@ -226,7 +226,8 @@ class ReplicaFetcher:
         for tp in without_epochs:
             current = self.partition_states.get(tp)
             if current is not None and current.is_truncating(trio.current_time()):
-                log.info("%s-%d: no leader epochs: truncating to the high watermark %d", *tp, current.fetch_offset)
+                log.log(self._truncation_level(tp, current.fetch_offset),
+                        "%s-%d: no leader epochs: truncating to the high watermark %d", *tp, current.fetch_offset)
                 self._truncate(tp, current, current.fetch_offset)
 
     async def _truncate_to_epoch_end_offsets(self, client: NetworkClient,
@@ -255,8 +256,9 @@ class ReplicaFetcher:
                 code = ErrorCode(p.error_code)
                 if code == ErrorCode.NONE:
                     offset, complete = self._offset_truncation_state(tp, state, p.leader_epoch, p.end_offset)
-                    log.info("%s-%d: truncating to %d (leader's epoch %d ends at %d)%s", *tp, offset, p.leader_epoch,
-                             p.end_offset, "" if complete else "; the next fetch checks the epochs before")
+                    log.log(self._truncation_level(tp, offset),
+                            "%s-%d: truncating to %d (leader's epoch %d ends at %d)%s", *tp, offset, p.leader_epoch,
+                            p.end_offset, "" if complete else "; the next fetch checks the epochs before")
                     self._truncate(tp, state, offset)
                 elif code == ErrorCode.FENCED_LEADER_EPOCH:
                     if self._on_partition_fenced(tp, requested[tp][0]):
@@ -282,6 +284,14 @@ class ReplicaFetcher:
         if follower_epoch != leader_epoch:  # an epoch this log does not have: cut to the one below, ask again
             return min(follower_end, log_end), False
         return min(follower_end, leader_end_offset, log_end), True
+
+    def _truncation_level(self, tp: TopicPartition, offset: int) -> int:
+        """INFO for a truncation that cuts records off; one at the log's end, as every new follower's is, DEBUG."""
+        try:
+            cuts = offset < self._partition(tp).log.log_end_offset
+        except KafkaError:
+            cuts = True
+        return logging.INFO if cuts else logging.DEBUG
 
     def _truncate(self, tp: TopicPartition, state: PartitionFetchState, offset: int) -> None:
         """Cut the log at `offset` and fetch from there. Even when more truncation may be needed (an epoch this

@@ -83,7 +83,7 @@ class ReplicaFetcherManager:
             elif fetcher is None:
                 fetcher = self._start_fetcher(key, endpoint)
             fetcher.add_partitions(states)
-            log.info("fetching %s from broker %d at %s:%d", sorted(states), key[0], *endpoint)
+            log.debug("fetching %s from broker %d at %s:%d", sorted(states), key[0], *endpoint)
 
     def _start_fetcher(self, key: tuple[int, int], endpoint: tuple[str, int]) -> ReplicaFetcher:
         leader_id, fid = key

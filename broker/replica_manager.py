@@ -12,6 +12,7 @@ watermark moves, ISR and leadership changes — and never by polling.
 """
 from __future__ import annotations
 
+import enum
 import errno
 import functools
 import logging
@@ -31,7 +32,7 @@ from .delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest, Fet
 from .delayed_produce import AppendResult, DelayedProduce, produce_key
 from .log_dir_failure_channel import LogDirFailureChannel, handle_log_dir_failure
 from .log_manager import LogManager, NewLog
-from .metrics import BrokerMetrics
+from .metrics import BrokerMetrics, TopicMetrics
 from .partition import NO_LEADER, LeaderAndIsr, Partition, PartitionRegistration, PendingIsrChange
 from .purgatory import Purgatory
 from .replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
@@ -57,6 +58,23 @@ def now_ms() -> int:
 
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+# Errors that answer a produce or fetch as Kafka expects to (the client goes elsewhere, or sent what cannot be
+# appended): Kafka's FailedProduceRequests and FailedFetchRequests count only the others, unexpected failures.
+_EXPECTED_APPEND_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR})
+_EXPECTED_READ_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.OFFSET_OUT_OF_RANGE})
+
+
+class RoleChange(enum.Enum):
+    """What applying a partition's state did to this broker's replica of it, as the INFO summary says it."""
+
+    LEADER = "became leader of"  # a new leadership, or a new leader epoch
+    FOLLOWER = "became follower of"  # at a new leader epoch
+    STOPPED = "stopped and deleted its replicas of"
 
 
 def error_of(exc: Exception) -> KafkaError:
@@ -96,6 +114,8 @@ class ReplicaManager:
         # stops leading or follows anew: the group coordinator loads and unloads __consumer_offsets partitions.
         self.on_become_leader: list[LeadershipCallback] = []
         self.on_become_follower: list[LeadershipCallback] = []
+        # How many partitions changed role by metadata changes, until apply_delta's summary line says so.
+        self._unlogged_role_changes: dict[RoleChange, int] = {}
         # Brokers allowed into an ISR (registered, unfenced, not shutting down) and their epochs; shared with every
         # Partition, kept current in place.
         self._alive_broker_epochs: dict[int, int] = {}
@@ -160,9 +180,31 @@ class ReplicaManager:
 
     # ---- partition state from metadata -------------------------------------------------------------------------
 
+    def apply_delta(self, image: MetadataImage, change: MetadataChange, broker_epochs: dict[int, int]) -> None:
+        """Apply the partitions of a metadata change (Kafka's applyDelta), each as `apply_partition_state` does.
+
+        The role changes are summed up once the event loop turns, in one INFO line per kind (Kafka's "Transitioning
+        N partition(s) to local leaders"): a change the metadata loader publishes in parts (a new topic of thousands
+        of partitions, a start) is told in a line or three, and each partition at DEBUG only."""
+        for (topic, index), state in change.partitions.items():
+            role = self.apply_partition_state(topic, change.topic_ids[topic], index, state,
+                                              image.topic_configs.get(topic, {}), broker_epochs)
+            if role is not None:
+                if not self._unlogged_role_changes:
+                    trio.lowlevel.current_trio_token().run_sync_soon(self._log_role_changes)
+                self._unlogged_role_changes[role] = self._unlogged_role_changes.get(role, 0) + 1
+
+    def _log_role_changes(self) -> None:
+        for role in RoleChange:
+            count = self._unlogged_role_changes.get(role)
+            if count:
+                log.info("broker %d %s %d partition(s)", self.node_id, role.value, count)
+        self._unlogged_role_changes.clear()
+
     def apply_partition_state(self, topic: str, topic_id: uuid.UUID, index: int, state: PartitionRegistration | None,
-                              configs: dict[str, str], broker_epochs: dict[int, int]) -> None:
-        """Make this broker's replica of one partition what the controller decided: leader, follower, or none.
+                              configs: dict[str, str], broker_epochs: dict[int, int]) -> RoleChange | None:
+        """Make this broker's replica of one partition what the controller decided: leader, follower, or none;
+        returns the role change, if any.
 
         `broker_epochs` are the brokers allowed into an ISR (registered, unfenced, not shutting down) with their
         broker epochs. A state older than what a replica knows (a lower partition epoch) changes nothing.
@@ -171,23 +213,22 @@ class ReplicaManager:
         tp = (topic, index)
         if tp in self.offline_partitions:
             if state is not None and self.node_id in state.replicas:
-                return  # its log dir failed: nothing is served or created here until a restart
+                return None  # its log dir failed: nothing is served or created here until a restart
             self.offline_partitions.discard(tp)
         if state is None or self.node_id not in state.replicas:
-            self._stop_replica(tp, deleted=state is None)
+            stopped = self._stop_replica(tp, deleted=state is None)
             if state is None:
                 self._elsewhere.pop(tp, None)
             else:
                 self._elsewhere[tp] = (state.leader, state.leader_epoch)
-            return
+            return RoleChange.STOPPED if stopped else None
         self._elsewhere.pop(tp, None)
         partition = self._get_or_create_partition(topic, index, topic_id, configs)
         if partition is None:
-            return
+            return None
         if state.leader == self.node_id:
-            self._make_leader(partition, state)
-        else:
-            self._make_follower(partition, state)
+            return RoleChange.LEADER if self._make_leader(partition, state) else None
+        return RoleChange.FOLLOWER if self._make_follower(partition, state) else None
 
     async def create_new_logs(self, image: MetadataImage, change: MetadataChange) -> None:
         """Create, off the event loop and before `change` is applied, the logs of the partitions it gives this
@@ -236,6 +277,7 @@ class ReplicaManager:
                                   alive_broker_epochs=self._alive_broker_epochs,
                                   replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
             self.partitions[tp] = partition
+            self.metrics.topic(topic)  # its series exist from the start, at zero
         if self._configs.get(tp) != configs:  # new, or changed (a log found on disk opened with defaults)
             try:
                 partition.log.update_config(LogConfig.from_props(configs, self.log_manager.defaults))
@@ -244,12 +286,13 @@ class ReplicaManager:
             self._configs[tp] = dict(configs)
         return partition
 
-    def _make_leader(self, partition: Partition, state: PartitionRegistration) -> None:
+    def _make_leader(self, partition: Partition, state: PartitionRegistration) -> bool:
+        """True when this is a new leadership (a new leader, or a new leader epoch)."""
         tp = (partition.topic, partition.index)
         pending = partition.pending_isr_change
         outcome = partition.make_leader(state, _clock_ms())
         if outcome is None:
-            return
+            return False
         if outcome is False and pending is not None and list(state.isr) == pending.new_isr:
             self._count_committed_isr_change(pending)  # committed, and replayed here before the answer came
         self.fetcher_manager.remove_fetcher_for_partitions([tp])
@@ -258,18 +301,21 @@ class ReplicaManager:
         self._wake(tp)
         if outcome:
             self._notify(self.on_become_leader, tp)
+        return outcome
 
-    def _make_follower(self, partition: Partition, state: PartitionRegistration) -> None:
+    def _make_follower(self, partition: Partition, state: PartitionRegistration) -> bool:
+        """True when the replica follows at a new leader epoch."""
         tp = (partition.topic, partition.index)
         was_leader = partition.is_leader
         outcome = partition.make_follower(state)
         if outcome is None:
-            return
+            return False
         if outcome or self.fetcher_manager.fetch_state(tp) is None:
             self._start_fetching(partition)
         self._wake(tp)
         if outcome or was_leader:
             self._notify(self.on_become_follower, tp)
+        return outcome
 
     def _start_fetching(self, partition: Partition) -> None:
         """(Re)start replication from the partition's leader: from the log end offset when the log has epochs
@@ -290,9 +336,9 @@ class ReplicaManager:
                 partition.topic_id, leader, endpoint, partition.leader_epoch, init_offset)})
         self.fetcher_manager.shutdown_idle_fetchers()
 
-    def _stop_replica(self, tp: TopicPartition, deleted: bool = False) -> None:
+    def _stop_replica(self, tp: TopicPartition, deleted: bool = False) -> bool:
         """Stop and delete this broker's replica (the partition was deleted, or moved to other brokers). A log
-        with no replica (the broker was down when it was `deleted`) is deleted too."""
+        with no replica (the broker was down when it was `deleted`) is deleted too. True if a replica stopped."""
         self.fetcher_manager.remove_fetcher_for_partitions([tp])
         self.fetcher_manager.shutdown_idle_fetchers()
         self._awaiting_leader_endpoint.discard(tp)
@@ -302,12 +348,16 @@ class ReplicaManager:
             if deleted and tp in self.log_manager.logs:
                 self.log_manager.delete_log(*tp)
                 log.info("%s-%d: deleted (the log of a replica not hosted here)", *tp)
-            return
+            return False
         self.log_manager.delete_log(*tp)
+        # Kafka drops a topic's meters once no replica of it is left here; a deleted topic has none left.
+        if deleted or not any(topic == tp[0] for topic, _ in self.partitions):
+            self.metrics.topics.pop(tp[0], None)
         self._wake(tp)
         if partition.is_leader:
             self._notify(self.on_become_follower, tp)
-        log.info("%s-%d: replica stopped and deleted", *tp)
+        log.debug("%s-%d: replica stopped and deleted", *tp)
+        return True
 
     @staticmethod
     def _notify(callbacks: list[LeadershipCallback], tp: TopicPartition) -> None:
@@ -372,9 +422,14 @@ class ReplicaManager:
         is smaller than min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
         results: dict[TopicPartition, AppendResult] = {}
         timestamp = now_ms()
+        metrics = self.metrics
         for tp, records in entries.items():
+            topic_metrics: TopicMetrics | None = None
             try:
                 partition = self.partition_or_error(*tp)
+                topic_metrics = metrics.topic(tp[0])
+                metrics.total_produce_requests += 1
+                topic_metrics.total_produce_requests += 1
                 partition.require_leader()
                 min_isr = partition.log.config.min_insync_replicas
                 if required_acks == -1 and len(partition.isr) < min_isr:
@@ -387,14 +442,20 @@ class ReplicaManager:
                 info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp)
                 results[tp] = AppendResult(None, info)
                 if not info.duplicate:
-                    self.metrics.bytes_in += len(records)
-                    self.metrics.messages_in += info.records_count
+                    size = len(records)
+                    metrics.bytes_in += size
+                    metrics.messages_in += info.records_count
+                    topic_metrics.bytes_in += size
+                    topic_metrics.messages_in += info.records_count
                 if partition.maybe_increment_high_watermark(_clock_ms()):
                     self._wake(tp)
                 else:
                     self.purgatory.check_and_complete(fetch_key(tp))  # followers wait for the new records
             except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error code
                 err = error_of(exc)
+                if topic_metrics is not None and err.code not in _EXPECTED_APPEND_ERRORS:
+                    metrics.failed_produce_requests += 1
+                    topic_metrics.failed_produce_requests += 1
                 self.report_io_error(tp, exc)
                 if err.code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
                     log.error("append to %s-%s failed: %s", tp[0], tp[1], err)
@@ -447,13 +508,13 @@ class ReplicaManager:
         readable = sum(len(r.records) for r in results)
         if (params.max_wait_ms <= 0 or not (requests or watched) or readable >= params.min_bytes
                 or any(r.error is not None or r.diverging_epoch is not None for r in results)):
-            self._count_bytes_out(params, readable)
+            self.count_bytes_out(params, requests, results)
             return results
         del results  # a parked fetch holds no records: it reads again when it completes
         delayed = DelayedFetch(self, params, requests + watched)
         await delayed.wait(self.purgatory, trio.current_time() + params.max_wait_ms / 1000, client, stop_early)
         results = await self.read_from_log(params, requests, update_fetch_state=False)
-        self._count_bytes_out(params, sum(len(r.records) for r in results))
+        self.count_bytes_out(params, requests, results)
         return results
 
     def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
@@ -471,11 +532,21 @@ class ReplicaManager:
             quota = self.replication_quotas.leader
             quota.record(sum(len(r.records) for tp, r in sent.items() if quota.is_throttled(tp)))
 
-    def _count_bytes_out(self, params: FetchParams, size: int) -> None:
+    def count_bytes_out(self, params: FetchParams, requests: list[FetchPartitionRequest],
+                        results: list[FetchPartitionResult]) -> None:
+        """Kafka's BytesOut (a consumer's fetch, per topic too) or ReplicationBytesOut (a follower's) of the
+        records a fetch answers with."""
+        metrics = self.metrics
         if params.is_from_follower:
-            self.metrics.replication_bytes_out += size
-        else:
-            self.metrics.bytes_out += size
+            metrics.replication_bytes_out += sum(len(r.records) for r in results)
+            return
+        for request, result in zip(requests, results, strict=True):
+            size = len(result.records)
+            if size:
+                metrics.bytes_out += size
+                topic_metrics = metrics.topics.get(request.topic_partition[0])
+                if topic_metrics is not None:
+                    topic_metrics.bytes_out += size
 
     async def read_from_log(self, params: FetchParams, requests: list[FetchPartitionRequest],
                             update_fetch_state: bool) -> list[FetchPartitionResult]:
@@ -499,8 +570,14 @@ class ReplicaManager:
         disk, go to a worker thread so they never stall other connections."""
         result = FetchPartitionResult()
         tp = request.topic_partition
+        metrics = self.metrics
+        topic_metrics: TopicMetrics | None = None
         try:
-            partition = self.leader_partition(*tp, request.current_leader_epoch)
+            partition = self.partition_or_error(*tp)
+            topic_metrics = metrics.topic(tp[0])
+            metrics.total_fetch_requests += 1
+            topic_metrics.total_fetch_requests += 1
+            partition.check_leader(request.current_leader_epoch)
             replica = (partition.follower_replica(params.replica_id, request.current_leader_epoch)
                        if params.is_from_follower else None)
             result.leader_id, result.leader_epoch = partition.leader_id, partition.leader_epoch
@@ -542,6 +619,9 @@ class ReplicaManager:
                     self._wake(tp)
         except Exception as exc:  # noqa: BLE001 - reported per partition
             result.error = error_of(exc)
+            if topic_metrics is not None and result.error.code not in _EXPECTED_READ_ERRORS:
+                metrics.failed_fetch_requests += 1
+                topic_metrics.failed_fetch_requests += 1
             result.records = b""
             result.leader_id, result.leader_epoch = self.current_leader(tp)
         return result

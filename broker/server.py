@@ -63,6 +63,31 @@ class CloseConnection(Exception):
     """Raised by request processing where Kafka closes the connection instead of answering."""
 
 
+class ListenerBindError(OSError):
+    """A port a node must listen on cannot be bound. The message names the port and what it is for, which the
+    bare "[Errno 98] Address already in use" does not: a node binds a Kafka listener, maybe a controller listener
+    and a metrics port."""
+
+    def __init__(self, purpose: str, host: str, port: int, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.purpose = purpose
+        self.host = host
+        self.port = port
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"the {self.purpose} cannot bind {host}:{self.port}: {self.strerror}"
+
+
+async def open_listeners(purpose: str, host: str, port: int) -> list[trio.SocketListener]:
+    """trio's listeners on host:port; ListenerBindError, naming `purpose` ("Kafka listener PLAINTEXT"), if the
+    port cannot be bound."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ListenerBindError(purpose, host, port, exc) from exc
+
+
 def parse_header_or_close(frame: bytes) -> tuple[RequestHeader, int]:
     """The request header and where the body starts; a header that does not parse closes the connection."""
     try:

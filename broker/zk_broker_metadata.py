@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -135,7 +136,11 @@ class ZkMetadataSource:
     # ---- start-up -----------------------------------------------------------------------------------------------
 
     async def start(self, nursery: trio.Nursery, deadline: StartDeadline) -> str:
+        started = time.monotonic()
+        log.info("broker %d connecting to ZooKeeper at %s (waiting up to %d ms: zookeeper.connection.timeout.ms)",
+                 self.node_id, self.zk.config.connect, self.zk.config.effective_connection_timeout_ms)
         await deadline.until(lambda: nursery.start(self.zk.run), f"connect to ZooKeeper at {self.zk.config.connect}")
+        log.debug("broker %d connected to ZooKeeper in %.0f ms", self.node_id, 1000 * (time.monotonic() - started))
         await nursery.start(self.controller_channel.run)
         await deadline.until(self.zk.create_top_level_paths, "create the top-level paths in ZooKeeper")
         proposed = self.config.get("cluster.id") or _new_cluster_id()
@@ -176,9 +181,14 @@ class ZkMetadataSource:
         from .zk_controller.kafka_controller import KafkaController
         self.kafka_controller = KafkaController(self.config, self.zk, self._handle_locally)
         self._controller_scope = trio.CancelScope()
+        started = time.monotonic()
         await nursery.start(self._run_controller)
+        controller_started = time.monotonic()
         await deadline.until(self._until_counted_in, "be named live by a controller and get its leaderships")
         self._ready = True
+        log.debug("broker %d started its controller in %.0f ms, then was named live by controller %d and given its "
+                  "leaderships in %.0f ms", self.node_id, 1000 * (controller_started - started),
+                  self.controller_id(), 1000 * (time.monotonic() - controller_started))
 
     async def _run_controller(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         assert self._controller_scope is not None

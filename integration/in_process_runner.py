@@ -6,12 +6,14 @@ or checkpointed). Its log lines (the `minikafka` loggers, from the node's thread
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minikafka.integration.subprocess_runner import BrokerStartError
+from minikafka.protocol.schema_loading import quiet_schema_loading
 
 if TYPE_CHECKING:
     from minikafka.broker.kafka_node import KafkaNode
@@ -28,6 +30,13 @@ class _ThreadLogHandler(logging.FileHandler):
         self.thread_id: int | None = None
         self.setFormatter(logging.Formatter(LOG_FORMAT))
         self.addFilter(lambda record: record.thread == self.thread_id)
+
+
+def _sole_cause(exc: BaseException) -> BaseException:
+    """The one exception inside the nurseries' exception groups it is wrapped in, so the message names it."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class InProcessRunner:
@@ -57,6 +66,10 @@ class InProcessRunner:
     def start(self) -> tuple[str, int]:
         from minikafka.config import BrokerConfig
 
+        # The node's modules, with kafka-python, are imported on this thread, where warnings can be filtered (not on
+        # the node's: catch_warnings is process-wide).
+        with quiet_schema_loading():
+            importlib.import_module("minikafka.broker.kafka_node")
         config = BrokerConfig(dict(self.properties))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._attach_log()
@@ -95,7 +108,7 @@ class InProcessRunner:
             trio.run(self._serve, config)
         except BaseException as exc:  # noqa: BLE001 - reported to the starting thread or logged
             if not self._ready.is_set():
-                self._error = exc
+                self._error = _sole_cause(exc)
             else:
                 logging.getLogger("minikafka").exception("in-process broker failed")
         finally:

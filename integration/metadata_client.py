@@ -8,11 +8,14 @@ import struct
 import time
 from dataclasses import dataclass
 
-from kafka.protocol.metadata import MetadataRequest
-
 from minikafka.integration.control_client import parse_address
-from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.framing import FrameDecoder
+from minikafka.protocol.schema_loading import quiet_schema_loading
+
+with quiet_schema_loading():
+    from kafka.protocol.metadata import MetadataRequest
+
+    from minikafka.protocol.codec import SCHEMAS
 
 DEFAULT_TIMEOUT_S = 5.0
 METADATA_VERSION = 1  # the first version with controller_id

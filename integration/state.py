@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.integration.control_client import ControlClient
+from minikafka.protocol.schema_loading import quiet_schema_loading
 
 DEFAULT_TIMEOUT_S = 15.0
 
@@ -164,7 +165,8 @@ class State:
 
         Sorted by partition then offset. Raises TimeoutError if the high watermark is not reached in time.
         """
-        from kafka import KafkaConsumer, TopicPartition
+        with quiet_schema_loading():
+            from kafka import KafkaConsumer, TopicPartition
 
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
@@ -217,7 +219,8 @@ class State:
 
     def _admin_client(self):
         if self._admin is None:
-            from kafka import KafkaAdminClient
+            with quiet_schema_loading():
+                from kafka import KafkaAdminClient
 
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="minikafka-state",
                                            request_timeout_ms=int(self.timeout_s * 1000))

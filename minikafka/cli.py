@@ -7,6 +7,7 @@ import logging
 import resource
 import signal
 import sys
+from pathlib import Path
 
 from minikafka import cli_cluster, cli_fault, cli_groups, cli_records, cli_topics
 from minikafka.config import BrokerConfig, ConfigError
@@ -23,7 +24,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                                    "server.properties file), then the flags, then --override, later ones winning. "
                                    "A broker prints 'minikafka listening on HOST:PORT' once ready, a controller "
                                    "with a listener 'minikafka controller listening on HOST:PORT', and with "
-                                   "--metrics-port 'minikafka metrics on http://HOST:PORT/metrics'.")
+                                   "--metrics-port 'minikafka metrics on http://HOST:PORT/metrics'; then "
+                                   "'minikafka data in DIR (remove it to start afresh)'.")
     p.add_argument("--config", "-c", help="a Kafka-style server.properties file")
     p.add_argument("--listeners", help="listeners, e.g. PLAINTEXT://127.0.0.1:9092 (default)")
     p.add_argument("--advertised-listeners", help="advertised.listeners")
@@ -101,6 +103,18 @@ async def _serve(config: BrokerConfig) -> None:
         if node.broker is not None:
             for host, port in node.broker.bound_addresses:
                 print(f"minikafka listening on {host}:{port}", flush=True)
+        print(data_line(config), flush=True)
+
+
+def data_line(config: BrokerConfig) -> str:
+    """Where the node keeps its data, said after its ready lines: a node started again on the same dirs goes on
+    from there (its topics, offsets and cluster id), so the way to a fresh start is to remove them."""
+    dirs = [path.absolute() for path in config.log_dirs]
+    metadata_dir = config.get("metadata.log.dir")
+    if metadata_dir and Path(metadata_dir).absolute() not in dirs:
+        dirs.append(Path(metadata_dir).absolute())
+    them = "it" if len(dirs) == 1 else "them"
+    return f"minikafka data in {', '.join(map(str, dirs))} (remove {them} to start afresh)"
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -117,18 +131,21 @@ def serve(args: argparse.Namespace) -> int:
     import trio
 
     from minikafka.broker.broker_lifecycle_manager import RegistrationError
+    from minikafka.broker.zk.kafka_zk_client import ZooKeeperClientTimeoutError
     from minikafka.storage.errors import KafkaStorageError
 
+    # What stops a node from starting, said in one line: a port, a config, the controller, a data dir, ZooKeeper.
+    start_errors = (OSError, ConfigError, RegistrationError, KafkaStorageError, ZooKeeperClientTimeoutError)
     try:
         trio.run(_serve, config)
     except BaseExceptionGroup as group:
-        _, rest = group.split((OSError, ConfigError, RegistrationError, KafkaStorageError))
+        _, rest = group.split(start_errors)
         if rest is not None:
             raise
         first = _first_leaf(group)
         print(f"minikafka: cannot start: {first}", file=sys.stderr)
         return 2 if isinstance(first, ConfigError) else 1
-    except (OSError, ConfigError, RegistrationError, KafkaStorageError) as exc:
+    except start_errors as exc:
         print(f"minikafka: cannot start: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     return 0
@@ -150,6 +167,7 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-protocol-compatible broker.")
+    parser.add_argument("--version", action=_VersionAction, help="print the installed minikafka's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     cli_cluster.add_parser(sub)
@@ -158,6 +176,25 @@ def build_parser() -> argparse.ArgumentParser:
     cli_groups.add_parser(sub)
     cli_fault.add_parser(sub)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version: the installed distribution's version, looked up only when asked (the lookup scans the installed
+    packages' metadata, which every `serve` would pay for otherwise)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("minikafka")
+        except PackageNotFoundError:
+            installed = "(not installed)"
+        print(f"minikafka {installed}")
+        parser.exit()
 
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,

@@ -1,26 +1,80 @@
-"""What the client-side commands share: the --bootstrap-server option, error reporting, progress on stderr."""
+"""What the client-side commands share: the --bootstrap-server option, error reporting, progress on stderr, and
+stopping on SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "MINIKAFKA_BOOTSTRAP_SERVER"
 # How long a command waits to reach the bootstrap broker before saying it cannot.
 BOOTSTRAP_TIMEOUT_MS = 5000
+# kafka-python's admin client raises a broker error with the whole request and response as its text, which is
+# no message for a user: such an error is told by its code's name and meaning instead.
+REQUEST_DUMP_PREFIX = "Request '"
 
 
 class CommandError(Exception):
     """A command cannot do what was asked; the message is printed as `Error: ...` and the exit code is 1."""
 
 
+class BrokerError(CommandError):
+    """The broker answered with an error code: told by Kafka's name for it and the broker's error_message."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.code = code
+        super().__init__(f"{kafka_error_name(code)}: {message or error_description(code)}")
+
+
+def kafka_error_name(code: int) -> str:
+    """Kafka's own name of an error code, as the broker and Kafka's tools say it (NOT_LEADER_OR_FOLLOWER, where
+    kafka-python keeps the older NOT_LEADER_FOR_PARTITION)."""
+    from kafka.errors import for_code
+
+    from minikafka.protocol.errors import ErrorCode
+
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(for_code(code).message)
+
+
+def error_description(code: int) -> str:
+    """What an error code means, in Kafka's words (its exception's documentation)."""
+    from kafka.errors import for_code
+
+    return str(for_code(code).description or "no description")
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as one line. A broker's error code is told by Kafka's name for it and what the broker said (or,
+    where the client kept no message of the broker's, what the code means)."""
+    from kafka.errors import BrokerResponseError
+
+    text = str(exc)
+    if isinstance(exc, BrokerResponseError) and exc.errno is not None:
+        detail = str(exc.args[0]) if exc.args else ""
+        if not detail or detail.startswith(REQUEST_DUMP_PREFIX):
+            detail = error_description(exc.errno)
+        text = f"{kafka_error_name(exc.errno)}: {detail}"
+    return " ".join(text.split())
+
+
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", "-b", dest="bootstrap_server",
                         default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
                         help=f"HOST:PORT of a broker (default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
+
+
+def add_topic(parser: argparse.ArgumentParser, text: str, required: bool = False) -> None:
+    """--topic, with kcat's -t, the same in every command that names a topic."""
+    parser.add_argument("--topic", "-t", required=required, help=text)
 
 
 def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -32,10 +86,12 @@ def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Nam
     try:
         return command(args)
     except (CommandError, ControlError, KafkaError, OSError, ValueError, KeyError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {error_line(exc)}", file=sys.stderr)
         return 1
+    except Stopped as stopped:  # before the command could take the signal as its own
+        return 128 + stopped.signum
     except KeyboardInterrupt:
-        return 130
+        return 128 + signal.SIGINT
 
 
 def parse_key_values(items: list[str], what: str) -> dict[str, str]:
@@ -46,6 +102,60 @@ def parse_key_values(items: list[str], what: str) -> dict[str, str]:
             raise CommandError(f"{what} expects KEY=VALUE, got {item!r}")
         out[key] = value
     return out
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM interrupted a command (a BaseException, as KeyboardInterrupt, so that no client's
+    `except Exception` takes it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopSignals:
+    """SIGINT and SIGTERM for the `with` block. The first one is kept (`requested`) and, with `interrupt`, raised
+    as Stopped where the command is (a read of stdin waits for no flag); later ones are ignored, since what the
+    command does on stopping is bounded already, so that a second Ctrl-C cannot cut it short (a consumer leaving
+    its group).
+
+    A command stopped by a signal exits 128 + the signal's number, as shells expect: 130 for SIGINT, 143 for
+    SIGTERM.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, interrupt: bool) -> None:
+        self.interrupt = interrupt
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}  # the handlers before the block, as signal.signal gives them
+
+    def __enter__(self) -> StopSignals:
+        self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.signum is not None:
+            return
+        self.signum = signum
+        if self.interrupt:
+            raise Stopped(signum)
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum if self.signum is not None else 0
 
 
 class Progress:

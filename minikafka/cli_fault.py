@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from minikafka.cli_common import add_bootstrap, run_guarded
+from minikafka.cli_common import add_bootstrap, add_topic, run_guarded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     count = error.add_mutually_exclusive_group()
     count.add_argument("--count", type=int, default=1, help="how many requests fail (default 1)")
     count.add_argument("--forever", action="store_true", help="every matching request, until cleared")
-    error.add_argument("--topic", help="only this topic's entries of a request fail")
+    add_topic(error, "only this topic's entries of a request fail")
     error.add_argument("--partition", type=int, help="only this partition of --topic fails")
     _add_source(error)
 
@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     pause = actions.add_parser("pause-fetching", help="stop this broker's replica fetchers (it leaves ISRs)")
     add_bootstrap(pause)
-    pause.add_argument("--topic", help="only this topic's partitions (default: every partition)")
+    add_topic(pause, "only this topic's partitions (default: every partition)")
     pause.add_argument("--partition", type=int, help="only this partition of --topic")
 
     failed = actions.add_parser("fail-log-dir", help="fail one log dir of the broker, as an I/O error would")
@@ -75,7 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
-    clear.add_argument("--kind", choices=["error", "latency", "disk", "link", "fetch-pause"])
+    clear.add_argument("--kind", choices=["error", "latency", "disk", "link", "fetch-pause"],
+                       help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
 

@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(describe)
     which = describe.add_mutually_exclusive_group(required=True)
     which.add_argument("--group", action="append", help="the group (repeatable)")
-    which.add_argument("--all-groups", action="store_true")
+    which.add_argument("--all-groups", action="store_true", help="every group the cluster has")
     view = describe.add_mutually_exclusive_group()
     view.add_argument("--members", action="store_true", help="one row per member")
     view.add_argument("--state", action="store_true", help="the group's coordinator, strategy, state and size")

@@ -11,22 +11,39 @@ first record at or after a timestamp in ms). Formats (-f): %t topic, %p partitio
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import sys
+import time
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, cast
 
 from minikafka.cli_common import (
     BOOTSTRAP_TIMEOUT_MS,
     CommandError,
     Progress,
+    Stopped,
+    StopSignals,
     add_bootstrap,
+    add_topic,
+    error_line,
+    kafka_error_name,
     parse_key_values,
     run_guarded,
 )
 
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer, KafkaProducer
+
 FLUSH_EVERY = 10000
+# How long a command stopped by a signal may take to hand over what it holds: a producer's records in flight, a
+# consumer's offsets and its place in its group.
+STOP_TIMEOUT_S = 5.0
+# How long a consumer at its end keeps trying to commit its offsets through rebalances (Kafka's
+# default.api.timeout.ms).
+COMMIT_TIMEOUT_S = 60.0
+POLL_TIMEOUT_MS = 200
 
 
 def _unescape(text: str) -> bytes:
@@ -37,7 +54,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("produce", help="produce records read from stdin (like kcat -P)", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap(p)
-    p.add_argument("--topic", "-t", required=True)
+    add_topic(p, "the topic to produce to", required=True)
     p.add_argument("--partition", "-p", type=int, help="partition (default: by key, or spread)")
     p.add_argument("--key-delimiter", "-K", help="split each message into KEY<delim>VALUE at the first delimiter")
     p.add_argument("--key", "-k", help="one key for every message")
@@ -45,8 +62,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="a header added to every message (repeatable)")
     p.add_argument("--delimiter", "-D", default="\\n", help="message delimiter (default: newline)")
     p.add_argument("--file", help="read messages from this file instead of stdin")
-    p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
-    p.add_argument("--compression", "-z", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
+    p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"],
+                   help="acknowledgements a record needs: 0 none, 1 the leader's, all (or -1) the ISR's (default all)")
+    p.add_argument("--compression", "-z", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none",
+                   help="compression codec of the batches (default none)")
     p.add_argument("--delivery-timeout-ms", type=int, default=30000,
                    help="give up on a message not acknowledged in this time, retries included (default 30000)")
     p.add_argument("--progress", action="store_true", help="report progress on stderr even when not a terminal")
@@ -55,7 +74,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("consume", help="print records to stdout (like kcat -C)", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap(c)
-    c.add_argument("--topic", "-t", required=True)
+    add_topic(c, "the topic to consume from", required=True)
     c.add_argument("--partition", "-p", type=int, action="append", help="only this partition (repeatable)")
     c.add_argument("--offset", "-o", default="beginning",
                    help="beginning | end | stored | OFFSET | -N | s@TIMESTAMP_MS (default beginning)")
@@ -72,10 +91,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 # ---- produce -------------------------------------------------------------------------------------------------------
 
-def _messages(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
+def _messages(stream: io.BufferedReader, delimiter: bytes) -> Iterator[bytes]:
+    """The messages of a stream as they arrive: what a terminal or a pipe has given so far is taken, not waited on
+    until 64 KiB or the end, so that each line typed is produced at once."""
     pending = b""
     while True:
-        chunk = stream.read(65536)
+        chunk = stream.read1(65536)
         if not chunk:
             break
         pending += chunk
@@ -129,63 +150,101 @@ class BrokerErrors(logging.Handler):
 
 
 def _broker_error_name(arg: object) -> str | None:
-    """The Kafka error name ("KAFKA_STORAGE_ERROR") if `arg` is the class name of one of kafka-python's errors for
-    broker error codes ("KafkaStorageError")."""
+    """Kafka's name of a broker error code ("KAFKA_STORAGE_ERROR") if `arg` is the class name of one of
+    kafka-python's errors for broker error codes ("KafkaStorageError")."""
     from kafka.errors import kafka_errors
 
     if not isinstance(arg, str):
         return None
-    return next((str(cls.message) for cls in kafka_errors.values() if cls.__name__ == arg), None)
+    return next((kafka_error_name(code) for code, cls in kafka_errors.items() if cls.__name__ == arg), None)
 
 
 def _produce(args: argparse.Namespace) -> int:
     from kafka import KafkaProducer
-    from kafka.errors import KafkaTimeoutError
 
     if args.key is not None and args.key_delimiter is not None:
         raise CommandError("use either --key or --key-delimiter")
     headers = [(k, v.encode()) for k, v in parse_key_values(args.header, "--header").items()]
-    delimiter = _unescape(args.delimiter)
-    key_delimiter = _unescape(args.key_delimiter) if args.key_delimiter is not None else None
-    fixed_key = args.key.encode() if args.key is not None else None
     acks = "all" if args.acks in ("all", "-1") else int(args.acks)
     progress = Progress("Produced", enabled=(args.progress or None) if not args.quiet else False)
     failures: list[Exception] = []
-    with BrokerErrors(announce=not args.quiet) as broker_errors:
-        producer = KafkaProducer(bootstrap_servers=args.bootstrap_server, acks=acks, linger_ms=5,
-                                 compression_type=None if args.compression == "none" else args.compression,
-                                 delivery_timeout_ms=args.delivery_timeout_ms,
-                                 request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
-                                 client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
-        source = open(args.file, "rb") if args.file else sys.stdin.buffer
+    sent = 0
+    with StopSignals(interrupt=True) as stop, BrokerErrors(announce=not args.quiet) as broker_errors:
         try:
-            for n, message in enumerate(_messages(source, delimiter), 1):
-                key: bytes | None = fixed_key
-                value: bytes | None = message
-                if key_delimiter is not None:
-                    key, sep, rest = message.partition(key_delimiter)
-                    value = rest if sep else None
-                    if not sep:
-                        key, value = None, message
+            producer = KafkaProducer(bootstrap_servers=args.bootstrap_server, acks=acks, linger_ms=5,
+                                     compression_type=None if args.compression == "none" else args.compression,
+                                     delivery_timeout_ms=args.delivery_timeout_ms,
+                                     request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
+                                     client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+        except Stopped:
+            return stop.exit_code
+        try:
+            for key, value in _records(args):
                 future = producer.send(args.topic, value=value, key=key, headers=headers or None,
                                        partition=args.partition)
+                sent += 1
                 future.add_callback(lambda _meta: progress.add())
                 future.add_errback(failures.append)
-                if n % FLUSH_EVERY == 0:
+                if sent % FLUSH_EVERY == 0:
                     producer.flush()
             producer.flush()
+        except Stopped:
+            pass  # what was sent is delivered, or fails, within the bounded close below
         finally:
-            if args.file:
-                source.close()
-            producer.close()
+            _close_producer(producer, stop)
+    if stop.requested:
+        if not args.quiet:
+            unacknowledged = sent - progress.count - len(failures)
+            progress.done(f" to {args.topic}, {len(failures)} failed"
+                          + (f", {unacknowledged} unacknowledged" if unacknowledged > 0 else "")
+                          + f" (stopped by {stop.name})")
+        return stop.exit_code
     if not args.quiet and (progress.enabled or failures):
         progress.done(f" to {args.topic}" + (f", {len(failures)} failed" if failures else ""))
-    if failures and isinstance(failures[0], KafkaTimeoutError) and broker_errors.last is not None:
+    if failures and _timed_out(failures[0]) and broker_errors.last is not None:
         raise CommandError(f"{len(failures)} message(s) not delivered within --delivery-timeout-ms "
                            f"({args.delivery_timeout_ms} ms); the broker last answered {broker_errors.last}")
     if failures:
-        raise CommandError(f"{len(failures)} message(s) not delivered, first: {failures[0]!r}")
+        raise CommandError(f"{len(failures)} message(s) not delivered, first: {error_line(failures[0])}")
     return 0
+
+
+def _records(args: argparse.Namespace) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of each message read from stdin or --file."""
+    delimiter = _unescape(args.delimiter)
+    key_delimiter = _unescape(args.key_delimiter) if args.key_delimiter is not None else None
+    fixed_key = args.key.encode() if args.key is not None else None
+    # sys.stdin.buffer is a BufferedReader, as typeshed does not say
+    source = open(args.file, "rb") if args.file else cast(io.BufferedReader, sys.stdin.buffer)
+    try:
+        for message in _messages(source, delimiter):
+            if key_delimiter is None:
+                yield fixed_key, message
+                continue
+            key, sep, value = message.partition(key_delimiter)
+            yield (key, value) if sep else (None, message)
+    finally:
+        if args.file:
+            source.close()
+
+
+def _timed_out(failure: Exception) -> bool:
+    from kafka.errors import KafkaTimeoutError
+
+    return isinstance(failure, KafkaTimeoutError)
+
+
+def _close_producer(producer: KafkaProducer, stop: StopSignals) -> None:
+    """Close once what was sent is delivered or failed; stopped by a signal, within STOP_TIMEOUT_S, what is still
+    unacknowledged then is left so."""
+    from kafka.errors import KafkaTimeoutError
+
+    try:
+        producer.close(timeout=STOP_TIMEOUT_S if stop.requested else None)
+    except Stopped:  # a signal during an unbounded close: bound it
+        _close_producer(producer, stop)
+    except KafkaTimeoutError:
+        pass
 
 
 # ---- consume -------------------------------------------------------------------------------------------------------
@@ -287,10 +346,18 @@ class _Printer:
     def full(self) -> bool:
         return self.limit is not None and self.progress.count >= self.limit
 
-    def write(self, batches: dict) -> None:
-        for records in batches.values():
+    @property
+    def room(self) -> int | None:
+        """How many more records --count lets through (None: no limit)."""
+        return None if self.limit is None else max(0, self.limit - self.progress.count)
+
+    def write(self, batches: dict) -> dict:
+        """Print the records --count lets through; returns, by partition, the offset of the first one left out."""
+        left_out = {}
+        for tp, records in batches.items():
             for record in records:
                 if self.full:
+                    left_out[tp] = record.offset
                     break
                 if self.json:
                     self.out.write(render_json(record))
@@ -302,6 +369,15 @@ class _Printer:
                     self.out.write((record.value or b"") + self.delimiter)
                 self.progress.add()
         self.out.flush()
+        return left_out
+
+
+def _poll(consumer: KafkaConsumer, printer: _Printer) -> None:
+    """One poll, its records printed. Records past --count are given back (the consumer seeks to the first of
+    them), so that the consumer's positions, which its group commits, are what was printed."""
+    records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=printer.room or None)
+    for tp, offset in printer.write(records).items():
+        consumer.seek(tp, offset)
 
 
 def _consume(args: argparse.Namespace) -> int:
@@ -313,26 +389,40 @@ def _consume(args: argparse.Namespace) -> int:
         if args.offset not in ("beginning", "end", "stored"):
             raise CommandError("with -G, -o is beginning or end: where to start without a committed offset")
     reset = "latest" if args.offset == "end" else "earliest"
-    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
-                             enable_auto_commit=args.group is not None, auto_offset_reset=reset,
-                             client_id="minikafka-consume", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     printer = _Printer(args)
-    try:
-        available = consumer.partitions_for_topic(args.topic)
-        if not available:
-            raise CommandError(f"Topic '{args.topic}' does not exist")
-        if args.group is not None:
-            _consume_in_group(consumer, args, printer)
-        else:
-            _consume_assigned(consumer, args, printer, sorted(available))
-    finally:
-        consumer.close()
+    with StopSignals(interrupt=True) as stop:
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
+                                     enable_auto_commit=args.group is not None, auto_offset_reset=reset,
+                                     client_id="minikafka-consume", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+        except Stopped:
+            return stop.exit_code
+        try:
+            available = consumer.partitions_for_topic(args.topic)
+            if not available:
+                raise CommandError(f"Topic '{args.topic}' does not exist")
+            if args.group is not None:
+                _consume_in_group(consumer, args, printer, stop)
+            else:
+                _consume_assigned(consumer, args, printer, sorted(available))
+        except Stopped:
+            pass
+        finally:
+            if args.group is not None:
+                _leave_group(consumer, args, commit=stop.requested)
+            else:
+                consumer.close()
+    if stop.requested:
+        if not args.quiet:
+            printer.progress.done(f" from {args.topic} (stopped by {stop.name})")
+        return stop.exit_code
     if not args.quiet and printer.progress.enabled:
         printer.progress.done(f" from {args.topic}")
     return 0
 
 
-def _consume_assigned(consumer, args: argparse.Namespace, printer: _Printer, available: list[int]) -> None:
+def _consume_assigned(consumer: KafkaConsumer, args: argparse.Namespace, printer: _Printer,
+                      available: list[int]) -> None:
     from kafka import TopicPartition
 
     indexes = sorted(args.partition) if args.partition else available
@@ -347,16 +437,25 @@ def _consume_assigned(consumer, args: argparse.Namespace, printer: _Printer, ava
     ends = consumer.end_offsets(tps) if args.exit else {}
     pending = {tp for tp in tps if not args.exit or positions[tp] < ends[tp]}
     while pending and not printer.full:
-        printer.write(consumer.poll(timeout_ms=200))
+        _poll(consumer, printer)
         if args.exit:
             pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
 
 
-def _consume_in_group(consumer, args: argparse.Namespace, printer: _Printer) -> None:
-    consumer.subscribe([args.topic])
+def _consume_in_group(consumer: KafkaConsumer, args: argparse.Namespace, printer: _Printer,
+                      stop: StopSignals) -> None:
+    """Consume as a member of the group until the end (-e), --count or a signal; at the end, commit.
+
+    A signal only sets a flag here, seen between polls: raised inside a poll, it could leave the member's
+    JoinGroup to be sent again after the member has left."""
+    from kafka import ConsumerRebalanceListener
+
+    stop.interrupt = False
+    ConsumerRebalanceListener.register(_RebalanceReport)
+    consumer.subscribe([args.topic], listener=_RebalanceReport(args.group, announce=not args.quiet))
     ends: dict = {}
-    while not printer.full:
-        printer.write(consumer.poll(timeout_ms=200))
+    while not printer.full and not stop.requested:
+        _poll(consumer, printer)
         if args.exit:
             assigned = consumer.assignment()
             new = [tp for tp in assigned if tp not in ends]
@@ -364,7 +463,104 @@ def _consume_in_group(consumer, args: argparse.Namespace, printer: _Printer) -> 
                 ends.update(consumer.end_offsets(new))
             if assigned and all(consumer.position(tp) >= ends[tp] for tp in assigned):
                 break
-    consumer.commit()
+    if not stop.requested:
+        _commit_through_rebalances(consumer, printer, stop)
+
+
+def _commit_through_rebalances(consumer: KafkaConsumer, printer: _Printer, stop: StopSignals) -> None:
+    """Commit the positions of the partitions the member owns. A commit fails while the group rebalances
+    (REBALANCE_IN_PROGRESS, or CommitFailedError once a new generation began): as Kafka's consumers' own poll
+    loops do, poll until the member is in the group again and commit what it owns then."""
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+    deadline = time.monotonic() + COMMIT_TIMEOUT_S
+    while True:
+        try:
+            consumer.commit()
+            return
+        except (CommitFailedError, RebalanceInProgressError) as exc:
+            if stop.requested:
+                return
+            if time.monotonic() >= deadline:
+                raise CommandError(f"offsets not committed: the group rebalanced for {COMMIT_TIMEOUT_S:.0f} s; "
+                                   f"last {error_line(exc)}") from None
+        if printer.full:  # the rejoin only: nothing more is to be printed
+            consumer.pause(*consumer.assignment())
+        _poll(consumer, printer)
+
+
+def _leave_group(consumer: KafkaConsumer, args: argparse.Namespace, commit: bool) -> None:
+    """Close the consumer, leaving its group within STOP_TIMEOUT_S, so that its partitions go to the other members
+    at once rather than after its session times out; with `commit` (a signal stopped it) commit its positions
+    first if the group is stable.
+
+    A member in a rebalance has a JoinGroup (or SyncGroup) waiting at the coordinator for the other members, and
+    a connection's requests are answered in order, so the consumer's own LeaveGroup would wait behind it (up to
+    the rebalance timeout). Such a member is removed over a connection of its own first (LeaveGroup with its
+    member id, as an admin removes members), which also ends the waiting JoinGroup."""
+    from kafka.errors import KafkaError
+    from kafka.structs import MemberState
+
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    member = consumer.group_metadata()
+    try:
+        if commit and member.state == MemberState.STABLE:
+            consumer.commit(timeout_ms=_remaining_ms(deadline))
+        elif member.state == MemberState.REBALANCING and member.member_id:
+            _remove_member(args, member.member_id, deadline)
+    except (KafkaError, OSError) as exc:
+        print(f"% {error_line(exc)}", file=sys.stderr, flush=True)
+    consumer.close(autocommit=False, timeout_ms=_remaining_ms(deadline))
+
+
+def _remove_member(args: argparse.Namespace, member_id: str, deadline: float) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import MemberToRemove
+
+    timeout_ms = _remaining_ms(deadline)
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-consume",
+                             request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+    try:
+        admin.remove_group_members(args.group, [MemberToRemove(member_id=member_id, reason="the consumer stopped")])
+    finally:
+        admin.close()
+
+
+def _remaining_ms(deadline: float) -> int:
+    return max(1, int(1000 * (deadline - time.monotonic())))
+
+
+class _RebalanceReport:
+    """kcat's lines on stderr as the group rebalances, `% Group G rebalanced: assigned: t [0], t [1]`, and for
+    the partitions the member gives up: revoked before a rejoin or on closing, lost when it was no longer in the
+    group (kafka-python calls these on its network thread; partitions revoked already are not told again)."""
+
+    def __init__(self, group: str, announce: bool) -> None:
+        self.group = group
+        self.announce = announce
+        self.owned: set = set()
+
+    def on_partitions_assigned(self, assigned: set) -> None:
+        self.owned = set(assigned)
+        self._say("assigned", self.owned)
+
+    def on_partitions_revoked(self, revoked: set) -> None:
+        self._give_up("revoked", revoked)
+
+    def on_partitions_lost(self, lost: set) -> None:
+        self._give_up("lost", lost)
+
+    def _give_up(self, how: str, partitions: set) -> None:
+        gone = self.owned & set(partitions)
+        self.owned -= gone
+        if gone:
+            self._say(how, gone)
+
+    def _say(self, what: str, partitions: set) -> None:
+        if self.announce:
+            listed = ", ".join(f"{tp.topic} [{tp.partition}]" for tp in sorted(partitions)) or "nothing"
+            sys.stderr.write(f"% Group {self.group} rebalanced: {what}: {listed}\n")  # one write: one line
+            sys.stderr.flush()
 
 
 def run_produce(args: argparse.Namespace) -> int:

@@ -11,7 +11,15 @@ import re
 import sys
 import uuid
 
-from minikafka.cli_common import BOOTSTRAP_TIMEOUT_MS, CommandError, add_bootstrap, parse_key_values, run_guarded
+from minikafka.cli_common import (
+    BOOTSTRAP_TIMEOUT_MS,
+    BrokerError,
+    CommandError,
+    add_bootstrap,
+    add_topic,
+    parse_key_values,
+    run_guarded,
+)
 
 # DescribeConfigs config_source of a value nobody set (kafka-python gives its name; the wire gives 5).
 DEFAULT_CONFIG_SOURCES = ("DEFAULT_CONFIG", "5")
@@ -23,12 +31,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     ls = actions.add_parser("list", help="print topic names, one per line")
     add_bootstrap(ls)
-    ls.add_argument("--topic", help="only names matching this regular expression")
+    add_topic(ls, "only names matching this regular expression")
     ls.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
 
     create = actions.add_parser("create", help="create a topic")
     add_bootstrap(create)
-    create.add_argument("--topic", required=True)
+    add_topic(create, "the topic's name", required=True)
     create.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     create.add_argument("--replication-factor", type=int, default=-1,
                         help="default: the broker's default.replication.factor")
@@ -38,15 +46,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     describe = actions.add_parser("describe", help="topics with their partitions, leaders, replicas and ISR")
     add_bootstrap(describe)
-    describe.add_argument("--topic", help="only topics matching this regular expression")
-    describe.add_argument("--exclude-internal", action="store_true")
+    add_topic(describe, "only topics matching this regular expression")
+    describe.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
     describe.add_argument("--under-replicated-partitions", action="store_true",
                           help="only partitions whose ISR is smaller than their replica list")
     describe.add_argument("--unavailable-partitions", action="store_true", help="only partitions without a leader")
 
     delete = actions.add_parser("delete", help="delete topics")
     add_bootstrap(delete)
-    delete.add_argument("--topic", required=True, help="a name or regular expression")
+    add_topic(delete, "a name or regular expression", required=True)
     delete.add_argument("--if-exists", action="store_true", help="succeed if no topic matches")
 
 
@@ -89,14 +97,16 @@ def _create(args: argparse.Namespace) -> int:
     configs = parse_key_values(args.config, "--config")
     admin = _admin(args)
     try:
-        admin.create_topics({args.topic: {"num_partitions": args.partitions,
-                                          "replication_factor": args.replication_factor, "configs": configs}})
-    except TopicAlreadyExistsError:
-        if args.if_not_exists:
-            return 0
-        raise CommandError(f"Topic '{args.topic}' already exists.") from None
+        answer = admin.create_topics({args.topic: {"num_partitions": args.partitions,
+                                                   "replication_factor": args.replication_factor,
+                                                   "configs": configs}}, raise_errors=False)
     finally:
         admin.close()
+    (topic,) = answer["topics"]
+    if topic["error_code"] == TopicAlreadyExistsError.errno and args.if_not_exists:
+        return 0
+    if topic["error_code"]:
+        raise BrokerError(topic["error_code"], topic["error_message"])
     print(f"Created topic {args.topic}.")
     return 0
 
@@ -109,9 +119,17 @@ def _delete(args: argparse.Namespace) -> int:
             if args.if_exists:
                 return 0
             raise CommandError(f"Topic '{args.topic}' does not exist as expected")
-        admin.delete_topics(names)
+        answer = admin.delete_topics(names, raise_errors=False)
     finally:
         admin.close()
+    refused = None
+    for topic in sorted(answer["topics"], key=lambda t: t["name"]):
+        if topic["error_code"]:
+            refused = refused or BrokerError(topic["error_code"], topic.get("error_message"))
+        else:
+            print(f"Deleted topic {topic['name']}.")
+    if refused is not None:
+        raise refused
     return 0
 
 

@@ -1,7 +1,7 @@
 """`minikafka.Cluster`: a controller and N brokers, each a real process, handled as one Kafka cluster.
 
     with minikafka.Cluster(brokers=3) as cluster:
-        admin.create_topics([NewTopic("t", 1, 3)])                  # on cluster.bootstrap_servers
+        cluster.state.create_topic("t", partitions=1, replication_factor=3)
         leader = cluster.leader_of("t", 0)                           # a minikafka.Broker
         leader.kill()                                                # kill -9
         cluster.wait_for_leader("t", 0, not_on=leader)               # another replica leads
@@ -35,6 +35,7 @@ from minikafka.broker_handle import Broker
 from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
 from minikafka.local_server import StartedInWith
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
+from minikafka.protocol.schema_loading import quiet_schema_loading
 
 if TYPE_CHECKING:
     from minikafka.integration.faults import Fault, Faults
@@ -340,7 +341,8 @@ class Cluster(StartedInWith):
                                 timeout: float = DEFAULT_WAIT_S) -> list[tuple[str, int]]:
         """ElectLeaders PREFERRED (what kafka-leader-election.sh does) for one partition, a topic's or all; returns
         the partitions whose leadership moved, once their preferred replica leads each of them."""
-        from kafka import KafkaAdminClient
+        with quiet_schema_loading():
+            from kafka import KafkaAdminClient
 
         wanted: dict[str, list[int]] | list[str] | None = None
         if topic is not None:

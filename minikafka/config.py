@@ -347,3 +347,8 @@ class BrokerConfig:
     def log_dirs(self) -> list[Path]:
         value = self.props.get("log.dirs") or self.props.get("log.dir") or self.get("log.dirs")
         return [Path(p.strip()) for p in value.split(",") if p.strip()]
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        """Where a controller keeps its metadata log: metadata.log.dir, else the first log dir (as in Kafka)."""
+        return Path(self.get("metadata.log.dir") or self.log_dirs[0])

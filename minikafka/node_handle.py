@@ -153,6 +153,16 @@ class NodeHandle(LocalServer):
         return isinstance(self._runner, SubprocessRunner) and self._runner.paused and self._runner.running
 
     @property
+    def returncode(self) -> int | None:
+        """How the node's process ended, as subprocess tells it (-N: killed by signal N); None while it runs, before
+        a start, after stop() or kill(), and in-process."""
+        from minikafka.integration.subprocess_runner import SubprocessRunner
+
+        if isinstance(self._runner, SubprocessRunner) and self._runner.proc is not None:
+            return self._runner.proc.poll()
+        return None
+
+    @property
     def port(self) -> int:
         """The listener's port (0 before the first start when none was given)."""
         return self._port

@@ -14,7 +14,19 @@ from typing import TYPE_CHECKING
 
 from .data_loss import DataLossError
 from .jvm import JvmKafkaSettings, jvm_kafka_options
-from .source import MinikafkaDataSource
+
+# What the data source needs beyond minikafka itself; the `spark` extra installs them.
+SPARK_EXTRA_MODULES = ("pyspark", "pyarrow", "pandas", "confluent_kafka")
+SPARK_EXTRA_MISSING = ('the minikafka Spark connector needs {module}, which is not installed: pip install '
+                       '"minikafka[spark]", or from a clone of minikafka pip install ".[spark]" (PySpark 4.2+, '
+                       "pyarrow, pandas, confluent-kafka; Spark also needs Java 17)")
+
+try:
+    from .source import MinikafkaDataSource
+except ModuleNotFoundError as exc:
+    if (exc.name or "").partition(".")[0] not in SPARK_EXTRA_MODULES:
+        raise
+    raise ImportError(SPARK_EXTRA_MISSING.format(module=exc.name), name=exc.name) from exc
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -2,7 +2,8 @@
 
 Layout as in Kafka (KRaft mode), so Kafka's tools and habits apply:
 `meta.properties`, `recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
-`log-start-offset-checkpoint` and one `<topic>-<partition>` directory per partition.
+`log-start-offset-checkpoint` and one `<topic>-<partition>` directory per partition, and the `.lock` file whose
+lock the node using the directory holds.
 """
 
 from __future__ import annotations
@@ -11,17 +12,21 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import NamedTuple
 
 from .checkpoint import atomic_write, parse_java_int, read_offset_checkpoint, write_offset_checkpoint
 from .errors import KafkaStorageError
+from .file_lock import FileLock
 from .partition_metadata import random_uuid, uuid_from_str, uuid_to_str
 from .properties import parse_properties
 
 logger = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
+LOCK_FILE_NAME = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -72,6 +77,38 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     if not sep or not partition.isdigit() or validate_topic_name(topic) is not None:
         return None
     return topic, int(partition)
+
+
+def lock_log_dir(directory: Path) -> FileLock:
+    """The lock of a log dir or metadata log dir (Kafka's LogManager.lockLogDirs), the dir created if missing.
+
+    Taken before anything in the dir is read or written and held while the node runs, so that a second broker or
+    controller given the same dir refuses to start instead of recovering, truncating and checkpointing files the
+    first one is writing. KafkaStorageError with Kafka's message when another process or thread holds it.
+    """
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KafkaStorageError(f"Cannot create log directory {directory}: {e}") from e
+    lock = FileLock(directory / LOCK_FILE_NAME)
+    try:
+        locked = lock.try_lock()
+    except OSError as e:
+        raise KafkaStorageError(f"Disk error while locking directory {directory}: {e}") from e
+    if not locked:
+        raise KafkaStorageError(f"Failed to acquire lock on file {LOCK_FILE_NAME} in {directory}. A Kafka instance "
+                                "in another process or thread is using this directory.")
+    return lock
+
+
+def lock_log_dirs(directories: Iterable[Path]) -> ExitStack:
+    """The locks of every dir, all or none (those taken are released when one fails); closing the returned stack
+    releases them."""
+    with ExitStack() as locks:
+        for directory in directories:
+            locks.enter_context(lock_log_dir(directory))
+        return locks.pop_all()
 
 
 class MetaProperties(NamedTuple):

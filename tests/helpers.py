@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import selectors
 import signal
 import socket
 import subprocess
@@ -306,3 +307,23 @@ def kill_process_group(proc: subprocess.Popen, timeout_s: float) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     if proc.poll() is None:
         proc.communicate(timeout=timeout_s)
+
+
+def read_stdout_line(proc: subprocess.Popen, timeout_s: float) -> bytes:
+    """The process's next stdout line, read within `timeout_s` (a plain readline could block forever); byte by byte,
+    so nothing past the line is consumed."""
+    assert proc.stdout is not None
+    line = b""
+
+    def line_read() -> bool:
+        nonlocal line
+        if selector.select(0.1):
+            chunk = os.read(proc.stdout.fileno(), 1)
+            assert chunk, f"the process exited in the middle of a line: {line!r}"
+            line += chunk
+        return line.endswith(b"\n")
+
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        wait_until(line_read, timeout_s, interval=0, message="a line on the process's stdout")
+    return line

@@ -1,6 +1,7 @@
 """The controller role of a node: the quorum controller, its background duties, and its listener.
 
-`run()` opens the metadata log (in `metadata.log.dir`, else the first log dir) and replays it, binds the listener
+`run()` locks the metadata log dir (`metadata.log.dir`, else the first log dir; its `.lock`, held until the
+controller stops, keeps a second node out of it), opens the metadata log there and replays it, binds the listener
 named by `controller.listener.names` when `listeners` has one, starts the controller's tasks, and then reports
 itself started; it serves until cancelled. Without a controller listener (a combined node with no controller
 port) the controller is reached in process only, through `apis`.
@@ -14,7 +15,6 @@ of brokers whose link to this node is cut.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import trio
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
@@ -24,10 +24,18 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import encode_response
 from minikafka.protocol.control import CONTROL_API_KEY
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.log_dir import lock_log_dir
 
 from ..faults.link_faults import LinkFaults
 from ..metadata_image import BrokerEndpointInfo, MetadataImage
-from ..server import CloseConnection, ConnectionInfo, SocketServer, decode_or_close, parse_header_or_close
+from ..server import (
+    CloseConnection,
+    ConnectionInfo,
+    SocketServer,
+    decode_or_close,
+    open_listeners,
+    parse_header_or_close,
+)
 from .controller_apis import ControllerApis
 from .controller_config import QuorumControllerConfig
 from .controller_control import ControllerControl
@@ -43,7 +51,7 @@ class ControllerServer:
         self.config = config
         self.controller_config = QuorumControllerConfig.from_broker_config(config)
         self.listeners: list[Endpoint] = config.controller_listeners
-        self.metadata_dir = Path(config.get("metadata.log.dir") or config.log_dirs[0])
+        self.metadata_dir = config.metadata_log_dir
         self.endpoint: BrokerEndpointInfo | None = None  # the bound listener, once started
         self.links = LinkFaults()  # a combined node shares its broker's
         self.control = ControllerControl(self)
@@ -58,13 +66,18 @@ class ControllerServer:
 
     async def run(self, *, task_status: trio.TaskStatus[ControllerServer] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; `task_status.started()` fires once the listener accepts connections."""
+        with lock_log_dir(self.metadata_dir):
+            await self._run(task_status)
+
+    async def _run(self, task_status: trio.TaskStatus[ControllerServer]) -> None:
         self.controller = QuorumController.open(self.controller_config, self.metadata_dir)
         try:
             self.apis = ControllerApis(self.controller)
             self.socket_server = SocketServer(self._process, self.config.get("socket.request.max.bytes"),
                                               self.config.get("connections.max.idle.ms") / 1000,
                                               on_connection_closed=self.apis.on_connection_closed)
-            bound = [(e, await trio.open_tcp_listeners(e.port, host=e.host)) for e in self.listeners]
+            bound = [(e, await open_listeners(f"controller listener {e.listener}", e.host, e.port))
+                     for e in self.listeners]
             async with trio.open_nursery() as nursery:
                 for endpoint, listeners in bound:
                     nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)

@@ -178,7 +178,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
                                              client=client, watched=watched)
         woken = [fr for key, fr in quiet if not is_quiet(ctx, context, params, key, fr)]
     if woken:
-        results += await replica_manager.read_from_log(params, woken, update_fetch_state=True)
+        woken_results = await replica_manager.read_from_log(params, woken, update_fetch_state=True)
+        replica_manager.count_bytes_out(params, woken, woken_results)
+        results += woken_results
         wanted += woken
     by_tp = {fr.topic_partition: res for fr, res in zip(wanted, results, strict=True)}
     replica_manager.record_leader_throttled_bytes(params, by_tp)

@@ -104,6 +104,15 @@ RECONNECT_MAX_DELAY_S = 1.0  # between kazoo's connection attempts while ZooKeep
 PREVIOUS_REGISTRATION_WAIT_SESSIONS = 2
 
 
+def _quiet_kazoo() -> None:
+    """kazoo logs each connection and session change at INFO ("Connecting to 127.0.0.1:2181", "Zookeeper connection
+    established"), which this client reports already in a broker's words; below minikafka's DEBUG, kazoo says only
+    warnings and errors. A level set for kazoo by whoever configured logging is kept."""
+    kazoo = logging.getLogger("kazoo")
+    if kazoo.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
+        kazoo.setLevel(logging.WARNING)
+
+
 class ControllerMovedError(Exception):
     """A controller's write was refused because /controller_epoch moved (another controller was elected), or its
     election lost: this broker is not the controller."""
@@ -248,6 +257,7 @@ class KafkaZkClient:
 
     def __init__(self, config: ZkClientConfig) -> None:
         self.config = config
+        _quiet_kazoo()
         self._kazoo = KazooClient(
             config.connect, timeout=config.session_timeout_ms / 1000,
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": RECONNECT_MAX_DELAY_S})
@@ -759,8 +769,9 @@ class KafkaZkClient:
             if trio.current_time() >= deadline:
                 raise NodeExistsError(f"{path} exists, owned by session 0x{owner:x}, not this client's "
                                       f"0x{self._session_id or 0:x}")
-            log.info("%s is held by session 0x%x (an earlier process of this broker?); waiting for it to expire",
-                     path, owner)
+            log.info("%s is held by session 0x%x (an earlier process of this broker, killed?); waiting up to %.0f ms "
+                     "for that session to expire (zookeeper.session.timeout.ms=%d) and its registration to go",
+                     path, owner, 1000 * (deadline - trio.current_time()), self.config.session_timeout_ms)
             await self._wait_for_deletion(path, deadline)
 
     async def _wait_for_deletion(self, path: str, deadline: float) -> None:

@@ -1,15 +1,19 @@
 """The client-side commands as a user types them: topics, produce/consume (kcat-style), groups, faults."""
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import json
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
+from minikafka.cli import build_parser
 from tests.helpers import wait_until
 
 CLI_TIMEOUT_S = 60
@@ -45,7 +49,7 @@ def test_topics_create_list_describe_delete(minikafka_session_broker):
     assert again.returncode == 1 and b"already exists" in again.stderr
     assert cli(broker, "topics", "create", "--topic", "cli-orders", "--if-not-exists").returncode == 0
 
-    cli(broker, "topics", "delete", "--topic", "cli-orders")
+    assert cli(broker, "topics", "delete", "-t", "cli-orders").stdout == b"Deleted topic cli-orders.\n"
     assert "cli-orders" not in cli(broker, "topics", "list").stdout.decode().splitlines()
     missing = cli(broker, "topics", "delete", "--topic", "cli-orders", check=False)
     assert missing.returncode == 1 and b"does not exist" in missing.stderr
@@ -56,8 +60,69 @@ def test_topics_regex_selects_topics(minikafka_session_broker):
     for name in ("rx-a", "rx-b", "other-rx"):
         cli(broker, "topics", "create", "--topic", name)
     assert cli(broker, "topics", "list", "--topic", "rx-.*").stdout.decode().split() == ["rx-a", "rx-b"]
-    described = cli(broker, "topics", "describe", "--topic", "rx-.*").stdout.decode()
+    described = cli(broker, "topics", "describe", "-t", "rx-.*").stdout.decode()
     assert described.count("PartitionCount") == 2 and "other-rx" not in described
+    assert cli(broker, "topics", "delete", "-t", "rx-.*").stdout == b"Deleted topic rx-a.\nDeleted topic rx-b.\n"
+
+
+@pytest.mark.parametrize("topic, options, error", [
+    ("cli-too-many-replicas", ["--replication-factor", "5"], "INVALID_REPLICATION_FACTOR"),
+    ("cli-bad-config", ["--config", "retention.ms=soon"], "INVALID_CONFIG"),
+    ("cli-no-partitions", ["--partitions", "0"], "INVALID_PARTITIONS"),
+    ("cli bad name!", [], "INVALID_TOPIC_EXCEPTION"),
+])
+def test_a_refused_create_is_one_line_with_kafka_s_error_name_and_the_broker_s_message(minikafka_session_broker,
+                                                                                         topic, options, error):
+    broker = minikafka_session_broker
+    refused = cli(broker, "topics", "create", "-t", topic, *options, check=False)
+    assert refused.returncode == 1
+    lines = refused.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0] == f"Error: {error}: {broker_error_message(broker, topic, options)}"
+
+
+def broker_error_message(broker, topic: str, options: list[str]) -> str:
+    """What the broker itself answers a CreateTopics of `topic` with `options` (a KafkaAdminClient's request)."""
+    settings = dict(zip(options[::2], options[1::2], strict=True))
+    key, _, value = settings.get("--config", "=").partition("=")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        answer = admin.create_topics({topic: {"num_partitions": int(settings.get("--partitions", -1)),
+                                              "replication_factor": int(settings.get("--replication-factor", -1)),
+                                              "configs": {key: value} if key else {}}}, raise_errors=False)
+    finally:
+        admin.close()
+    (result,) = answer["topics"]
+    assert result["error_code"] != 0 and result["error_message"]
+    return result["error_message"]
+
+
+# ---- the command line itself ---------------------------------------------------------------------------------------
+
+def test_version_is_the_installed_distribution_s():
+    proc = subprocess.run([sys.executable, "-m", "minikafka", "--version"], capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == 0
+    assert proc.stdout == f"minikafka {importlib.metadata.version('minikafka')}\n"
+
+
+def test_every_option_of_every_command_has_help_and_topic_is_t():
+    def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                described = {choice.dest: choice.help for choice in action._choices_actions}
+                for name, sub in action.choices.items():
+                    assert described.get(name), f"{path} {name} has no help"
+                    yield from walk(sub, f"{path} {name}")
+            else:
+                yield path, action
+
+    actions = list(walk(build_parser(), "minikafka"))
+    assert len(actions) > 100
+    assert [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in actions if not a.help] == []
+    topics = [(path, a.option_strings) for path, a in actions if "--topic" in a.option_strings]
+    assert len(topics) == 8
+    assert [path for path, options in topics if "-t" not in options] == []
 
 
 # ---- produce and consume -------------------------------------------------------------------------------------------
@@ -202,6 +267,27 @@ def test_fault_error_from_cli_is_seen_by_a_producer(minikafka_broker):
     cli(broker, "fault", "clear")
     cli(broker, "produce", "-t", "t", stdin=b"y\n")
     assert cli(broker, "consume", "-t", "t", "-e").stdout == b"y\n"
+
+
+def test_error_names_are_kafka_s_own_as_typed(minikafka_broker):
+    broker = minikafka_broker
+    cli(broker, "topics", "create", "-t", "t")
+    added = cli(broker, "fault", "error", "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER", "--forever",
+                "-t", "t").stdout.decode()
+    assert added == "Added fault 1: Produce fails with NOT_LEADER_OR_FOLLOWER for t until cleared\n"
+    assert cli(broker, "fault", "list").stdout.decode().split("\t")[2].startswith(
+        "Produce fails with NOT_LEADER_OR_FOLLOWER")
+    retried = cli(broker, "produce", "-t", "t", "--delivery-timeout-ms", "1500", stdin=b"x\n", check=False)
+    assert retried.returncode == 1
+    assert b"the broker answered NOT_LEADER_OR_FOLLOWER" in retried.stderr
+    assert b"NOT_LEADER_FOR_PARTITION" not in retried.stderr  # kafka-python's name from before Kafka 2.4
+
+    cli(broker, "fault", "clear")
+    cli(broker, "fault", "error", "--api", "Produce", "--error", "INVALID_TOPIC_EXCEPTION", "--forever")
+    refused = cli(broker, "produce", "-t", "t", stdin=b"x\n", check=False)
+    assert refused.returncode == 1
+    last = refused.stderr.decode().splitlines()[-1]
+    assert last.startswith("Error: 1 message(s) not delivered, first: INVALID_TOPIC_EXCEPTION: "), last
 
 
 @pytest.mark.minikafka(in_process=False)  # shutdown ends the broker's process: it must have its own

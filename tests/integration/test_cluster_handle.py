@@ -3,11 +3,18 @@ and a follower frozen, the cluster command line and the fixture's marker."""
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -227,15 +234,60 @@ def read_lines(proc: subprocess.Popen, count: int, timeout_s: float) -> list[str
     return buffer.decode().splitlines()[:count]
 
 
-def test_cluster_command_prints_each_node_and_stops_on_sigterm(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "cluster", "--brokers", "3",
-                             "--data-dir", str(tmp_path / "data"), "-o", "num.partitions=2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+READY_LINE = re.compile(r"minikafka listening on (127\.0\.0\.1:\d+) \(broker (\d+), pid (\d+)\)")
+CONTROLLER_LINE = re.compile(r"minikafka controller listening on (127\.0\.0\.1:\d+) \(controller 3000, pid (\d+)\)")
+METRICS_LINE = re.compile(r"minikafka metrics on (http://127\.0\.0\.1:\d+/metrics) \((broker \d+|controller 3000)\)")
+
+
+@contextmanager
+def cluster_command(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """`minikafka cluster ARGS` for the block, with a list for the pids of the nodes it prints; asked to stop
+    (SIGTERM) if still running at the block's end, then killed with every node listed (its nodes lead process
+    groups of their own)."""
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "cluster", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, env=env)
+    node_pids: list[int] = []
     try:
+        yield proc, node_pids
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=CLI_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                kill_process_group(proc, CLI_TIMEOUT_S)
+        for pid in node_pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def read_until(pipe: IO[bytes], text: bytes, timeout_s: float) -> bytes:
+    """What a process writes to `pipe` until `text` appears, read within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(pipe, selectors.EVENT_READ)
+        while text not in buffer:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no {text!r} in {timeout_s} s: {buffer!r}"
+            if selector.select(remaining):
+                chunk = os.read(pipe.fileno(), 4096)
+                assert chunk, f"closed without {text!r}: {buffer!r}"
+                buffer += chunk
+    return buffer
+
+
+def test_cluster_command_prints_each_node_and_stops_on_sigterm(tmp_path):
+    args = ("--brokers", "3", "--data-dir", str(tmp_path / "data"), "-o", "num.partitions=2")
+    with cluster_command(*args) as (proc, node_pids):
         lines = read_lines(proc, 4, CLI_TIMEOUT_S)
-        assert lines[0].startswith("minikafka controller listening on 127.0.0.1:")
-        brokers = [line.removeprefix("minikafka listening on ") for line in lines[1:]]
-        assert all(line.startswith("minikafka listening on 127.0.0.1:") for line in lines[1:])
+        controller = CONTROLLER_LINE.fullmatch(lines[0])
+        ready = [m for m in map(READY_LINE.fullmatch, lines[1:]) if m]
+        assert controller and len(ready) == 3, lines
+        node_pids += [int(controller.group(2)), *(int(m.group(3)) for m in ready)]
+        assert sorted(int(m.group(2)) for m in ready) == [1, 2, 3]
+        assert all(process_alive(pid) for pid in node_pids)
+        brokers = [m.group(1) for m in ready]  # as a script reads them: the address after the prefix
         # Each broker prints its line once it is ready; the first may learn of the others' unfencing a moment later.
         wait_until(lambda: metadata_broker_ids(brokers[0]) == [1, 2, 3], timeout=20,
                    message="the first broker's Metadata to list all three brokers")
@@ -243,11 +295,75 @@ def test_cluster_command_prints_each_node_and_stops_on_sigterm(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=CLI_TIMEOUT_S)
         assert proc.returncode == 0, err
-        assert b"stopping the cluster" in err
+        progress = err.decode().splitlines()
+        assert "minikafka: controller 3000 ready (1 of 4); waiting for broker 1, broker 2, broker 3" in progress
+        assert sum(line.endswith("ready (4 of 4); all nodes ready") for line in progress) == 1
+        assert progress[-1] == "minikafka: stopping the cluster"
         assert (tmp_path / "data" / "broker-1" / "meta.properties").exists()  # a given data dir is kept
         assert "shutting down" in (tmp_path / "data" / "broker-3.log").read_text()
-    finally:
-        kill_process_group(proc, CLI_TIMEOUT_S)
+
+
+def test_cluster_command_prints_metrics_urls_and_tells_a_kill_by_its_signal(tmp_path):
+    args = ("--brokers", "2", "--metrics-port", "0", "--data-dir", str(tmp_path / "data"))
+    with cluster_command(*args) as (proc, node_pids):
+        lines = read_lines(proc, 6, CLI_TIMEOUT_S)  # each node's ready line, then its metrics URL
+        ready = {m.group(2): int(m.group(3)) for m in map(READY_LINE.fullmatch, lines) if m}
+        controller = next(m for m in map(CONTROLLER_LINE.fullmatch, lines) if m)
+        node_pids += [int(controller.group(2)), *ready.values()]
+        urls = {m.group(2): m.group(1) for m in map(METRICS_LINE.fullmatch, lines) if m}
+        assert sorted(urls) == ["broker 1", "broker 2", "controller 3000"]
+        for url in urls.values():
+            with urllib.request.urlopen(url, timeout=CLI_TIMEOUT_S) as scraped:
+                assert b"kafka_controller_kafkacontroller_activecontrollercount" in scraped.read()
+
+        os.kill(ready["2"], signal.SIGKILL)
+        assert proc.stderr is not None
+        told = read_until(proc.stderr, b"was killed by SIGKILL", CLI_TIMEOUT_S).decode().splitlines()
+        log = tmp_path / "data" / "broker-2.log"
+        assert f"minikafka: broker 2 (pid {ready['2']}) was killed by SIGKILL; log {log}" in told
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=CLI_TIMEOUT_S)
+        assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("option, node, listener", [
+    ("--ports", "broker 2", "the Kafka listener PLAINTEXT"),
+    ("--controller-port", "controller 3000", "the controller listener CONTROLLER"),
+    ("--metrics-port", "broker 1", "the metrics endpoint (metrics.port)"),
+])
+def test_cluster_command_names_a_port_in_use_and_keeps_the_log(tmp_path, option, node, listener):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        value = f"0,{port}" if option == "--ports" else str(port)
+        env = {**os.environ, "TMPDIR": str(tmp_path)}  # the cluster's temporary dir, kept on failure
+        with cluster_command("--brokers", "2", option, value, env=env) as (proc, _node_pids):
+            _, err = proc.communicate(timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == 1, err
+    failed = [line for line in err.decode().splitlines() if "cannot start the cluster" in line]
+    assert len(failed) == 1, err
+    prefix = f"minikafka: cannot start the cluster: {node}: {listener} cannot bind 127.0.0.1:{port}: "
+    assert failed[0].startswith(prefix), failed[0]
+    log = Path(failed[0].rsplit("(log ", 1)[1].removesuffix(")"))
+    assert log.is_file() and log.is_relative_to(tmp_path)  # kept for a look, with the data dir
+    assert f"kept {log.parent} with every node's data and log" in err.decode()
+
+
+def test_cluster_command_reports_nodes_still_waiting(tmp_path):
+    with socket.socket() as silent:  # bound, never listening: a ZooKeeper that refuses every connection
+        silent.bind(("127.0.0.1", 0))
+        connect = f"127.0.0.1:{silent.getsockname()[1]}/minikafka-waiting"
+        args = ("--brokers", "1", "--zookeeper-connect", connect, "--start-timeout", "6",
+                "-o", "zookeeper.connection.timeout.ms=60000", "--data-dir", str(tmp_path))
+        with cluster_command(*args) as (proc, _node_pids):
+            _, err = proc.communicate(timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == 1
+    text = err.decode()
+    waiting = r"^minikafka: broker 1 \(pid \d+\) not ready after \d+ s; its log says: "
+    assert re.search(waiting, text, re.MULTILINE), text
+    assert "cannot start the cluster: broker 1 did not start within 6 s" in text
+    assert (tmp_path / "broker-1.log").is_file()
 
 
 def test_cluster_command_fails_clearly_when_a_node_cannot_start(tmp_path):

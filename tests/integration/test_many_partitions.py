@@ -24,7 +24,9 @@ EXCESSIVE = "Unable to perform excessively large batch operation."
 ABSURD = 16_777_216  # what the probe sent: 2.7 GB and 26 s of a blocked broker before the limit
 CREATE_TIMEOUT_S = 180.0  # budgets, not expectations: a loaded machine creates a few hundred logs a second
 START_TIMEOUT_S = 180.0
-ANSWER_BOUND_S = 3.0  # before, every other client waited for the whole creation (8-15 s for 5,000)
+# Before, every other client waited for the whole creation (8-15 s for 5,000 on a quiet machine); a loaded machine
+# stretches both the creation and each answer, so an answer is bounded by a share of the creation's own time.
+ANSWER_SHARE = 0.25
 QUICK_S = 10.0  # before, the absurd validate_only blocked the broker for 26 s
 STOP_BOUND_S = 8.0  # before, SIGTERM waited for the creation; a request in flight can hold a stop for 10 s
 MEMORY_BOUND_MB = 50
@@ -100,6 +102,7 @@ def test_other_clients_are_answered_while_five_thousand_partitions_are_created()
             create_topic(conn, "small")
         creation = Creation(broker.bootstrap_servers, [("big", 5000)])
         latencies: list[float] = []
+        started = time.monotonic()
         creation.start()
         try:
             with RawConnection(broker.bootstrap_servers) as probe:
@@ -112,8 +115,10 @@ def test_other_clients_are_answered_while_five_thousand_partitions_are_created()
                     time.sleep(0.02)  # pacing: a client that asks now and then, not one that floods
         finally:
             assert creation.answer() == (0, None)
+        took = time.monotonic() - started
         assert len(latencies) >= 3, "the probes should have run while the partitions were being created"
-        assert max(latencies) < ANSWER_BOUND_S, f"slowest Metadata+Produce took {max(latencies):.2f} s"
+        assert max(latencies) < ANSWER_SHARE * took, (
+            f"slowest Metadata+Produce took {max(latencies):.2f} s of the creation's {took:.2f} s")
         assert_whole(broker, "big", 5000)
 
 

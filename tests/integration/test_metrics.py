@@ -1,7 +1,9 @@
 """Kafka's broker metrics as an operator reads them: the Prometheus endpoint of `metrics.port` (and the control API
-behind `state.metrics()`), from real broker processes: produce moves the byte and message counters, a follower that
-stops fetching makes its leaders' partitions under-replicated and shrinks their ISRs, and resuming it expands them
-again; one node is the active controller; `--metrics-port` on `minikafka serve` and `minikafka cluster`."""
+behind `state.metrics()`), from real broker processes: produce moves the byte and message counters, all-topics and
+per topic; each partition's log gauges match its files; the process collector describes the node's process; a
+follower that stops fetching makes its leaders' partitions under-replicated and shrinks their ISRs, and resuming it
+expands them again; one node is the active controller; `--metrics-port` on `minikafka serve` and `minikafka
+cluster`."""
 from __future__ import annotations
 
 import os
@@ -9,9 +11,11 @@ import selectors
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
@@ -41,6 +45,9 @@ BROKER_NAMES = {
     "kafka_server_delayedoperationpurgatory_purgatorysize",
     "kafka_server_fetchsessioncache_numincrementalfetchsessions",
 }
+# prometheus_client's process collector, on every node's endpoint (it reads /proc).
+PROCESS_NAMES = {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                 "process_start_time_seconds"}
 # Served once a request was answered, one sample per API and version.
 REQUEST_NAMES = {"kafka_network_requestmetrics_requests_total", "kafka_network_requestmetrics_totaltimems_count",
                  "kafka_network_requestmetrics_totaltimems_sum"}
@@ -72,6 +79,14 @@ def requests_of(samples: dict[str, float], request: str) -> float:
     """RequestsPerSec's count for one request name, over its versions."""
     prefix = f'kafka_network_requestmetrics_requests_total{{request="{request}",'
     return sum(value for key, value in samples.items() if key.startswith(prefix))
+
+
+def of_topic(name: str, topic: str) -> str:
+    return f'{name}{{topic="{topic}"}}'
+
+
+def of_partition(name: str, topic: str, partition: int) -> str:
+    return f'{name}{{partition="{partition}",topic="{topic}"}}'
 
 
 def produce(bootstrap_servers: str, topic: str, count: int, size: int, partition: int | None = None) -> None:
@@ -107,6 +122,56 @@ def test_endpoint_serves_kafka_names_and_produce_moves_the_counters(tmp_path):
         assert BROKER_NAMES | REQUEST_NAMES <= names(through_control)
 
 
+def segment_sizes(partition_dir: Path) -> list[int]:
+    """The sizes on disk of a partition's segment files."""
+    return [f.stat().st_size for f in partition_dir.glob("*.log")]
+
+
+def test_topic_and_partition_series_match_what_was_produced_and_the_files(tmp_path):
+    started = time.time()
+    data = tmp_path / "data"
+    partitions = [("a", 0), ("a", 1), ("b", 0)]
+    with held_free_port() as metrics_port, \
+            minikafka.Broker(data_dir=data, config={"metrics.port": metrics_port}) as broker:
+        # Segments that take whole producer batches (up to 16 KiB), and more than one of them in a-0.
+        broker.state.create_topic("a", partitions=2, config={"segment.bytes": 20_000})
+        broker.state.create_topic("b", partitions=1)
+        before = scrape(metrics_port)
+        assert before[of_topic(MESSAGES_IN, "a")] == before[of_topic(BYTES_IN, "b")] == 0  # hosted: served at zero
+        produce(broker.bootstrap_servers, "a", count=300, size=100, partition=0)
+        produce(broker.bootstrap_servers, "a", count=50, size=100, partition=1)
+        produce(broker.bootstrap_servers, "b", count=7, size=40, partition=0)
+        assert len(broker.state.records("a")) == 350  # read by a consumer; b is not
+        after = scrape(metrics_port)
+        on_disk = {(topic, p): segment_sizes(data / f"{topic}-{p}") for topic, p in partitions}
+
+    assert after[of_topic(MESSAGES_IN, "a")] == 350 and after[of_topic(MESSAGES_IN, "b")] == 7
+    assert after[MESSAGES_IN] == 357
+    for topic in ("a", "b"):
+        # What a leader appends is what it was sent, byte for byte: the topic's logs hold its BytesIn.
+        assert after[of_topic(BYTES_IN, topic)] == sum(
+            after[of_partition("kafka_log_log_size", t, p)] for t, p in partitions if t == topic)
+    assert after[BYTES_IN] == after[of_topic(BYTES_IN, "a")] + after[of_topic(BYTES_IN, "b")]
+    assert after[of_topic(BYTES_OUT, "a")] >= after[of_topic(BYTES_IN, "a")]
+    assert after[of_topic(BYTES_OUT, "b")] == 0
+    assert after[of_topic("kafka_server_brokertopicmetrics_totalproducerequests_total", "b")] >= 1
+    assert after[of_topic("kafka_server_brokertopicmetrics_failedproducerequests_total", "a")] == 0
+    for (topic, p), sizes in on_disk.items():
+        assert after[of_partition("kafka_log_log_size", topic, p)] == sum(sizes)
+        assert after[of_partition("kafka_log_log_numlogsegments", topic, p)] == len(sizes)
+        assert after[of_partition("kafka_log_log_logstartoffset", topic, p)] == 0
+        assert after[of_partition("kafka_cluster_partition_underreplicated", topic, p)] == 0
+        assert after[of_partition("kafka_cluster_partition_insyncreplicascount", topic, p)] == 1
+    assert len(on_disk[("a", 0)]) > 1
+    assert [after[of_partition("kafka_log_log_logendoffset", t, p)] for t, p in partitions] == [300, 50, 7]
+
+    assert PROCESS_NAMES <= names(after)
+    assert after["process_cpu_seconds_total"] > 0
+    assert 1 << 20 < after["process_resident_memory_bytes"] < 1 << 40
+    assert 0 < after["process_open_fds"] <= after["process_max_fds"]
+    assert started - 1 <= after["process_start_time_seconds"] <= time.time()  # the broker's process, started here
+
+
 @pytest.mark.minikafka(brokers=3)
 def test_paused_follower_moves_under_replicated_partitions_and_isr_rates(minikafka_cluster):
     cluster = minikafka_cluster
@@ -127,6 +192,12 @@ def test_paused_follower_moves_under_replicated_partitions_and_isr_rates(minikaf
             assert paused[node][URP] == count
             assert paused[node][ISR_SHRINKS] - before[node][ISR_SHRINKS] >= count
         assert sum(m[URP] for m in paused.values()) == 2
+        for p, leader in enumerate(leaders):  # Kafka's Partition gauges: 1 on the leader, 0 on its followers
+            under_replicated = of_partition("kafka_cluster_partition_underreplicated", "t", p)
+            assert {node: m[under_replicated] for node, m in paused.items()} == {
+                node: 1 if node == leader else 0 for node in paused}
+            assert paused[leader][of_partition("kafka_cluster_partition_insyncreplicascount", "t", p)] == 2
+            assert paused[leader][of_partition("kafka_cluster_partition_replicascount", "t", p)] == 3
     for p in (0, 1):
         cluster.wait_for_isr("t", p, 3)
     wait_until(lambda: all(m[URP] == 0 for m in cluster.state.metrics().values()),
@@ -134,6 +205,8 @@ def test_paused_follower_moves_under_replicated_partitions_and_isr_rates(minikaf
     resumed = cluster.state.metrics()
     for node, count in led.items():
         assert resumed[node][ISR_EXPANDS] - paused[node][ISR_EXPANDS] >= count
+    assert all(m[of_partition("kafka_cluster_partition_underreplicated", "t", p)] == 0
+               for m in resumed.values() for p in (0, 1))
     assert resumed[follower.node_id]["kafka_server_brokertopicmetrics_replicationbytesin_total"] > 0
     assert all(resumed[node]["kafka_server_brokertopicmetrics_replicationbytesout_total"] > 0 for node in led)
     assert all(requests_of(resumed[node], "FetchFollower") > 0 for node in led)
@@ -221,6 +294,7 @@ def test_cluster_metrics_ports_count_up_from_the_first(tmp_path):
         read_lines(proc, "minikafka listening on ", 2)
         brokers = [scrape(first), scrape(first + 1)]
         controller = scrape(first + 2)
-        assert all(BROKER_NAMES <= names(b) for b in brokers)
+        assert all(BROKER_NAMES | PROCESS_NAMES <= names(b) for b in brokers)
         assert [b[ACTIVE_CONTROLLER] for b in brokers] == [0, 0]
         assert controller[ACTIVE_CONTROLLER] == 1
+        assert PROCESS_NAMES <= names(controller)

@@ -59,6 +59,35 @@ def test_fails_and_names_the_log(minikafka_broker):
 '''
 
 
+# A suite that uses only the plugin: its fixtures, and the state API's kafka-python clients (consumer and admin), a
+# cluster's Metadata view and an in-process broker (kafka-python imported into the test process).
+PLUGIN_ONLY_TESTS = '''
+import pytest
+
+
+def test_state_api(minikafka_broker):
+    state = minikafka_broker.state
+    state.create_topic("t", partitions=2)
+    assert state.records("t") == []
+    assert [p.partition for p in state.partitions("t")] == [0, 1]
+    assert state.groups() == [] and state.committed_offsets("g") == {}
+    assert state.metrics()
+    state.delete_topic("t")
+
+
+def test_cluster(minikafka_cluster):
+    minikafka_cluster.state.create_topic("c", partitions=1)
+    assert minikafka_cluster.state.records("c") == []
+    assert set(minikafka_cluster.controller_ids()) == {1}
+
+
+@pytest.mark.minikafka(in_process=True)
+def test_in_process_broker(minikafka_broker):
+    minikafka_broker.state.create_topic("i", partitions=1)
+    assert minikafka_broker.state.records("i") == []
+'''
+
+
 def run_inner(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
     test_file = tmp_path / "test_user_suite.py"
     test_file.write_text(textwrap.dedent(USER_TESTS))
@@ -102,3 +131,18 @@ def test_in_process_option_and_fixed_session_port(tmp_path):
     (function_broker,) = printed(out, "FUNCTION")
     assert function_broker[1] == "None"  # no pid: the broker ran on a thread of the test process
     assert printed(out, "SESSION")[0][0] == f"127.0.0.1:{port}"
+
+
+def test_the_plugin_causes_no_deprecation_warnings(tmp_path):
+    """kafka-python loads its message specs with importlib.resources.read_text, deprecated on Python 3.11-3.12:
+    hundreds of warnings at its first import, which the plugin's clients and in-process brokers must not show a
+    user's run (whose pytest has none of this project's warning filters)."""
+    test_file = tmp_path / "test_plugin_only.py"
+    test_file.write_text(textwrap.dedent(PLUGIN_ONLY_TESTS))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "default", str(test_file),
+                             f"--basetemp={tmp_path / 'base'}"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
+    output = result.stdout + result.stderr
+    assert "3 passed" in result.stdout, output
+    assert "DeprecationWarning" not in output, output

@@ -1,6 +1,6 @@
 """The counters behind Kafka's broker metrics as the data path moves them (three in-process brokers replicating on
-loopback, see replication_cluster), purgatory sizes per delayed operation, and the name-and-labels keys of
-state.metrics()."""
+loopback, see replication_cluster), all-topics and per topic, purgatory sizes per delayed operation, and the
+name-and-labels keys of state.metrics()."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +11,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Summa
 
 from minikafka.broker.metrics import as_dict
 from minikafka.broker.purgatory import Purgatory
-from tests.unit.replication_cluster import eventually, produce, running_cluster
+from minikafka.protocol.errors import ErrorCode
+from tests.unit.replication_cluster import eventually, fetch_request, produce, running_cluster
 
 TOPIC = "metered"
 WAIT_S = 10.0
@@ -40,6 +41,48 @@ async def test_produce_replication_and_isr_changes_move_the_counters(tmp_path: P
         cluster.replica_manager(3).fetcher_manager.resume_fetching()
         await eventually(lambda: cluster.partition(1, TOPIC).isr == [1, 2, 3], "broker 3 to rejoin the ISR")
         assert leader.isr_expands > expands
+
+
+async def test_topic_meters_count_beside_the_all_topics_ones(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        cluster.controller.create_topic("a", {0: [1, 2, 3]}, {"min.insync.replicas": "3"})
+        b_id = cluster.controller.create_topic("b", {0: [1, 2, 3]})
+        leader = cluster.replica_manager(1).metrics
+        assert set(leader.topics) == {"a", "b"}  # each topic with a replica here, from the start
+        assert (await produce(cluster, 1, "a", [b"x" * 10, b"y" * 10])).error_code == ErrorCode.NONE
+        assert (await produce(cluster, 1, "b", [b"z" * 30])).error_code == ErrorCode.NONE
+        a, b = leader.topics["a"], leader.topics["b"]
+        assert (a.messages_in, b.messages_in, leader.messages_in) == (2, 1, 3)
+        assert a.bytes_in == cluster.log(1, "a").size_in_bytes and b.bytes_in == cluster.log(1, "b").size_in_bytes
+        assert a.bytes_in + b.bytes_in == leader.bytes_in
+        assert (a.total_produce_requests, b.total_produce_requests, leader.total_produce_requests) == (1, 1, 2)
+
+        client = await cluster.client(1)
+        try:
+            response = await client.request(fetch_request("b", 0))
+        finally:
+            await client.aclose()
+        assert response.responses[0].partitions[0].error_code == ErrorCode.NONE
+        assert (b.bytes_out, a.bytes_out, leader.bytes_out) == (b.bytes_in, 0, b.bytes_in)
+        assert b.total_fetch_requests >= 1  # the consumer's read, and the followers'
+
+        # A follower asked to append sends the producer to the leader: asked of it, not failed.
+        follower = cluster.replica_manager(2).metrics
+        answer = await produce(cluster, 2, "a", [b"elsewhere"])
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert follower.topics["a"].total_produce_requests == 1
+        assert follower.topics["a"].failed_produce_requests == follower.failed_produce_requests == 0
+        # An acks=all append refused for want of in-sync replicas failed.
+        cluster.replica_manager(3).fetcher_manager.pause_fetching()
+        assert (await produce(cluster, 1, "a", [b"unseen"], acks=1)).error_code == ErrorCode.NONE
+        await eventually(lambda: cluster.partition(1, "a").isr == [1, 2], "broker 3 to leave the ISR of a-0")
+        assert (await produce(cluster, 1, "a", [b"refused"])).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert (a.failed_produce_requests, b.failed_produce_requests, leader.failed_produce_requests) == (1, 0, 1)
+        cluster.replica_manager(3).fetcher_manager.resume_fetching()
+
+        # A deleted topic's meters go with it.
+        cluster.replica_manager(1).apply_partition_state("b", b_id, 0, None, {}, dict(cluster.broker_epochs))
+        assert set(leader.topics) == {"a"}
 
 
 async def test_purgatory_sizes_by_delayed_operation() -> None:

@@ -15,7 +15,7 @@ from minikafka.integration.metadata_client import cluster_view
 from minikafka.integration.zookeeper_state import ZooKeeperState
 from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
 from tests.helpers import kill_process_group
-from tests.integration.test_cluster_handle import CLI_TIMEOUT_S, produce, read_lines
+from tests.integration.test_cluster_handle import CLI_TIMEOUT_S, READY_LINE, produce, read_lines
 
 WAIT_S = 30.0
 
@@ -103,8 +103,9 @@ def test_cluster_command_with_zookeeper_prints_each_server_and_stops_on_sigterm(
     try:
         lines = read_lines(proc, 4, CLI_TIMEOUT_S)
         assert lines[0].startswith("minikafka zookeeper listening on 127.0.0.1:")
-        assert all(line.startswith("minikafka listening on 127.0.0.1:") for line in lines[1:])
-        brokers = [line.removeprefix("minikafka listening on ") for line in lines[1:]]
+        ready = [READY_LINE.fullmatch(line) for line in lines[1:]]
+        assert all(ready), lines
+        brokers = [m.group(1) for m in ready if m]
         view = cluster_view(brokers[0])
         assert view.broker_ids == [1, 2, 3] and view.controller_id in (1, 2, 3)
         assert produce(",".join(brokers), "cli", [b"x"]) == [0]
