@@ -72,6 +72,7 @@ def produce(bootstrap_servers: str, size: int) -> KafkaError | None:
 
 
 @pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # the legacy AlterConfigs is under test
 def test_dynamic_broker_configs_are_stored_described_and_applied(zookeeper: bool) -> None:
     with minikafka.Cluster(brokers=2, zookeeper=zookeeper) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
