@@ -329,14 +329,16 @@ def test_cluster_command_prints_metrics_urls_and_tells_a_kill_by_its_signal(tmp_
 @pytest.mark.parametrize("option, node, listener", [
     ("--ports", "broker 2", "the Kafka listener PLAINTEXT"),
     ("--controller-port", "controller 3000", "the controller listener CONTROLLER"),
-    ("--metrics-port", "broker 1", "the metrics endpoint (metrics.port)"),
+    ("--metrics-port", "controller 3000", "the metrics endpoint (metrics.port)"),
 ])
 def test_cluster_command_names_a_port_in_use_and_keeps_the_log(tmp_path, option, node, listener):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        value = f"0,{port}" if option == "--ports" else str(port)
+        # Metrics ports are numbered from the first broker's, the controller's after the brokers': the taken port is
+        # the controller's, which starts first, so no other node's port (which anything may hold) is tried before.
+        value = {"--ports": f"0,{port}", "--controller-port": str(port), "--metrics-port": str(port - 2)}[option]
         env = {**os.environ, "TMPDIR": str(tmp_path)}  # the cluster's temporary dir, kept on failure
         with cluster_command("--brokers", "2", option, value, env=env) as (proc, _node_pids):
             _, err = proc.communicate(timeout=CLI_TIMEOUT_S)
