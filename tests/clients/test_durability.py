@@ -90,20 +90,21 @@ def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_fact
     acked = produce_acked(broker.bootstrap_servers, "rolled", 12000, partitions=PARTITIONS, **SMALL_BATCHES)
     assert len(acked) == 12000
     checkpoint = Path(broker.data_dir, "recovery-point-offset-checkpoint")
-    points: dict[str, int] = {}
 
-    def every_partition_checkpointed() -> bool:
-        if checkpoint.exists():
-            rows = [line.split() for line in checkpoint.read_text().splitlines()[2:]]
-            points.update({f"{t}-{p}": int(o) for t, p, o in rows if t == "rolled"})
-        return len(points) == PARTITIONS and all(v > 0 for v in points.values())
+    def recovery_points() -> dict[str, int]:
+        rows = [line.split() for line in checkpoint.read_text().splitlines()[2:]] if checkpoint.exists() else []
+        return {f"{t}-{p}": int(o) for t, p, o in rows if t == "rolled"}
 
-    wait_until(every_partition_checkpointed, message="a recovery point past 0 for every partition")
-    for partition in range(PARTITIONS):
-        segments = sorted(Path(broker.data_dir, f"rolled-{partition}").glob("*.log"))
-        assert len(segments) > 1
-        active_base = int(segments[-1].name.split(".")[0])
-        assert points[f"rolled-{partition}"] == active_base
+    def active_segment_bases() -> dict[str, int]:
+        segments = {p: sorted(Path(broker.data_dir, f"rolled-{p}").glob("*.log")) for p in range(PARTITIONS)}
+        assert all(len(s) > 1 for s in segments.values()), f"every partition should have rolled: {segments}"
+        return {f"rolled-{p}": int(s[-1].name.split(".")[0]) for p, s in segments.items()}
+
+    # A checkpoint written while the producer ran (or before the last rolled segment was flushed) holds an earlier
+    # segment's base; the one written after the last roll holds the active segment's.
+    wait_until(lambda: recovery_points() == active_segment_bases(),
+               message="the recovery point of every partition to be its active segment's base offset")
+    assert all(point > 0 for point in recovery_points().values())
     broker.kill()
 
 
