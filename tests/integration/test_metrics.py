@@ -6,8 +6,6 @@ expands them again; one node is the active controller; `--metrics-port` on `mini
 cluster`."""
 from __future__ import annotations
 
-import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -24,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import minikafka
 from minikafka.integration.control_client import ControlClient
 from minikafka.port_reservation import reserve_port
-from tests.helpers import held_free_port, kill_process_group, wait_until
+from tests.helpers import held_free_port, kill_process_group, read_stdout_line, wait_until
 
 URP = "kafka_server_replicamanager_underreplicatedpartitions"
 ISR_SHRINKS = "kafka_server_replicamanager_isrshrinks_total"
@@ -237,23 +235,12 @@ def node_process(*args: str) -> Iterator[subprocess.Popen]:
 
 def read_lines(proc: subprocess.Popen, until: str, count: int) -> list[str]:
     """The process's stdout lines until `count` of them start with `until`, read within START_TIMEOUT_S."""
-    assert proc.stdout is not None
     lines: list[str] = []
-    buffer = b""
-
-    def enough() -> bool:
-        nonlocal buffer
-        if selector.select(0.1):
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            assert chunk, f"the process exited after printing {lines!r}"
-            buffer += chunk
-            *complete, buffer = buffer.split(b"\n")
-            lines.extend(line.decode() for line in complete)
-        return sum(1 for line in lines if line.startswith(until)) >= count
-
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        wait_until(enough, START_TIMEOUT_S, interval=0, message=f"{count} line(s) starting {until!r}")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while sum(1 for line in lines if line.startswith(until)) < count:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {count} line(s) starting {until!r} within {START_TIMEOUT_S} s: {lines!r}"
+        lines.append(read_stdout_line(proc, left).decode().rstrip("\n"))
     return lines
 
 
