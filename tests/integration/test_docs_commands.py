@@ -58,8 +58,6 @@ EXAMPLES_TIMEOUT_S = 240.0
 
 # Commands the test does not run: (a regular expression matching the command, why).
 NOT_RUN = [
-    (r"^git clone ", "clones the repository: the test runs in a clone"),
-    (r"^cd minikafka$", "enters the clone: the test runs from its root"),
     (r"^python3? -m venv ", "makes a virtual environment: the test runs in one"),
     (r"^\. \.venv/bin/activate$", "activates the virtual environment the test runs in"),
     (r"^pip install ", "installs packages: .ci/install_check installs from the clone, tox installs the extras"),
