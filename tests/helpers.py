@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
@@ -327,3 +328,20 @@ def read_stdout_line(proc: subprocess.Popen, timeout_s: float) -> bytes:
         selector.register(proc.stdout, selectors.EVENT_READ)
         wait_until(line_read, timeout_s, interval=0, message="a line on the process's stdout")
     return line
+
+
+def consume_values(bootstrap: str, topic: str, count: int, *, partition: int = 0,
+                   timeout_s: float = 10.0) -> list[bytes]:
+    """The values of a partition from its start, until `count` of them or `timeout_s` without a record."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000))
+    try:
+        consumer.assign([TopicPartition(topic, partition)])
+        values: list[bytes] = []
+        for message in consumer:
+            values.append(message.value)
+            if len(values) >= count:
+                break
+        return values
+    finally:
+        consumer.close()

@@ -6,12 +6,12 @@ import shutil
 import signal
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 import minikafka
 from minikafka.integration.control_client import ControlClient
 from minikafka.integration.subprocess_runner import BrokerStartError
-from tests.helpers import held_free_port, wait_until
+from tests.helpers import consume_values, held_free_port, wait_until
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partition: int | None = None) -> list[int]:
@@ -23,18 +23,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition: int | No
 
 
 def consume_all(bootstrap: str, topic: str, partition: int = 0, expected: int = 1) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=10000)
-    try:
-        consumer.assign([TopicPartition(topic, partition)])
-        out = []
-        for message in consumer:
-            out.append(message.value)
-            if len(out) >= expected:
-                break
-        return out
-    finally:
-        consumer.close()
+    return consume_values(bootstrap, topic, expected, partition=partition)
 
 
 def process_alive(pid: int) -> bool:

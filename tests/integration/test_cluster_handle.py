@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.protocol.metadata import MetadataRequest
 
 import minikafka
 from minikafka.cluster_handle import cluster_test_defaults
-from tests.helpers import kill_process_group, wait_until
+from tests.helpers import consume_values, kill_process_group, wait_until
 from tests.raw_client import RawConnection
 
 READY_TARGET_S = 1.5  # the target for a three-broker cluster from start to ready
@@ -41,18 +41,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], idempotent: bool = 
 
 
 def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=10000)
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        out = []
-        for message in consumer:
-            out.append(message.value)
-            if len(out) >= count:
-                break
-        return out
-    finally:
-        consumer.close()
+    return consume_values(bootstrap, topic, count)
 
 
 def process_alive(pid: int) -> bool:

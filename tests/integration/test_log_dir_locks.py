@@ -11,12 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 import minikafka
 from minikafka.integration.subprocess_runner import BrokerStartError
 from minikafka.storage.log_dir import LOCK_FILE_NAME
-from tests.helpers import read_stdout_line
+from tests.helpers import consume_values, read_stdout_line
 
 KAFKA_SENTENCE = "A Kafka instance in another process or thread is using this directory."
 READY_LINE = re.compile(rb"minikafka listening on 127\.0\.0\.1:(\d+)")
@@ -63,18 +63,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
 
 
 def consume(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000))
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        values = []
-        for message in consumer:
-            values.append(message.value)
-            if len(values) >= expected:
-                break
-        return values
-    finally:
-        consumer.close()
+    return consume_values(bootstrap, topic, expected, timeout_s=CLIENT_TIMEOUT_S)
 
 
 def test_a_second_serve_on_a_data_dir_exits_1_and_the_first_serves_on_with_its_data_intact(tmp_path):
