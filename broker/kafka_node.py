@@ -22,14 +22,13 @@ import logging
 import trio
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.controller import ControllerServer
+from minikafka.broker.network.socket_server import ConnectionInfo, ListenerBindError
+from minikafka.broker.server.broker_server import BrokerServer
+from minikafka.broker.server.metrics import read_node, serve_metrics
 from minikafka.config import BROKER_ROLE, CONTROLLER_ROLE, BrokerConfig
 from minikafka.protocol.errors import KafkaError
 from minikafka.storage.errors import KafkaStorageError
-
-from .broker_server import BrokerServer
-from .controller import ControllerServer
-from .metrics import read_node, serve_metrics
-from .server import ConnectionInfo, ListenerBindError
 
 log = logging.getLogger("minikafka.node")
 

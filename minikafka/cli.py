@@ -130,7 +130,7 @@ def serve(args: argparse.Namespace) -> int:
         logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
     import trio
 
-    from minikafka.broker.broker_lifecycle_manager import RegistrationError
+    from minikafka.broker.metadata.broker_lifecycle_manager import RegistrationError
     from minikafka.broker.zk.kafka_zk_client import ZooKeeperClientTimeoutError
     from minikafka.storage.errors import KafkaStorageError
 

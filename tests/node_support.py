@@ -5,9 +5,9 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from minikafka.broker.broker_server import BrokerServer
 from minikafka.broker.controller.replication_control import NewTopic
 from minikafka.broker.kafka_node import KafkaNode
+from minikafka.broker.server.broker_server import BrokerServer
 from minikafka.config import BrokerConfig
 
 # While the node starts, a mock clock jumps only after this much real idleness: the controller writes its metadata

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import trio
 
-from ..metadata_image import BrokerInfo, MetadataImage
+from minikafka.broker.metadata.metadata_image import BrokerInfo, MetadataImage
 
 log = logging.getLogger("minikafka.controller")
 

@@ -14,10 +14,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.metadata_records import ClientQuotaRecord
-
-from ..client_quota_entity import (
+from minikafka.broker.metadata.client_quota_entity import (
     CLIENT_ID,
     ENTITY_TYPES,
     IP,
@@ -29,6 +26,8 @@ from ..client_quota_entity import (
     describe_entity,
     quota_entity,
 )
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.metadata_records import ClientQuotaRecord
 
 MAX_INTEGRAL_VALUE = float(2**63 - 1)  # a LONG quota's largest value
 FRACTION_TOLERANCE = 1e-6

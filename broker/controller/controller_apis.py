@@ -23,6 +23,19 @@ import trio
 from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaOp
+from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
+from minikafka.broker.controller.partition_reassignment import ReassignablePartition
+from minikafka.broker.controller.quorum_controller import (
+    BrokerRegistration,
+    ConfigResourceAlteration,
+    NewPartitions,
+    QuorumController,
+    TopicIsrChanges,
+)
+from minikafka.broker.controller.replication_control import PREFERRED_ELECTION, CreatedTopic, IsrChange, NewTopic
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo
+from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, ApiSchema
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
@@ -30,20 +43,6 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LOST_DIRECTORY_ID
 from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC
-
-from ..metadata_image import BrokerEndpointInfo
-from ..server import ConnectionInfo
-from .client_quota_control import ClientQuotaAlteration, ClientQuotaOp
-from .configuration_control import SET, ConfigAlteration
-from .partition_reassignment import ReassignablePartition
-from .quorum_controller import (
-    BrokerRegistration,
-    ConfigResourceAlteration,
-    NewPartitions,
-    QuorumController,
-    TopicIsrChanges,
-)
-from .replication_control import PREFERRED_ELECTION, CreatedTopic, IsrChange, NewTopic
 
 log = logging.getLogger("minikafka.controller")
 

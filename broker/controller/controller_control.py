@@ -17,15 +17,14 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
+from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.network.control_api import Operation, answer_control
+from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo
+from minikafka.broker.server.metrics import as_dict, controller_families
 from minikafka.protocol.request_header import RequestHeader
 
-from ..control_api import Operation, answer_control
-from ..faults.rules import FaultError
-from ..metrics import as_dict, controller_families
-from ..server import CloseConnection, ConnectionInfo
-
 if TYPE_CHECKING:
-    from .controller_server import ControllerServer
+    from minikafka.broker.controller.controller_server import ControllerServer
 
 log = logging.getLogger("minikafka.controller")
 

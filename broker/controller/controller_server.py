@@ -19,16 +19,13 @@ import logging
 import trio
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
-from minikafka.config import BrokerConfig, Endpoint
-from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import encode_response
-from minikafka.protocol.control import CONTROL_API_KEY
-from minikafka.protocol.errors import ErrorCode
-from minikafka.storage.log_dir import lock_log_dir
-
-from ..faults.link_faults import LinkFaults
-from ..metadata_image import BrokerEndpointInfo, MetadataImage
-from ..server import (
+from minikafka.broker.controller.controller_apis import ControllerApis
+from minikafka.broker.controller.controller_config import QuorumControllerConfig
+from minikafka.broker.controller.controller_control import ControllerControl
+from minikafka.broker.controller.quorum_controller import QuorumController
+from minikafka.broker.faults.link_faults import LinkFaults
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
+from minikafka.broker.network.socket_server import (
     CloseConnection,
     ConnectionInfo,
     SocketServer,
@@ -36,10 +33,12 @@ from ..server import (
     open_listeners,
     parse_header_or_close,
 )
-from .controller_apis import ControllerApis
-from .controller_config import QuorumControllerConfig
-from .controller_control import ControllerControl
-from .quorum_controller import QuorumController
+from minikafka.config import BrokerConfig, Endpoint
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import encode_response
+from minikafka.protocol.control import CONTROL_API_KEY
+from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.log_dir import lock_log_dir
 
 log = logging.getLogger("minikafka.controller")
 

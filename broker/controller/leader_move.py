@@ -8,11 +8,10 @@ The undo is a preferred-leader election.
 """
 from __future__ import annotations
 
+from minikafka.broker.controller.partition_change_builder import PARTITION_CHANGE_RECORD_VERSION
+from minikafka.broker.metadata.metadata_image import MetadataImage
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import PartitionChangeRecord
-
-from ..metadata_image import MetadataImage
-from .partition_change_builder import PARTITION_CHANGE_RECORD_VERSION
 
 
 def leader_move(image: MetadataImage, topic_name: str, index: int, to: int) -> PartitionChangeRecord | None:

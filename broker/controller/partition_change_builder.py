@@ -22,10 +22,9 @@ import enum
 import logging
 from collections.abc import Callable
 
+from minikafka.broker.controller.partition_reassignment_replicas import PartitionReassignmentReplicas
+from minikafka.broker.metadata.metadata_image import NO_LEADER, NO_LEADER_CHANGE, PartitionInfo, TopicInfo
 from minikafka.protocol.metadata_records import PartitionChangeRecord
-
-from ..metadata_image import NO_LEADER, NO_LEADER_CHANGE, PartitionInfo, TopicInfo
-from .partition_reassignment_replicas import PartitionReassignmentReplicas
 
 log = logging.getLogger("minikafka.controller")
 

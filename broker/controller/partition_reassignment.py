@@ -15,14 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from minikafka.broker.controller.configuration_control import unclean_leader_election_enabled
+from minikafka.broker.controller.controller_config import QuorumControllerConfig
+from minikafka.broker.controller.partition_change_builder import Election, build_partition_change
+from minikafka.broker.controller.partition_reassignment_replicas import (
+    PartitionReassignmentReplicas,
+    PartitionReassignmentRevert,
+)
+from minikafka.broker.metadata.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import PartitionChangeRecord
-
-from ..metadata_image import MetadataImage, PartitionInfo, TopicInfo
-from .configuration_control import unclean_leader_election_enabled
-from .controller_config import QuorumControllerConfig
-from .partition_change_builder import Election, build_partition_change
-from .partition_reassignment_replicas import PartitionReassignmentReplicas, PartitionReassignmentRevert
 
 
 @dataclass(frozen=True)

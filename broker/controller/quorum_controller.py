@@ -26,6 +26,50 @@ from typing import TypeVar
 
 import trio
 
+from minikafka.broker.controller.broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
+from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, alter_client_quotas
+from minikafka.broker.controller.configuration_control import (
+    UNCLEAN_LEADER_ELECTION,
+    ConfigAlteration,
+    broker_config_records,
+    check_no_duplicates,
+    config_records,
+    incrementally_altered,
+    replaced,
+    unclean_leader_election_enabled,
+    validate_topic_configs,
+)
+from minikafka.broker.controller.controller_config import QuorumControllerConfig
+from minikafka.broker.controller.leader_move import leader_move
+from minikafka.broker.controller.metadata_store import MetadataLogStore, MetadataStore
+from minikafka.broker.controller.partition_change_builder import Election, build_partition_change
+from minikafka.broker.controller.partition_reassignment import (
+    OngoingPartitionReassignment,
+    PartitionReassignment,
+    ReassignablePartition,
+)
+from minikafka.broker.controller.replica_placer import StripedReplicaPlacer
+from minikafka.broker.controller.replication_control import (
+    MAX_RECORDS_PER_USER_OP,
+    PREFERRED_ELECTION,
+    UNCLEAN_ELECTION,
+    CreatedTopic,
+    IsrChange,
+    NewTopic,
+    OperationTooLargeError,
+    ReplicationControl,
+    partitions_named,
+)
+from minikafka.broker.metadata.metadata_image import (
+    BROKER_RESOURCE,
+    NO_LEADER,
+    TOPIC_RESOURCE,
+    BrokerEndpointInfo,
+    BrokerInfo,
+    MetadataChange,
+    MetadataImage,
+    PartitionInfo,
+)
 from minikafka.config import ConfigError
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
@@ -38,47 +82,6 @@ from minikafka.protocol.metadata_records import (
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_dir import LogDir
 from minikafka.storage.metadata_log import MetadataLog
-
-from ..metadata_image import (
-    BROKER_RESOURCE,
-    NO_LEADER,
-    TOPIC_RESOURCE,
-    BrokerEndpointInfo,
-    BrokerInfo,
-    MetadataChange,
-    MetadataImage,
-    PartitionInfo,
-)
-from .broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
-from .client_quota_control import ClientQuotaAlteration, alter_client_quotas
-from .configuration_control import (
-    UNCLEAN_LEADER_ELECTION,
-    ConfigAlteration,
-    broker_config_records,
-    check_no_duplicates,
-    config_records,
-    incrementally_altered,
-    replaced,
-    unclean_leader_election_enabled,
-    validate_topic_configs,
-)
-from .controller_config import QuorumControllerConfig
-from .leader_move import leader_move
-from .metadata_store import MetadataLogStore, MetadataStore
-from .partition_change_builder import Election, build_partition_change
-from .partition_reassignment import OngoingPartitionReassignment, PartitionReassignment, ReassignablePartition
-from .replica_placer import StripedReplicaPlacer
-from .replication_control import (
-    MAX_RECORDS_PER_USER_OP,
-    PREFERRED_ELECTION,
-    UNCLEAN_ELECTION,
-    CreatedTopic,
-    IsrChange,
-    NewTopic,
-    OperationTooLargeError,
-    ReplicationControl,
-    partitions_named,
-)
 
 log = logging.getLogger("minikafka.controller")
 

@@ -16,6 +16,24 @@ import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
+from minikafka.broker.controller.configuration_control import (
+    config_records,
+    unclean_leader_election_enabled,
+    validate_topic_configs,
+)
+from minikafka.broker.controller.controller_config import QuorumControllerConfig
+from minikafka.broker.controller.partition_change_builder import Election, build_partition_change
+from minikafka.broker.controller.replica_placer import StripedReplicaPlacer
+from minikafka.broker.metadata.metadata_image import (
+    FENCE,
+    IN_CONTROLLED_SHUTDOWN,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    UNFENCE,
+    MetadataImage,
+    PartitionInfo,
+    TopicInfo,
+)
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
@@ -26,21 +44,6 @@ from minikafka.protocol.metadata_records import (
     TopicRecord,
 )
 from minikafka.storage.log_dir import validate_topic_name
-
-from ..metadata_image import (
-    FENCE,
-    IN_CONTROLLED_SHUTDOWN,
-    NO_LEADER,
-    NO_LEADER_CHANGE,
-    UNFENCE,
-    MetadataImage,
-    PartitionInfo,
-    TopicInfo,
-)
-from .configuration_control import config_records, unclean_leader_election_enabled, validate_topic_configs
-from .controller_config import QuorumControllerConfig
-from .partition_change_builder import Election, build_partition_change
-from .replica_placer import StripedReplicaPlacer
 
 PARTITION_RECORD_VERSION = 0  # no log directories or eligible leader replicas: the fields this image keeps
 # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most records one client request may have written, so no

@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from minikafka.broker.faults.rules import FaultError
 from minikafka.storage.errors import KafkaStorageError
-
-from .rules import FaultError
 
 log = logging.getLogger("minikafka.faults")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..replica_fetcher_manager import ReplicaFetcherManager
+    from minikafka.broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 
 log = logging.getLogger("minikafka.faults")
 

@@ -16,15 +16,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode
-
-from ..server import CloseConnection
-from .disk_quota import DiskQuota
-from .fetch_pauses import FetchPause, FetchPauses, Scope
-from .link_faults import CutLink, LinkFaults
-from .rules import ErrorRule, FaultError, LatencyRule, api_key_of, error_code_of, request_source, source_of
-from .shaping import (
+from minikafka.broker.faults.disk_quota import DiskQuota
+from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
+from minikafka.broker.faults.link_faults import CutLink, LinkFaults
+from minikafka.broker.faults.rules import (
+    ErrorRule,
+    FaultError,
+    LatencyRule,
+    api_key_of,
+    error_code_of,
+    request_source,
+    source_of,
+)
+from minikafka.broker.faults.shaping import (
     PARTITION,
     TOPIC,
     Shape,
@@ -37,11 +41,14 @@ from .shaping import (
     splice,
     target_depth,
 )
+from minikafka.broker.network.socket_server import CloseConnection
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ..kafka_apis import RequestContext
-    from ..purgatory import Purgatory
-    from ..replica_fetcher_manager import ReplicaFetcherManager
+    from minikafka.broker.replication.purgatory import Purgatory
+    from minikafka.broker.replication.replica_fetcher_manager import ReplicaFetcherManager
+    from minikafka.broker.server.kafka_apis import RequestContext
 
 log = logging.getLogger("minikafka.faults")
 

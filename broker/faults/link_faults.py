@@ -17,10 +17,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from minikafka.broker.faults.peer_control import call_control
+from minikafka.broker.faults.rules import FaultError
 from minikafka.protocol.api_keys import ApiKey
-
-from .peer_control import call_control
-from .rules import FaultError
 
 log = logging.getLogger("minikafka.faults")
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import trio
 
+from minikafka.broker.faults.rules import FaultError
 from minikafka.protocol.control import ControlFramingError, decode_response, encode_request
 from minikafka.protocol.framing import FrameDecoder, FrameError
-
-from .rules import FaultError
 
 CALL_TIMEOUT_S = 10.0
 RECEIVE_BYTES = 1 << 16

@@ -16,8 +16,8 @@ from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ..kafka_apis import RequestContext
-    from ..metadata_cache import MetadataCache
+    from minikafka.broker.metadata.metadata_cache import MetadataCache
+    from minikafka.broker.server.kafka_apis import RequestContext
 
 INJECTED_MESSAGE = "injected by minikafka fault injection"
 

@@ -1,1 +1,2 @@
-"""Kafka's ZooKeeper mode: the znodes it keeps (zk_data) and the client that reads and writes them (kafka_zk_client)."""
+"""Kafka's ZooKeeper mode, one wing: the ZooKeeper client, the znodes it keeps, the ZooKeeper-mode controller and
+the broker's ZooKeeper metadata source and controller channel."""

@@ -47,7 +47,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
-from .zk_data import (
+from minikafka.broker.zk.zk_data import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONTROLLER_EPOCH_PATH,

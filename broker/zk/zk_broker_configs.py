@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from minikafka.protocol.metadata_records import ConfigRecord, MetadataRecord
-
-from ..metadata_image import BROKER_RESOURCE, CLUSTER_DEFAULT
-from .kafka_zk_client import CreateOp, KafkaZkClient, SetDataOp, ZkWrite
-from .zk_data import (
+from minikafka.broker.metadata.metadata_image import BROKER_RESOURCE, CLUSTER_DEFAULT
+from minikafka.broker.zk.kafka_zk_client import CreateOp, KafkaZkClient, SetDataOp, ZkWrite
+from minikafka.broker.zk.zk_data import (
     BROKER_CONFIG,
     CONFIG_CHANGES_PATH,
     config_entity_path,
@@ -21,6 +19,7 @@ from .zk_data import (
     decode_config,
     encode_config,
 )
+from minikafka.protocol.metadata_records import ConfigRecord, MetadataRecord
 
 ZK_DEFAULT = "<default>"  # Kafka's ZooKeeperInternals.DEFAULT_STRING
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES_PATH}/config_change_"  # ZooKeeper appends the 10-digit sequence

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from minikafka.protocol.metadata_records import ClientQuotaRecord, MetadataRecord
-
-from ..client_quota_entity import (
+from minikafka.broker.metadata.client_quota_entity import (
     IP_KEYS,
     USER_AND_CLIENT_KEYS,
     ZK_CLIENTS,
@@ -26,8 +24,9 @@ from ..client_quota_entity import (
     quota_values,
     zk_entity_path,
 )
-from .kafka_zk_client import CreateOp, KafkaZkClient, SetDataOp, ZkWrite
-from .zk_data import CONFIG_CHANGES_PATH, CONFIG_PATH, decode_config, encode_config
+from minikafka.broker.zk.kafka_zk_client import CreateOp, KafkaZkClient, SetDataOp, ZkWrite
+from minikafka.broker.zk.zk_data import CONFIG_CHANGES_PATH, CONFIG_PATH, decode_config, encode_config
+from minikafka.protocol.metadata_records import ClientQuotaRecord, MetadataRecord
 
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES_PATH}/config_change_"  # ZooKeeper appends the 10-digit sequence
 

@@ -9,8 +9,8 @@ from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
-from minikafka.broker.group_metadata_manager import partition_for
-from minikafka.broker.offset_manager import COMPACTION_MIN_DEAD_RECORDS
+from minikafka.broker.coordinator.group.group_metadata_manager import partition_for
+from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEAD_RECORDS
 from tests.raw_client import RawConnection
 
 OFFSETS_TOPIC = "__consumer_offsets"

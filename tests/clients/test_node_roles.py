@@ -26,7 +26,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.kafka_node import KafkaNode
-from minikafka.broker.network_client import NetworkClient, NetworkClientConfig
+from minikafka.broker.network.network_client import NetworkClient, NetworkClientConfig
 from minikafka.config import BrokerConfig, ConfigError
 from tests.helpers import held_free_port, wait_until
 

@@ -23,19 +23,19 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
-from minikafka.broker import handlers
-from minikafka.broker.client_quota_manager import QuotaManagers
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
-from minikafka.broker.fetch_session import FetchSessionCache
-from minikafka.broker.kafka_apis import KafkaApis
-from minikafka.broker.log_manager import LogManager
-from minikafka.broker.metadata_image import BrokerEndpointInfo, PartitionInfo
-from minikafka.broker.partition import Partition
-from minikafka.broker.purgatory import Purgatory
-from minikafka.broker.replica_manager import ReplicaManager
-from minikafka.broker.replication_config import ReplicationConfig
-from minikafka.broker.server import SocketServer
+from minikafka.broker.log.log_manager import LogManager
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, PartitionInfo
+from minikafka.broker.network.socket_server import SocketServer
+from minikafka.broker.replication.fetch_session import FetchSessionCache
+from minikafka.broker.replication.partition import Partition
+from minikafka.broker.replication.purgatory import Purgatory
+from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.broker.replication.replication_config import ReplicationConfig
+from minikafka.broker.server import handlers
+from minikafka.broker.server.client_quota_manager import QuotaManagers
+from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.config import BrokerConfig
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.control_plane import AlterPartitionResponse

@@ -9,8 +9,8 @@ from collections.abc import Collection, Mapping, Sequence
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker import handlers
-from minikafka.broker.kafka_apis import KafkaApis
+from minikafka.broker.server import handlers
+from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS
 

@@ -14,12 +14,12 @@ import trio.testing
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchResponse
 
-from minikafka.broker.broker_lifecycle_manager import BrokerLifecycleManager, RegistrationError
-from minikafka.broker.controller_channel import NetworkControllerChannel
-from minikafka.broker.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
-from minikafka.broker.metadata_loader import METADATA_TOPIC_ID, MetadataLoader
-from minikafka.broker.network_client import DisconnectedError, NetworkClientConfig
-from minikafka.broker.producer_id_manager import ProducerIdManager
+from minikafka.broker.metadata.broker_lifecycle_manager import BrokerLifecycleManager, RegistrationError
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
+from minikafka.broker.metadata.metadata_loader import METADATA_TOPIC_ID, MetadataLoader
+from minikafka.broker.network.controller_channel import NetworkControllerChannel
+from minikafka.broker.network.network_client import DisconnectedError, NetworkClientConfig
+from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.config import ControllerAddress
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.control_plane import (

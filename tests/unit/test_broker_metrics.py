@@ -9,8 +9,8 @@ import trio
 import trio.testing
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
-from minikafka.broker.metrics import as_dict
-from minikafka.broker.purgatory import Purgatory
+from minikafka.broker.replication.purgatory import Purgatory
+from minikafka.broker.server.metrics import as_dict
 from minikafka.protocol.errors import ErrorCode
 from tests.unit.replication_cluster import eventually, fetch_request, produce, running_cluster
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from minikafka.broker.client_disconnect import ClientGone, unless_client_disconnects
+from minikafka.broker.network.client_disconnect import ClientGone, unless_client_disconnects
 
 LOOPBACK = "127.0.0.1"
 

@@ -8,7 +8,12 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from minikafka.broker.client_quota_entity import (
+from minikafka.broker.controller.client_quota_control import (
+    ClientQuotaAlteration,
+    ClientQuotaOp,
+    alter_client_quotas,
+)
+from minikafka.broker.metadata.client_quota_entity import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -18,7 +23,8 @@ from minikafka.broker.client_quota_entity import (
     quota_values,
     zk_entity_path,
 )
-from minikafka.broker.client_quota_manager import (
+from minikafka.broker.metadata.metadata_image import MetadataImage
+from minikafka.broker.server.client_quota_manager import (
     ClientQuotaManager,
     ClientRequestQuotaManager,
     QuotaConfig,
@@ -27,13 +33,7 @@ from minikafka.broker.client_quota_manager import (
     client_throttles,
     resolve_quota,
 )
-from minikafka.broker.controller.client_quota_control import (
-    ClientQuotaAlteration,
-    ClientQuotaOp,
-    alter_client_quotas,
-)
-from minikafka.broker.handlers.client_quotas import describe_client_quotas
-from minikafka.broker.metadata_image import MetadataImage
+from minikafka.broker.server.handlers.client_quotas import describe_client_quotas
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import ClientQuotaRecord

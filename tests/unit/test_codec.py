@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from minikafka.broker import handlers
-from minikafka.broker.kafka_apis import KafkaApis
+from minikafka.broker.server import handlers
+from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import (
     SCHEMAS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from minikafka.broker.server import ConnectionInfo, SocketServer
+from minikafka.broker.network.socket_server import ConnectionInfo, SocketServer
 from minikafka.protocol.framing import FrameDecoder, frame
 
 LOOPBACK = "127.0.0.1"

@@ -28,8 +28,8 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 from minikafka.broker.controller import ControllerApis, ControllerServer, QuorumController
 from minikafka.broker.controller.controller_apis import METADATA_TOPIC_ID
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
-from minikafka.broker.network_client import DisconnectedError, NetworkClient, NetworkClientConfig
-from minikafka.broker.server import ConnectionInfo
+from minikafka.broker.network.network_client import DisconnectedError, NetworkClient, NetworkClientConfig
+from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.control_plane import (

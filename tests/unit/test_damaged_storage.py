@@ -24,9 +24,9 @@ from minikafka.broker.controller.quorum_controller import (
 )
 from minikafka.broker.controller.replication_control import NewTopic
 from minikafka.broker.faults.disk_quota import DiskQuota
-from minikafka.broker.log_manager import LogManager
-from minikafka.broker.metadata_image import TOPIC_RESOURCE, BrokerEndpointInfo, PartitionInfo
-from minikafka.broker.partition import Partition
+from minikafka.broker.log.log_manager import LogManager
+from minikafka.broker.metadata.metadata_image import TOPIC_RESOURCE, BrokerEndpointInfo, PartitionInfo
+from minikafka.broker.replication.partition import Partition
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import RegisterBrokerRecord
 from minikafka.storage import checkpoint, segment

@@ -16,10 +16,10 @@ import pytest
 import trio
 import trio.testing
 
-from minikafka.broker.delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest
-from minikafka.broker.metadata_image import PartitionInfo
-from minikafka.broker.partition import Partition
-from minikafka.broker.purgatory import Purgatory
+from minikafka.broker.metadata.metadata_image import PartitionInfo
+from minikafka.broker.replication.delayed_fetch import DelayedFetch, FetchParams, FetchPartitionRequest
+from minikafka.broker.replication.partition import Partition
+from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import OffsetOutOfRangeError
 from minikafka.storage.log import Log

@@ -15,9 +15,9 @@ from minikafka.broker.controller.leader_move import leader_move
 from minikafka.broker.faults.fetch_pauses import FetchPauses
 from minikafka.broker.faults.link_faults import LinkFaults, sender_node
 from minikafka.broker.faults.rules import FaultError
-from minikafka.broker.metadata_image import MetadataImage
-from minikafka.broker.replica_fetcher_manager import ReplicaFetcherManager
-from minikafka.broker.replication_config import ReplicationConfig
+from minikafka.broker.metadata.metadata_image import MetadataImage
+from minikafka.broker.replication.replica_fetcher_manager import ReplicaFetcherManager
+from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.control_plane import BrokerHeartbeatRequest
 from minikafka.protocol.errors import ErrorCode, KafkaError

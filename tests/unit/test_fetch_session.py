@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from minikafka.broker.fetch_session import (
+from minikafka.broker.replication.fetch_session import (
     INVALID_SESSION_ID,
     MAX_INT32,
     CachedPartition,
@@ -17,7 +17,7 @@ from minikafka.broker.fetch_session import (
     new_context,
     next_epoch,
 )
-from minikafka.broker.fetch_session_handler import FetchSessionHandler
+from minikafka.broker.replication.fetch_session_handler import FetchSessionHandler
 from minikafka.protocol.errors import ErrorCode
 
 EVICTION_MS = 1000

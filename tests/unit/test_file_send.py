@@ -14,9 +14,9 @@ import pytest
 import trio
 import trio.testing
 
-from minikafka.broker import file_send
-from minikafka.broker.file_send import send_pieces
-from minikafka.broker.server import SocketServer
+from minikafka.broker.network import file_send
+from minikafka.broker.network.file_send import send_pieces
+from minikafka.broker.network.socket_server import SocketServer
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import (
     SCHEMAS,

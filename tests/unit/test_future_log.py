@@ -12,16 +12,16 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from minikafka.broker.delayed_fetch import fetch_key
 from minikafka.broker.faults.disk_quota import DiskQuota
-from minikafka.broker.handlers.log_dirs import alter_replica_log_dir
-from minikafka.broker.log_manager import LogManager
-from minikafka.broker.partition import Partition
-from minikafka.broker.purgatory import Purgatory
-from minikafka.broker.replica_alter_log_dirs_fetcher import ReplicaAlterLogDirsFetcher, truncate_future_log
-from minikafka.broker.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
-from minikafka.broker.replica_manager import ReplicaManager
-from minikafka.broker.replication_config import ReplicationConfig
+from minikafka.broker.log.log_manager import LogManager
+from minikafka.broker.replication.delayed_fetch import fetch_key
+from minikafka.broker.replication.partition import Partition
+from minikafka.broker.replication.purgatory import Purgatory
+from minikafka.broker.replication.replica_alter_log_dirs_fetcher import ReplicaAlterLogDirsFetcher, truncate_future_log
+from minikafka.broker.replication.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
+from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.broker.replication.replication_config import ReplicationConfig
+from minikafka.broker.server.handlers.log_dirs import alter_replica_log_dir
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig

@@ -6,12 +6,11 @@ from collections import defaultdict
 import pytest
 import trio
 
-from minikafka.broker.coordinator_timer import CoordinatorTimer
-from minikafka.broker.delayed_produce import produce_key
-from minikafka.broker.group import GroupState, OffsetAndMetadata
-from minikafka.broker.group_coordinator import GroupCoordinator, JoinRequest
-from minikafka.broker.group_coordinator_config import GroupCoordinatorConfig
-from minikafka.broker.group_metadata_log import (
+from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
+from minikafka.broker.coordinator.group.group import GroupState, OffsetAndMetadata
+from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
+from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
+from minikafka.broker.coordinator.group.group_metadata_log import (
     GROUP_METADATA_TOPIC,
     GroupMetadataKey,
     GroupMetadataLog,
@@ -23,9 +22,10 @@ from minikafka.broker.group_metadata_log import (
     group_metadata_record,
     offset_commit_record,
 )
-from minikafka.broker.group_metadata_manager import java_string_hashcode, partition_for
-from minikafka.broker.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
-from minikafka.broker.purgatory import Purgatory
+from minikafka.broker.coordinator.group.group_metadata_manager import java_string_hashcode, partition_for
+from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
+from minikafka.broker.replication.delayed_produce import produce_key
+from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode

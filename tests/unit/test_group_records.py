@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from minikafka.broker.group import OffsetAndMetadata
-from minikafka.broker.group_metadata_log import (
+from minikafka.broker.coordinator.group.group import OffsetAndMetadata
+from minikafka.broker.coordinator.group.group_metadata_log import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

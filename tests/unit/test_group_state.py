@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from minikafka.broker.group import (
+from minikafka.broker.coordinator.group.group import (
     Completion,
     Group,
     GroupState,

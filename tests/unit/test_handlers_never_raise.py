@@ -22,9 +22,9 @@ from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchReques
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
+from minikafka.broker.coordinator.group.offset_manager import MAX_TIMESTAMP_MS
 from minikafka.broker.kafka_node import KafkaNode
-from minikafka.broker.offset_manager import MAX_TIMESTAMP_MS
-from minikafka.broker.server import CloseConnection, ConnectionInfo
+from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo
 from minikafka.broker_handle import TEST_DEFAULTS
 from minikafka.config import BrokerConfig
 from minikafka.protocol.codec import SCHEMAS, InvalidRequestError, RequestHeader, decode_request

@@ -16,9 +16,9 @@ from minikafka.broker.controller.quorum_controller import BrokerRegistration, Ne
 from minikafka.broker.controller.replica_placer import StripedReplicaPlacer
 from minikafka.broker.controller.replication_control import MAX_RECORDS_PER_USER_OP, NewTopic
 from minikafka.broker.faults.disk_quota import DiskQuota
-from minikafka.broker.log_manager import LOG_CREATION_BATCH, LogManager, NewLog
-from minikafka.broker.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage, PartitionInfo
-from minikafka.broker.metadata_loader import MetadataLoader
+from minikafka.broker.log.log_manager import LOG_CREATION_BATCH, LogManager, NewLog
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage, PartitionInfo
+from minikafka.broker.metadata.metadata_loader import MetadataLoader
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import PartitionRecord, RegisterBrokerRecord, TopicRecord
 from minikafka.storage.log_config import LogConfig

@@ -13,7 +13,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
-from minikafka.broker.broker_server import BrokerServer
+from minikafka.broker.server.broker_server import BrokerServer
 from minikafka.config import BrokerConfig
 from tests.node_support import start_broker_with_topic
 from tests.raw_client import record_batch

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from minikafka.broker.metadata_image import (
+from minikafka.broker.metadata.metadata_image import (
     BrokerEndpointInfo,
     MetadataChange,
     MetadataImage,

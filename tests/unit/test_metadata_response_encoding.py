@@ -9,11 +9,11 @@ import pytest
 import trio
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from minikafka.broker.handlers.metadata import EncodedTopics, handle_metadata
-from minikafka.broker.kafka_apis import RequestContext
-from minikafka.broker.metadata_cache import MetadataCache
-from minikafka.broker.metadata_image import MetadataImage
-from minikafka.broker.server import ConnectionInfo
+from minikafka.broker.metadata.metadata_cache import MetadataCache
+from minikafka.broker.metadata.metadata_image import MetadataImage
+from minikafka.broker.network.socket_server import ConnectionInfo
+from minikafka.broker.server.handlers.metadata import EncodedTopics, handle_metadata
+from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, encode_response
 from minikafka.protocol.errors import ErrorCode

@@ -12,8 +12,8 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from minikafka.broker.broker_server import BrokerServer
-from minikafka.broker.network_client import DisconnectedError, NetworkClient, NetworkClientConfig
+from minikafka.broker.network.network_client import DisconnectedError, NetworkClient, NetworkClientConfig
+from minikafka.broker.server.broker_server import BrokerServer
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, decode_request, encode_response

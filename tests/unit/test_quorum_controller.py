@@ -43,7 +43,7 @@ from minikafka.broker.controller.replication_control import (
     NewTopic,
     ReplicationControl,
 )
-from minikafka.broker.metadata_image import BrokerEndpointInfo, MetadataImage, PartitionInfo
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage, PartitionInfo
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,

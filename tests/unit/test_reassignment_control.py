@@ -19,8 +19,8 @@ from minikafka.broker.controller.controller_apis import ControllerApis
 from minikafka.broker.controller.partition_reassignment import ReassignablePartition
 from minikafka.broker.controller.quorum_controller import QuorumController, TopicIsrChanges
 from minikafka.broker.controller.replication_control import IsrChange
-from minikafka.broker.metadata_image import MetadataChange, MetadataImage
-from minikafka.broker.zk_controller.controller_channel_manager import ControllerBrokerRequestBatch
+from minikafka.broker.metadata.metadata_image import MetadataChange, MetadataImage
+from minikafka.broker.zk.controller.controller_channel_manager import ControllerBrokerRequestBatch
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (

@@ -7,10 +7,10 @@ from typing import Any
 import trio
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.alter_partition_manager import AlterPartitionManager
-from minikafka.broker.network_client import DisconnectedError
-from minikafka.broker.partition import LeaderAndIsr, PendingIsrChange
-from minikafka.broker.replica_fetcher_manager import fetcher_id, java_string_hash
+from minikafka.broker.network.network_client import DisconnectedError
+from minikafka.broker.replication.alter_partition_manager import AlterPartitionManager
+from minikafka.broker.replication.partition import LeaderAndIsr, PendingIsrChange
+from minikafka.broker.replication.replica_fetcher_manager import fetcher_id, java_string_hash
 from minikafka.protocol.control_plane import AlterPartitionResponse
 from minikafka.protocol.errors import ErrorCode
 

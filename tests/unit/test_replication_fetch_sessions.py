@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from minikafka.broker.fetch_session_handler import FetchRequestData
-from minikafka.broker.replica_fetcher import ReplicaFetcher
+from minikafka.broker.replication.fetch_session_handler import FetchRequestData
+from minikafka.broker.replication.replica_fetcher import ReplicaFetcher
 from minikafka.protocol.errors import ErrorCode
 from tests.unit.replication_cluster import ReplicationCluster, eventually, produce, running_cluster, stored_batches
 

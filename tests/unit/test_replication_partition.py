@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.broker.metadata_image import PartitionInfo
-from minikafka.broker.partition import LeaderAndIsr, Partition
+from minikafka.broker.metadata.metadata_image import PartitionInfo
+from minikafka.broker.replication.partition import LeaderAndIsr, Partition
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.broker.replication_quota_manager import (
+from minikafka.broker.replication.replication_quota_manager import (
     ALL_REPLICAS,
     UNLIMITED,
     Rate,

@@ -9,7 +9,7 @@ from pathlib import Path
 import trio
 from kafka.protocol.consumer.fetch import FetchRequest
 
-from minikafka.broker.replication_quota_manager import UNLIMITED
+from minikafka.broker.replication.replication_quota_manager import UNLIMITED
 from minikafka.protocol.errors import ErrorCode
 from tests.unit.replication_cluster import REPLICATION, ReplicationCluster, eventually, produce, running_cluster
 

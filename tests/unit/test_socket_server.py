@@ -3,7 +3,7 @@ import pytest
 import trio
 import trio.testing
 
-from minikafka.broker.server import SocketServer
+from minikafka.broker.network.socket_server import SocketServer
 from minikafka.protocol.framing import FrameDecoder, frame
 
 LOOPBACK = "127.0.0.1"

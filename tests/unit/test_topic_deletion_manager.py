@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.zk_controller.topic_deletion_manager import TopicDeletionManager
+from minikafka.broker.zk.controller.topic_deletion_manager import TopicDeletionManager
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode

@@ -10,11 +10,11 @@ from kazoo.client import KazooClient
 
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.quorum_controller import LiveBroker, QuorumController
-from minikafka.broker.metadata_image import BrokerEndpointInfo, MetadataImage
+from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
 from minikafka.broker.zk import zk_data
+from minikafka.broker.zk.controller.zk_metadata_store import ZkMetadataStore
 from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
 from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint
-from minikafka.broker.zk_controller.zk_metadata_store import ZkMetadataStore
 
 
 async def register_broker(zk: KafkaZkClient, broker_id: int) -> None:

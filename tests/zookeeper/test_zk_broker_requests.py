@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from minikafka.broker.metadata_image import MetadataChange, MetadataImage
-from minikafka.broker.zk_broker_metadata import ZkMetadataSource
+from minikafka.broker.metadata.metadata_image import MetadataChange, MetadataImage
+from minikafka.broker.zk.zk_broker_metadata import ZkMetadataSource
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.protocol.control_plane import LeaderAndIsrRequest, UpdateMetadataRequest
 from minikafka.protocol.errors import ErrorCode

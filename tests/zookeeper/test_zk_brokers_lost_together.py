@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from minikafka.broker.controller.replication_control import NewTopic
-from minikafka.broker.metadata_image import NO_LEADER
+from minikafka.broker.metadata.metadata_image import NO_LEADER
 from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig
 from tests.zookeeper.elected_controller import elected_controller, live_brokers, register_broker
 

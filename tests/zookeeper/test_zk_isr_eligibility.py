@@ -2,7 +2,7 @@
 UpdateMetadata names the live brokers without the creation ids of their registrations."""
 from __future__ import annotations
 
-from minikafka.broker.replica import NO_BROKER_EPOCH, Replica
+from minikafka.broker.replication.replica import NO_BROKER_EPOCH, Replica
 
 NOW = 1_000_000
 

@@ -1,0 +1,499 @@
+"""Durable group state: committed offsets and group metadata as records in the internal `__consumer_offsets` topic.
+
+The records are Kafka's own (GroupCoordinatorRecordSerde): a key and a value, each a big-endian int16 version
+followed by the message of that version, so Kafka's tools can read this topic and this broker can read Kafka's.
+Key version 0/1 is an OffsetCommitKey, 2 a GroupMetadataKey; a null value is a tombstone. Values are written in
+the versions a current Kafka broker writes (OffsetCommitValue 3, or 1 when the commit carries an expire timestamp;
+GroupMetadataValue 3) and read in every version 0-4 (4 is the first flexible one).
+
+There is no log cleaner, so the offset manager asks for a partition to be rewritten once it is mostly superseded
+records: its live records go to a fresh segment and the log start offset moves past the old ones.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import trio
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+
+from minikafka.broker.coordinator.group.group import OffsetAndMetadata
+from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
+from minikafka.broker.replication.replica_manager import error_of
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
+from minikafka.storage.log import AppendInfo
+
+log = logging.getLogger("minikafka.group_metadata_log")
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+FIRST_FLEXIBLE_VALUE_VERSION = 4
+MAX_VALUE_VERSION = 4
+
+READ_CHUNK_BYTES = 1 << 20
+# A rewrite is not one commit, so it goes in batches well below max.message.bytes.
+REWRITE_BATCH_BYTES = 256 * 1024
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a coordinator record this broker understands."""
+
+
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberMetadata] = field(default_factory=list)
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetAndMetadata | GroupMetadataValue | None
+# A coordinator record as written to the log: key bytes and value bytes (None: a tombstone).
+Record = tuple[bytes, bytes | None]
+
+
+DEFAULT_COMMIT_TIMEOUT_MS = 5000
+
+# ---- primitive encoding (Kafka's generated-message wire types) --------------------------------------------------
+
+class _Writer:
+    def __init__(self, flexible: bool) -> None:
+        self.flexible = flexible
+        self.parts: list[bytes] = []
+
+    def int16(self, v: int) -> None:
+        self.parts.append(_I16.pack(v))
+
+    def int32(self, v: int) -> None:
+        self.parts.append(_I32.pack(v))
+
+    def int64(self, v: int) -> None:
+        self.parts.append(_I64.pack(v))
+
+    def uvarint(self, v: int) -> None:
+        self.parts.append(encode_uvarint(v))
+
+    def string(self, v: str | None) -> None:
+        if v is None:
+            self.uvarint(0) if self.flexible else self.int16(-1)
+            return
+        data = v.encode("utf-8")
+        self.uvarint(len(data) + 1) if self.flexible else self.int16(len(data))
+        self.parts.append(data)
+
+    def bytes_(self, v: bytes) -> None:
+        self.uvarint(len(v) + 1) if self.flexible else self.int32(len(v))
+        self.parts.append(bytes(v))
+
+    def array_length(self, n: int) -> None:
+        self.uvarint(n + 1) if self.flexible else self.int32(n)
+
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _Reader:
+    def __init__(self, data: bytes, flexible: bool = False) -> None:
+        self.data = bytes(data)
+        self.pos = 0
+        self.flexible = flexible
+
+    def _unpack(self, fmt: struct.Struct) -> int:
+        try:
+            (value,) = fmt.unpack_from(self.data, self.pos)
+        except struct.error:
+            raise RecordFormatError(f"record ends after {len(self.data)} bytes") from None
+        self.pos += fmt.size
+        return value
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordFormatError(f"record ends after {len(self.data)} bytes, needed {self.pos + n}")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int16(self) -> int:
+        return self._unpack(_I16)
+
+    def int32(self) -> int:
+        return self._unpack(_I32)
+
+    def int64(self) -> int:
+        return self._unpack(_I64)
+
+    def uvarint(self) -> int:
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except VarintError as exc:
+            raise RecordFormatError(str(exc)) from None
+        return value
+
+    def nullable_string(self) -> str | None:
+        length = self.uvarint() - 1 if self.flexible else self._unpack(_I16)
+        if length < 0:
+            return None
+        try:
+            return self._take(length).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise RecordFormatError("null in a non-nullable string field")
+        return value
+
+    def bytes_(self) -> bytes:
+        length = self.uvarint() - 1 if self.flexible else self._unpack(_I32)
+        if length < 0:
+            raise RecordFormatError("null in a non-nullable bytes field")
+        return self._take(length)
+
+    def array_length(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self._unpack(_I32)
+        if n < 0:
+            raise RecordFormatError("null in a non-nullable array field")
+        if n > len(self.data) - self.pos:
+            raise RecordFormatError(f"array of {n} elements cannot fit in the record")
+        return n
+
+    def tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+    def expect_end(self) -> None:
+        if self.pos != len(self.data):
+            raise RecordFormatError(f"{len(self.data) - self.pos} unexpected bytes after the record")
+
+
+# ---- keys -------------------------------------------------------------------------------------------------------
+
+def encode_key(key: RecordKey) -> bytes:
+    w = _Writer(flexible=False)
+    if isinstance(key, OffsetCommitKey):
+        w.int16(OFFSET_COMMIT_KEY_VERSION)
+        w.string(key.group)
+        w.string(key.topic)
+        w.int32(key.partition)
+    else:
+        w.int16(GROUP_METADATA_KEY_VERSION)
+        w.string(key.group)
+    return w.getvalue()
+
+
+def decode_key(data: bytes) -> RecordKey | None:
+    """The key, or None for record types this coordinator does not serve (KIP-848 and share groups)."""
+    r = _Reader(data)
+    version = r.int16()
+    if version in (0, 1):
+        key: RecordKey = OffsetCommitKey(r.string(), r.string(), r.int32())
+    elif version == GROUP_METADATA_KEY_VERSION:
+        key = GroupMetadataKey(r.string())
+    elif version > GROUP_METADATA_KEY_VERSION:
+        return None
+    else:
+        raise RecordFormatError(f"unknown coordinator record key version {version}")
+    r.expect_end()
+    return key
+
+
+# ---- values -----------------------------------------------------------------------------------------------------
+
+def _check_value_version(version: int) -> None:
+    if not 0 <= version <= MAX_VALUE_VERSION:
+        raise RecordFormatError(f"unknown value version {version}")
+
+
+def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
+    version = OFFSET_COMMIT_VALUE_VERSION if value.expire_timestamp is None else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    w = _Writer(flexible=False)
+    w.int16(version)
+    w.int64(value.offset)
+    if version >= 3:
+        w.int32(value.leader_epoch)
+    w.string(value.metadata)
+    w.int64(value.commit_timestamp)
+    if value.expire_timestamp is not None:  # only version 1 carries it
+        w.int64(value.expire_timestamp)
+    return w.getvalue()
+
+
+def decode_offset_commit_value(data: bytes) -> OffsetAndMetadata:
+    r = _Reader(data)
+    version = r.int16()
+    _check_value_version(version)
+    r.flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string()
+    commit_timestamp = r.int64()
+    expire = r.int64() if version == 1 else -1
+    r.tagged_fields()
+    r.expect_end()
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, None if expire == -1 else expire)
+
+
+def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+    _check_value_version(version)
+    w = _Writer(flexible=version >= FIRST_FLEXIBLE_VALUE_VERSION)
+    w.int16(version)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.string(value.protocol)
+    w.string(value.leader)
+    if version >= 2:
+        w.int64(value.current_state_timestamp)
+    w.array_length(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.tagged_fields()
+    w.tagged_fields()
+    return w.getvalue()
+
+
+def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    r = _Reader(data)
+    version = r.int16()
+    _check_value_version(version)
+    r.flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
+    value = GroupMetadataValue(protocol_type=r.string(), generation=r.int32(), protocol=r.nullable_string(),
+                               leader=r.nullable_string())
+    if version >= 2:
+        value.current_state_timestamp = r.int64()
+    for _ in range(r.array_length()):
+        member_id = r.string()
+        instance_id = r.nullable_string() if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        value.members.append(MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout,
+                                            session_timeout, r.bytes_(), r.bytes_()))
+        r.tagged_fields()
+    r.tagged_fields()
+    r.expect_end()
+    return value
+
+
+def decode_value(key: RecordKey, data: bytes | None) -> RecordValue:
+    if data is None:
+        return None
+    if isinstance(key, OffsetCommitKey):
+        return decode_offset_commit_value(data)
+    return decode_group_metadata_value(data)
+
+
+def offset_commit_record(group: str, topic: str, partition: int,
+                         value: OffsetAndMetadata | None) -> Record:
+    """Key and value bytes of an offset commit (value None: a tombstone deleting the offset)."""
+    return (encode_key(OffsetCommitKey(group, topic, partition)),
+            None if value is None else encode_offset_commit_value(value))
+
+
+def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Record:
+    """Key and value bytes of a group's metadata (value None: a tombstone deleting the group)."""
+    return encode_key(GroupMetadataKey(group)), None if value is None else encode_group_metadata_value(value)
+
+
+def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
+    """One uncompressed v2 batch holding the records: a commit is all-or-nothing, as in Kafka."""
+    size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=size)
+    for key, value in records:
+        if builder.append(timestamp=timestamp_ms, key=key, value=value, headers=[]) is None:
+            raise RecordFormatError("record batch builder refused a record")
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def _chunks(records: list[Record], max_bytes: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    size = 0
+    for key, value in records:
+        record_size = len(key) + len(value or b"")
+        if chunk and size + record_size > max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((key, value))
+        size += record_size
+    if chunk:
+        yield chunk
+
+
+# ---- the topic ----------------------------------------------------------------------------------------------------
+
+# Append errors seen by the coordinator, as Kafka's coordinator turns them into group API errors.
+_APPEND_ERROR_MAP = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+class GroupMetadataLog:
+    """Appends coordinator records to, and replays them from, the partitions of `__consumer_offsets`."""
+
+    def __init__(self, replica_manager, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
+        self._replica_manager = replica_manager
+        self._commit_timeout_ms = commit_timeout_ms
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        """Write records to one partition through the replica manager (acks=all); NONE or the group API error."""
+        if not records:
+            return ErrorCode.NONE
+        tp = (GROUP_METADATA_TOPIC, partition)
+        try:
+            batch = build_batch(records, now_ms)
+        except RecordFormatError as exc:
+            log.error("cannot build a coordinator batch for %s-%d: %s", *tp, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        result = self._replica_manager.append_to_local_log(-1, {tp: bytearray(batch)})[tp]
+        if result.error is None:
+            return ErrorCode.NONE
+        code = _APPEND_ERROR_MAP.get(result.error.code, result.error.code)
+        log.warning("writing %d coordinator records to %s-%d failed: %s -> %s", len(records), *tp,
+                    result.error.code.name, code.name)
+        return code
+
+    async def wait_replicated(self, partition: int) -> ErrorCode:
+        """Wait, at most offsets.commit.timeout.ms, until the ISR has everything appended to the partition so
+        far: the coordinator answers a write only once it is committed, as Kafka's acks=all coordinator appends
+        do. NONE or the group API error."""
+        tp = (GROUP_METADATA_TOPIC, partition)
+        hosted = self._replica_manager.get_partition(*tp)
+        if hosted is None:
+            return _APPEND_ERROR_MAP.get(self._replica_manager.unhosted_error(tp), ErrorCode.NOT_COORDINATOR)
+        end = hosted.log.log_end_offset
+        # The wait only needs the offset the high watermark must pass: the last one appended.
+        appended = AppendInfo(end - 1, end - 1, -1, end - 1, -1, hosted.log.log_start_offset, 0)
+        delayed = DelayedProduce(self._replica_manager, {tp: AppendResult(None, appended)})
+        if not delayed.try_complete():
+            await delayed.wait(self._replica_manager.purgatory,
+                               trio.current_time() + self._commit_timeout_ms / 1000)
+        error = delayed.results[tp].error
+        if error is None:
+            return ErrorCode.NONE
+        code = _APPEND_ERROR_MAP.get(error.code, error.code)
+        log.warning("coordinator records of %s-%d not replicated: %s -> %s", *tp, error.code.name, code.name)
+        return code
+
+    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        """Append `records` (a partition's whole live state) to a fresh segment, then move the log start offset
+        to them so the superseded segments before are deleted."""
+        hosted = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
+        if hosted is None:
+            return ErrorCode.NOT_COORDINATOR
+        the_log = hosted.log
+        try:
+            the_log.roll(now_ms)
+            start = the_log.log_end_offset
+            for chunk in _chunks(records, REWRITE_BATCH_BYTES):
+                error = self.append(partition, chunk, now_ms)
+                if error != ErrorCode.NONE:
+                    return error
+            the_log.maybe_increment_log_start_offset(start)
+        except (KafkaError, OSError) as exc:
+            code = error_of(exc).code
+            log.error("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, exc)
+            return code
+        return ErrorCode.NONE
+
+    def replay(self, partition: int) -> Iterator[tuple[RecordKey, RecordValue]]:
+        """Every coordinator record of one partition in log order; unreadable records are logged and skipped."""
+        hosted = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
+        if hosted is None:
+            return
+        the_log = hosted.log
+        offset = the_log.log_start_offset
+        end = the_log.log_end_offset
+        while offset < end:
+            data = the_log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
+            if not data:
+                break
+            next_offset = offset
+            records = MemoryRecords(bytes(data))
+            while records.has_next():
+                batch = records.next_batch()
+                if batch is None:
+                    break
+                next_offset = max(next_offset, batch.base_offset + batch.last_offset_delta + 1)
+                if batch.is_control_batch:
+                    continue
+                for record in batch:
+                    if record.offset < offset or record.key is None:
+                        continue
+                    try:
+                        key = decode_key(record.key)
+                        if key is None:
+                            continue
+                        yield key, decode_value(key, record.value)
+                    except RecordFormatError as exc:
+                        log.error("skipping unreadable record at %s-%d offset %d: %s", GROUP_METADATA_TOPIC,
+                                  partition, record.offset, exc)
+            if next_offset <= offset:
+                log.error("replay of %s-%d made no progress at offset %d; stopping", GROUP_METADATA_TOPIC,
+                          partition, offset)
+                break
+            offset = next_offset

@@ -1,0 +1,253 @@
+"""Which groups exist, and what persists them: the group cache, its loading and unloading, stored group metadata.
+
+As Kafka's GroupMetadataManager, it places each group on a partition of `__consumer_offsets` and serves the
+groups of the partitions this broker leads: when it becomes a partition's leader the partition is replayed to
+rebuild its groups and committed offsets (loaded), and when it stops leading them they are dropped (unloaded); a
+group of any other partition is answered NOT_COORDINATOR, so its clients look their coordinator up again. It
+writes a group's metadata when a generation completes (tombstones when the group is deleted). It also counts the
+records each partition's log holds since its start, so the offset manager can tell when rewriting a partition to
+its live records pays. The record formats and the log itself are group_metadata_log's.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from minikafka.broker.coordinator.group.group import Group, GroupState, Member
+from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
+from minikafka.broker.coordinator.group.group_metadata_log import (
+    GROUP_METADATA_TOPIC,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    Record,
+    RecordKey,
+    RecordValue,
+    group_metadata_record,
+    offset_commit_record,
+)
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("minikafka.group_metadata_manager")
+
+
+class MetadataLog(Protocol):
+    """Where coordinator records live: `__consumer_offsets` (GroupMetadataLog), or memory in unit tests."""
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
+
+    def replay(self, partition: int) -> Iterable[tuple[RecordKey, RecordValue]]: ...
+
+    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
+
+    async def wait_replicated(self, partition: int) -> ErrorCode: ...
+
+
+@functools.lru_cache(maxsize=65536)
+def java_string_hashcode(value: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow), which Kafka uses to place groups."""
+    h = 0
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions."""
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class GroupMetadataManager:
+    """The groups this coordinator serves, and the records in `__consumer_offsets` that rebuild them."""
+
+    def __init__(self, config: GroupCoordinatorConfig, metadata_log: MetadataLog,
+                 clock_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.metadata_log = metadata_log
+        self.clock_ms = clock_ms
+        self.groups: dict[str, Group] = {}
+        # False until the coordinator starts and after shutdown: every group API then answers
+        # COORDINATOR_NOT_AVAILABLE.
+        self.active = False
+        # The partitions of `__consumer_offsets` this broker leads, whose groups it has loaded.
+        self.owned_partitions: set[int] = set()
+        # The group metadata last written for each group (what a rewrite of its partition must keep), and how
+        # many records each partition's log holds since its start.
+        self._stored_metadata: dict[str, GroupMetadataValue] = {}
+        self._log_records: Counter[int] = Counter()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_partitions)
+
+    def check_active(self, group_id: str | None, allow_empty: bool = False) -> None:
+        """COORDINATOR_NOT_AVAILABLE when not serving; INVALID_GROUP_ID for a null (or, for the membership
+        APIs, empty) group id, as Kafka checks before a request reaches the group; NOT_COORDINATOR for a group
+        of a partition this broker does not lead."""
+        if not self.active:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not active")
+        if group_id is None or (not group_id and not allow_empty):
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+        if not self.is_owned(group_id):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this broker is not the coordinator of group {group_id}")
+
+    def is_owned(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned_partitions
+
+    # ---- loading -------------------------------------------------------------------------------------------
+
+    def load_partition(self, partition: int) -> list[Group]:
+        """Replay one partition of `__consumer_offsets` and serve its groups; returns the groups loaded."""
+        if partition in self.owned_partitions:
+            return []
+        started = time.monotonic()
+        before = set(self.groups)
+        records = 0
+        for key, value in self.metadata_log.replay(partition):
+            self._replay(key, value)
+            records += 1
+        self._log_records[partition] = records
+        self.owned_partitions.add(partition)
+        loaded = [group for group_id, group in self.groups.items() if group_id not in before]
+        level = logging.INFO if records else logging.DEBUG  # a broker starts with dozens of empty partitions
+        log.log(level, "loaded %d groups from %d coordinator records of %s-%d in %.0f ms", len(loaded), records,
+                GROUP_METADATA_TOPIC, partition, 1000 * (time.monotonic() - started))
+        return loaded
+
+    def unload_partition(self, partition: int) -> list[Group]:
+        """Stop serving one partition's groups (another broker leads it now); returns the groups dropped."""
+        if partition not in self.owned_partitions:
+            return []
+        self.owned_partitions.discard(partition)
+        dropped = [group for group_id, group in self.groups.items() if self.partition_for(group_id) == partition]
+        for group in dropped:
+            del self.groups[group.group_id]
+            self._stored_metadata.pop(group.group_id, None)
+        self._log_records.pop(partition, None)
+        log.log(logging.INFO if dropped else logging.DEBUG, "unloaded %d groups of %s-%d", len(dropped),
+                GROUP_METADATA_TOPIC, partition)
+        return dropped
+
+    def _replay(self, key: RecordKey, value: RecordValue) -> None:
+        if isinstance(key, OffsetCommitKey):
+            group = self.groups.get(key.group)
+            if value is None:
+                if group is not None:
+                    group.offsets.pop((key.topic, key.partition), None)
+                return
+            assert not isinstance(value, GroupMetadataValue)  # an offset key decodes to an offset value
+            if group is None:
+                group = self.groups[key.group] = Group(key.group, self.clock_ms())
+            group.offsets[(key.topic, key.partition)] = value
+        elif isinstance(key, GroupMetadataKey):
+            previous = self.groups.pop(key.group, None)
+            self._stored_metadata.pop(key.group, None)
+            if value is None:
+                return
+            assert isinstance(value, GroupMetadataValue)  # a group key decodes to a group value
+            self._stored_metadata[key.group] = value
+            try:
+                group = self._group_from_record(key.group, value)
+            except ValueError as exc:
+                log.error("group %s: unusable stored membership (%s); loading it without members", key.group, exc)
+                group = Group(key.group, self.clock_ms(), GroupState.EMPTY, value.generation,
+                              value.protocol_type or None)
+            if previous is not None:
+                group.offsets = previous.offsets
+            self.groups[key.group] = group
+
+    def _group_from_record(self, group_id: str, value: GroupMetadataValue) -> Group:
+        members = value.members if value.protocol is not None else []
+        group = Group(group_id, self.clock_ms(), GroupState.STABLE if members else GroupState.EMPTY,
+                      value.generation, value.protocol_type or None, value.protocol, value.leader,
+                      None if value.current_state_timestamp == -1 else value.current_state_timestamp)
+        for m in members:
+            assert value.protocol is not None  # members are loaded only with a selected protocol
+            rebalance_timeout = m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
+            group.add(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, rebalance_timeout,
+                             m.session_timeout, value.protocol_type, [(value.protocol, m.subscription)],
+                             m.assignment))
+        if value.leader is not None:
+            group.leader_id = value.leader
+        return group
+
+    # ---- storing -------------------------------------------------------------------------------------------
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        """Write records to one partition of the log; NONE, or the group API error to answer."""
+        error = self.metadata_log.append(partition, records, now_ms)
+        if error == ErrorCode.NONE:
+            self._log_records[partition] += len(records)
+        return error
+
+    async def wait_replicated(self, group_id: str) -> ErrorCode:
+        """Wait until the writes made so far to the group's partition are committed: a request that wrote
+        answers only then (NONE, or the group API error), while its state changes stay as made."""
+        return await self.metadata_log.wait_replicated(self.partition_for(group_id))
+
+    def store_group(self, group: Group, assignment: dict[str, bytes]) -> ErrorCode:
+        """Persist the group's generation, members and their assignments (Kafka's GroupMetadataValue)."""
+        value = self._group_metadata(group, assignment)
+        error = self.append(self.partition_for(group.group_id), [group_metadata_record(group.group_id, value)],
+                            self.clock_ms())
+        if error == ErrorCode.NONE:
+            self._stored_metadata[group.group_id] = value
+        return error
+
+    def _group_metadata(self, group: Group, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        members = [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                  m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(group.protocol_name),
+                                  assignment.get(m.member_id, b""))
+                   for m in group.members.values()]
+        return GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
+                                  group.leader_id, group.state_timestamp if group.state_timestamp is not None else -1,
+                                  members)
+
+    def delete_group(self, group: Group) -> ErrorCode:
+        """Tombstone the group and all its committed offsets, then forget it; nothing changes if writing fails."""
+        records = [offset_commit_record(group.group_id, topic, p, None) for topic, p in group.offsets]
+        records.append(group_metadata_record(group.group_id, None))
+        error = self.append(self.partition_for(group.group_id), records, self.clock_ms())
+        if error == ErrorCode.NONE:
+            group.transition_to(GroupState.DEAD, self.clock_ms())
+            group.offsets.clear()
+            self.groups.pop(group.group_id, None)
+            self._stored_metadata.pop(group.group_id, None)
+        return error
+
+    # ---- rewriting a partition to its live records ----------------------------------------------------------
+
+    def record_counts(self) -> dict[int, tuple[int, int]]:
+        """Per partition written to: (records its log holds since its start, how many of them are superseded)."""
+        live: Counter[int] = Counter()
+        for group_id, group in self.groups.items():
+            live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets)
+        return {partition: (count, count - live[partition]) for partition, count in self._log_records.items()}
+
+    def rewrite(self, partition: int) -> tuple[ErrorCode, int]:
+        """Rewrite one partition's log to the records that rebuild its groups and offsets exactly as stored now;
+        returns the error and how many records were kept."""
+        live = self._live_records(partition)
+        error = self.metadata_log.rewrite(partition, live, self.clock_ms())
+        if error == ErrorCode.NONE:
+            self._log_records[partition] = len(live)
+        return error, len(live)
+
+    def _live_records(self, partition: int) -> list[Record]:
+        records: list[Record] = []
+        for group_id, group in self.groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            stored = self._stored_metadata.get(group_id)
+            if stored is not None:
+                records.append(group_metadata_record(group_id, stored))
+            records.extend(offset_commit_record(group_id, topic, p, value)
+                           for (topic, p), value in group.offsets.items())
+        return records
+

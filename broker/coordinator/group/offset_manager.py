@@ -1,0 +1,285 @@
+"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete, their expiry, and keeping their log small.
+
+As Kafka's OffsetMetadataManager, a commit is checked against the group's membership and generation, written to
+the group's partition of `__consumer_offsets` and only then applied, so a failed write changes nothing. Offsets
+past offsets.retention.minutes are tombstoned, and an empty group left without offsets is deleted. Every commit
+supersedes an earlier record, and this broker has no log cleaner, so a partition whose log is mostly superseded
+records is rewritten to its live ones.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from minikafka.broker.coordinator.group.group import Group, GroupState, Member, OffsetAndMetadata
+from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
+from minikafka.broker.coordinator.group.group_metadata_log import GROUP_METADATA_TOPIC, Record, offset_commit_record
+from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("minikafka.offset_manager")
+
+# OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a generation-bearing commit to an unknown group.
+GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION = 9
+# A partition of __consumer_offsets is rewritten once this many of its records are superseded and they are at
+# least min.cleanable.dirty.ratio (Kafka's default 0.5) of the log.
+COMPACTION_MIN_DEAD_RECORDS = 10000
+MIN_CLEANABLE_DIRTY_RATIO = 0.5
+# The largest timestamp an offset's record holds (an int64).
+MAX_TIMESTAMP_MS = (1 << 63) - 1
+
+
+@dataclass
+class OffsetCommitEntry:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+class OffsetManager:
+    """Offsets of the groups in `group_manager`; `reschedule_heartbeat` keeps a committing member's session alive,
+    as a commit from a member counts as a sign of life in Kafka."""
+
+    def __init__(self, config: GroupCoordinatorConfig, group_manager: GroupMetadataManager,
+                 clock_ms: Callable[[], int], reschedule_heartbeat: Callable[[Group, Member], None]) -> None:
+        self.config = config
+        self.group_manager = group_manager
+        self.clock_ms = clock_ms
+        self._reschedule_heartbeat = reschedule_heartbeat
+
+    # ---- OffsetCommit --------------------------------------------------------------------------------------
+
+    def _validate_offset_commit(self, group: Group | None, group_id: str, member_id: str,
+                                group_instance_id: str | None, generation_id: int, api_version: int) -> Group:
+        if group is None:
+            if generation_id < 0:
+                log.info("creating simple group %s through a manual offset commit", group_id)
+                return Group(group_id, self.clock_ms())
+            if api_version >= GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+            raise KafkaError(ErrorCode.ILLEGAL_GENERATION, f"group {group_id} not found")
+        if group.is_in(GroupState.DEAD):
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and group.is_empty:
+            # assign()-only consumers and admin clients commit without membership to an empty group.
+            return group
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            group.validate_member(member_id, group_instance_id)
+            if generation_id != group.generation_id:
+                raise KafkaError(ErrorCode.ILLEGAL_GENERATION,
+                                 f"generation {generation_id} is not the group's {group.generation_id}")
+        elif not group.is_empty:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, "a commit without membership needs an empty group")
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS)
+        return group
+
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int, retention_time_ms: int, entries: list[OffsetCommitEntry],
+                             api_version: int) -> list[ErrorCode]:
+        """One error per entry, once the commit is replicated; a group-level problem raises KafkaError (every
+        partition gets that code). As Kafka's pending offset commits, offsets whose records fail to replicate are
+        taken back: the group keeps what it had, unless a later commit has replaced them meanwhile."""
+        manager = self.group_manager
+        manager.check_active(group_id, allow_empty=True)
+        existing = manager.groups.get(group_id)
+        group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
+                                             api_version)
+        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
+            self._reschedule_heartbeat(group, group.members[member_id])
+        now = self.clock_ms()
+        # As Kafka: commit time plus retention, unless the retention is -1 (offsets.retention.minutes applies). Kafka
+        # adds them as longs, which wrap into the past; a sum past the largest timestamp means never, not at once.
+        expire = None if retention_time_ms == -1 else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
+        errors: list[ErrorCode] = []
+        records: list[Record] = []
+        staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        for entry in entries:
+            metadata = entry.metadata if entry.metadata is not None else ""
+            if entry.metadata is not None and len(entry.metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire)
+            records.append(offset_commit_record(group_id, entry.topic, entry.partition, value))
+            staged.append(((entry.topic, entry.partition), value))
+            errors.append(ErrorCode.NONE)
+        if records:
+            error = manager.append(manager.partition_for(group_id), records, now)
+            if error != ErrorCode.NONE:
+                raise KafkaError(error, f"storing offsets of group {group_id} failed")
+            if existing is None:
+                manager.groups[group_id] = group
+            previous = {tp: group.offsets.get(tp) for tp, _ in staged}
+            for tp, value in staged:
+                group.offsets[tp] = value
+            error = await manager.wait_replicated(group_id)
+            if error != ErrorCode.NONE:
+                for tp, value in staged:
+                    if group.offsets.get(tp) is value:
+                        before = previous[tp]
+                        if before is None:
+                            del group.offsets[tp]
+                        else:
+                            group.offsets[tp] = before
+                errors = [error if code == ErrorCode.NONE else code for code in errors]
+        return errors
+
+    # ---- OffsetFetch and OffsetDelete ----------------------------------------------------------------------
+
+    def fetch_offsets(self, group_id: str | None, partitions: list[tuple[str, list[int]]] | None
+                      ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
+        """Committed offsets by topic; `partitions` None means every committed offset of the group."""
+        self.group_manager.check_active(group_id, allow_empty=True)
+        assert group_id is not None  # check_active refuses a null group id
+        group = self.group_manager.groups.get(group_id)
+        offsets = group.offsets if group is not None and not group.is_in(GroupState.DEAD) else {}
+        if partitions is None:
+            by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+            for (topic, partition), value in offsets.items():
+                by_topic.setdefault(topic, []).append((partition, value))
+            return [(topic, sorted(parts, key=lambda p: p[0])) for topic, parts in by_topic.items()]
+        return [(topic, [(p, offsets.get((topic, p))) for p in indexes]) for topic, indexes in partitions]
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, list[int]]]
+                       ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+        """OffsetDelete; group-level errors raise KafkaError."""
+        manager = self.group_manager
+        manager.check_active(group_id)
+        group = manager.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) \
+                and not group.uses_consumer_protocol:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP)
+        results = []
+        records: list[Record] = []
+        deleted: list[tuple[str, int]] = []
+        for topic, indexes in partitions:
+            if group.is_subscribed_to(topic):
+                results.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in indexes]))
+                continue
+            for p in indexes:
+                if (topic, p) in group.offsets:
+                    records.append(offset_commit_record(group_id, topic, p, None))
+                    deleted.append((topic, p))
+            results.append((topic, [(p, ErrorCode.NONE) for p in indexes]))
+        error = manager.append(manager.partition_for(group_id), records, self.clock_ms())
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"deleting offsets of group {group_id} failed")
+        for tp in deleted:
+            group.offsets.pop(tp, None)
+        return results
+
+    def on_topic_deleted(self, topic: str) -> int:
+        """Kafka's onPartitionsDeleted: committed offsets of a deleted topic are tombstoned, so a topic created
+        again under the same name starts without them. Returns how many offsets were removed."""
+        manager = self.group_manager
+        removed = 0
+        for group in list(manager.groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] == topic]
+            if not gone:
+                continue
+            records = [offset_commit_record(group.group_id, t, p, None) for t, p in gone]
+            error = manager.append(manager.partition_for(group.group_id), records, self.clock_ms())
+            if error != ErrorCode.NONE:
+                log.warning("removing offsets of deleted topic %s from group %s failed: %s", topic, group.group_id,
+                            error.name)
+                continue
+            for tp in gone:
+                group.offsets.pop(tp, None)
+            removed += len(gone)
+        if removed:
+            log.info("removed %d committed offsets of deleted topic %s", removed, topic)
+        return removed
+
+    # ---- offsets.retention.minutes -------------------------------------------------------------------------
+
+    @staticmethod
+    def _offset_expiry_base(group: Group) -> Callable[[OffsetAndMetadata], int] | None:
+        """When an offset's retention clock starts, per Kafka's OffsetExpirationCondition; None: never expire."""
+        if group.protocol_type is None:
+            return lambda o: o.commit_timestamp
+        if group.is_empty:
+            return lambda o: group.state_timestamp if group.state_timestamp is not None else o.commit_timestamp
+        if group.uses_consumer_protocol and group.is_in(GroupState.STABLE) and group.subscribed_topics() is not None:
+            return lambda o: o.commit_timestamp
+        return None
+
+    def cleanup_group_metadata(self) -> int:
+        """Expire offsets past offsets.retention.minutes; delete empty groups left without offsets."""
+        manager = self.group_manager
+        if not manager.active:
+            return 0
+        now = self.clock_ms()
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in list(manager.groups.values()):
+            base = self._offset_expiry_base(group)
+            expired: list[tuple[str, int]] = []
+            all_expired = True
+            if group.offsets and base is None:
+                all_expired = False
+            elif group.offsets:
+                assert base is not None
+                for (topic, partition), value in group.offsets.items():
+                    if group.is_subscribed_to(topic):
+                        all_expired = False
+                        continue
+                    if value.expire_timestamp is not None:
+                        is_expired = now >= value.expire_timestamp
+                    else:
+                        is_expired = now - base(value) >= retention
+                    if is_expired:
+                        expired.append((topic, partition))
+                    else:
+                        all_expired = False
+            if all_expired and group.is_empty:
+                # Every offset it has expired: the group goes with them.
+                error = manager.delete_group(group)
+                if error != ErrorCode.NONE:
+                    log.warning("expiring offsets of group %s failed: %s", group.group_id, error.name)
+                    continue
+                removed += len(expired)
+                log.info("group %s expired and was removed", group.group_id)
+                continue
+            if not expired:
+                continue
+            records = [offset_commit_record(group.group_id, topic, p, None) for topic, p in expired]
+            error = manager.append(manager.partition_for(group.group_id), records, now)
+            if error != ErrorCode.NONE:
+                log.warning("expiring offsets of group %s failed: %s", group.group_id, error.name)
+                continue
+            for tp in expired:
+                group.offsets.pop(tp, None)
+            removed += len(expired)
+        if removed:
+            log.info("expired %d committed offsets", removed)
+        return removed
+
+    # ---- keeping __consumer_offsets small --------------------------------------------------------------------
+
+    def maybe_compact(self) -> int:
+        """Rewrite partitions whose logs are mostly superseded records; returns how many were rewritten.
+
+        Standing in for Kafka's log cleaner on this compacted topic: the live records are appended to a new
+        segment and the log start offset moves past everything older, so start-up replay stays short. A crash
+        in between is harmless: replaying old records and then the rewrite yields the same state.
+        """
+        manager = self.group_manager
+        if not manager.active:
+            return 0
+        rewritten = 0
+        for partition, (count, dead) in manager.record_counts().items():
+            if dead < COMPACTION_MIN_DEAD_RECORDS or dead < MIN_CLEANABLE_DIRTY_RATIO * count:
+                continue
+            error, kept = manager.rewrite(partition)
+            if error != ErrorCode.NONE:
+                log.warning("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, error.name)
+                continue
+            log.info("rewrote %s-%d: kept %d live records, dropped %d superseded ones", GROUP_METADATA_TOPIC,
+                     partition, kept, dead)
+            rewritten += 1
+        return rewritten

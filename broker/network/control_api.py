@@ -1,0 +1,48 @@
+"""The private control API's request cycle (key 10000), shared by a broker's listener and a controller's.
+
+Both answer the same way: a JSON request naming an "op", the operation run against the node, and {"ok": true, ...}
+or {"ok": false, "error": message} back; a frame that is not a control request closes the connection. Only the
+operations differ (see broker/handlers/control.py and controller/controller_control.py).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo
+from minikafka.protocol.control import CONTROL_API_VERSION, ControlFramingError, decode_request_body, encode_response
+from minikafka.protocol.errors import KafkaError
+from minikafka.protocol.request_header import RequestHeader
+
+log = logging.getLogger("minikafka.control")
+
+Node = TypeVar("Node")
+Operation = Callable[[Node, dict[str, Any], ConnectionInfo], Awaitable[dict[str, Any]]]
+
+
+async def answer_control(operations: Mapping[str, Operation[Node]], node: Node, header: RequestHeader,
+                         frame: bytes, body_pos: int, conn: ConnectionInfo) -> bytes:
+    """Run the operation a control frame asks for and frame its answer; a refusal is an answer, not an error."""
+    if header.api_version != CONTROL_API_VERSION:
+        raise CloseConnection(f"unsupported version {header.api_version} of the control API")
+    try:
+        request = decode_request_body(frame, body_pos)
+    except ControlFramingError as exc:
+        raise CloseConnection(str(exc)) from None
+    op = request.get("op")
+    try:
+        operation = operations.get(op) if isinstance(op, str) else None
+        if operation is None:
+            raise FaultError(f"unknown control operation {op!r}; known: {', '.join(sorted(operations))}")
+        answer = {"ok": True, **await operation(node, request, conn)}
+    except KeyError as exc:
+        answer = {"ok": False, "error": f"control operation {op!r} needs field {exc}"}
+    except KafkaError as exc:
+        log.info("control %s from %s refused: %s %s", op, conn.peer, exc.code.name, exc.message or "")
+        answer = {"ok": False, "error": f"{exc.code.name}: {exc.message}" if exc.message else exc.code.name}
+    except (FaultError, TypeError, ValueError) as exc:
+        log.info("control %s from %s refused: %s", op, conn.peer, exc)
+        answer = {"ok": False, "error": str(exc)}
+    return encode_response(header.correlation_id, answer)

@@ -1,0 +1,294 @@
+"""The socket server: one trio task per connection, requests answered one at a time in arrival order.
+
+Like Kafka's SocketServer, a connection is muted while its request is being handled (so responses go out in
+request order, and a long-poll fetch holds back only its own connection). A frame that cannot be parsed closes
+that connection and nothing else.
+
+No client can take the broker from the others (Kafka's Selector and KafkaChannel mute states, on trio):
+- a connection yields to the others after each request, so a client pipelining thousands of requests holds the
+  others back by about one request at a time;
+- pipelined requests are taken one frame at a time from what was read, as they are answered;
+- the responses of pipelined requests are written together, once UNSENT_RESPONSE_BYTES of them wait; a write the
+  client does not read keeps the connection muted (nothing more read or answered) until it drains, so a
+  connection holds at most one read and one batch of responses (or one larger response) besides its socket's
+  buffers;
+- a request that waits for others (in a purgatory, or JoinGroup and SyncGroup for the rebalance) is dropped with
+  its connection once the client closes or resets it (client_disconnect);
+- a client over a client quota is throttled here: its connection muted for the throttle time after the response
+  is written, or, for a request version older than KIP-219, the response held back as long.
+
+Shutdown is structured: `drain()` stops the accept loops (closing the listening sockets) and the reading of new
+requests, waits a bounded time for the requests taken to be answered, and leaves the connection tasks for the
+owner's cancellation.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+from kafka.protocol.api_message import ApiMessage
+
+from minikafka.broker.network.client_disconnect import unless_client_disconnects
+from minikafka.broker.network.file_send import send_pieces
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import ApiSchema, Records, RecordsSend, Response, decode_request
+from minikafka.protocol.file_records import TruncatedFileError
+from minikafka.protocol.framing import FrameDecoder, FrameError
+from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
+
+log = logging.getLogger("minikafka.server")
+
+# Takes a request frame, returns the framed response (bytes, or a RecordsSend carrying file slices) or None (acks=0
+# produce); raises CloseConnection to close.
+RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[Response | None]]
+# Told of every connection that has closed, for whatever reason (the controller fences a broker whose own
+# connection to it closes: a killed broker's socket closes at once).
+ConnectionClosed = Callable[["ConnectionInfo"], None]
+
+RECEIVE_BYTES = 1 << 18
+# Responses of pipelined requests written together: up to this many bytes wait for one write.
+UNSENT_RESPONSE_BYTES = 1 << 16
+# Requests that may wait in a purgatory, as the two big-endian bytes a request frame starts with.
+MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.JOIN_GROUP,
+                                                                   ApiKey.SYNC_GROUP))
+# Requests that always wait for other clients (the rebalance): answered under a watch for their client going. A
+# produce or fetch is watched by the purgatory, and only if it parks there.
+REBALANCE_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP))
+
+
+class CloseConnection(Exception):
+    """Raised by request processing where Kafka closes the connection instead of answering."""
+
+
+class ListenerBindError(OSError):
+    """A port a node must listen on cannot be bound. The message names the port and what it is for, which the
+    bare "[Errno 98] Address already in use" does not: a node binds a Kafka listener, maybe a controller listener
+    and a metrics port."""
+
+    def __init__(self, purpose: str, host: str, port: int, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.purpose = purpose
+        self.host = host
+        self.port = port
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"the {self.purpose} cannot bind {host}:{self.port}: {self.strerror}"
+
+
+async def open_listeners(purpose: str, host: str, port: int) -> list[trio.SocketListener]:
+    """trio's listeners on host:port; ListenerBindError, naming `purpose` ("Kafka listener PLAINTEXT"), if the
+    port cannot be bound."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ListenerBindError(purpose, host, port, exc) from exc
+
+
+def parse_header_or_close(frame: bytes) -> tuple[RequestHeader, int]:
+    """The request header and where the body starts; a header that does not parse closes the connection."""
+    try:
+        return RequestHeader.parse(frame)
+    except InvalidRequestError as exc:
+        raise CloseConnection(str(exc)) from None
+
+
+def decode_or_close(schema: ApiSchema, header: RequestHeader, frame: bytes, body_pos: int) -> ApiMessage:
+    """The request; one that does not parse closes the connection, as Kafka's parser does."""
+    try:
+        return decode_request(schema, header, frame, body_pos)
+    except InvalidRequestError as exc:
+        raise CloseConnection(str(exc)) from None
+
+
+class ConnectionInfo:
+    """What handlers may know about the peer."""
+
+    def __init__(self, connection_id: int, peer: str, listener: str) -> None:
+        self.connection_id = connection_id
+        self.peer = peer
+        self.listener = listener
+        # A client quota's throttle of the request just answered (client_quota_manager): how long the connection
+        # stays muted, and whether its response waits that long too (a client older than KIP-219).
+        self.throttle_time_ms = 0
+        self.throttle_delays_response = False
+
+    def throttle(self, throttle_time_ms: int, *, delay_response: bool) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.throttle_delays_response = delay_response
+
+
+class _UnsentResponses:
+    """Responses of pipelined requests waiting to be written together, in request order; a response carrying file
+    slices is written as its pieces (bytes, slices sent from their files)."""
+
+    def __init__(self) -> None:
+        self._pieces: list[Records] = []
+        self.size = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces)
+
+    def add(self, response: Response) -> None:
+        if isinstance(response, RecordsSend):
+            self._pieces.extend(response.pieces)
+        else:
+            self._pieces.append(response)
+        self.size += len(response)
+
+    async def write(self, stream: trio.SocketStream) -> None:
+        """Write all of them, leaving none."""
+        pieces, self._pieces, self.size = self._pieces, [], 0
+        await send_pieces(stream, pieces)
+
+
+class SocketServer:
+    def __init__(self, process: RequestProcessor, max_request_bytes: int, idle_timeout_s: float,
+                 on_connection_closed: ConnectionClosed | None = None) -> None:
+        self._process = process
+        self._on_connection_closed = on_connection_closed
+        self._max_request_bytes = max_request_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._next_id = 0
+        self.connections: dict[int, trio.SocketStream] = {}
+        self.draining = False
+        self._accepting: list[trio.CancelScope] = []
+        self._answering = 0  # connections answering requests they have taken
+        self._all_answered: trio.Event | None = None  # while draining: set when _answering drops to zero
+
+    async def serve(self, listener_name: str, listeners: list[trio.SocketListener]) -> None:
+        """Accept connections until `drain()`, then serve those accepted until cancelled."""
+        async with trio.open_nursery() as connections:
+            with trio.CancelScope() as accepting:
+                self._accepting.append(accepting)
+                if self.draining:
+                    accepting.cancel()
+                await trio.serve_listeners(functools.partial(self._handle, listener_name), listeners,
+                                           handler_nursery=connections)
+
+    async def _handle(self, listener_name: str, stream: trio.SocketStream) -> None:
+        self._next_id += 1
+        conn_id = self._next_id
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = "?"
+        info = ConnectionInfo(conn_id, peer, listener_name)
+        self.connections[conn_id] = stream
+        try:
+            await self._serve_requests(stream, info)
+        except FrameError as exc:
+            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
+        except (CloseConnection, TruncatedFileError) as exc:
+            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("closing connection %s from %s after an unexpected error", conn_id, peer)
+        finally:
+            self.connections.pop(conn_id, None)
+            if self._on_connection_closed is not None:
+                self._on_connection_closed(info)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve_requests(self, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        """Answer the connection's requests in order until it closes, idles out or the server drains.
+
+        Responses wait to be written together only behind requests that answer at once: before a read, and before
+        a request that may wait in a purgatory, what is ready is sent first. From the first request taken until
+        its responses and those of the requests pipelined behind it are written, the connection counts as
+        answering, for `drain()`.
+        """
+        decoder = FrameDecoder(self._max_request_bytes)
+        unsent = _UnsentResponses()
+        answering = False
+        yielded = True  # since the last request answered: a read or write lets the other connections run
+        try:
+            while True:
+                request = decoder.next_frame()
+                if request is None:
+                    if unsent:
+                        await unsent.write(stream)
+                    if answering:
+                        answering = False
+                        self._answered()
+                    data = await self._receive(stream, info)
+                    if not data:
+                        return
+                    decoder.append(data)
+                    yielded = True
+                    continue
+                if not yielded:
+                    await trio.lowlevel.checkpoint()  # the other connections' turn between pipelined requests
+                if self.draining:
+                    return
+                if not answering:
+                    answering = True
+                    self._answering += 1
+                if unsent and request[:2] in MAY_WAIT_API_KEYS:
+                    await unsent.write(stream)
+                response = await self._answer(stream, request, info)
+                yielded = False
+                if info.throttle_time_ms:
+                    await self._throttle(stream, info, unsent, response)
+                    yielded = True
+                    continue
+                if response is not None:
+                    unsent.add(response)
+                    if unsent.size >= UNSENT_RESPONSE_BYTES:
+                        await unsent.write(stream)  # muted while the client is not reading
+                        yielded = True
+        finally:
+            try:
+                if unsent:
+                    await unsent.write(stream)
+            finally:
+                if answering:
+                    self._answered()
+
+    async def _throttle(self, stream: trio.SocketStream, info: ConnectionInfo, unsent: _UnsentResponses,
+                        response: Response | None) -> None:
+        """A throttled client's connection: its response written at once (KIP-219) or after the throttle time
+        (older clients), and nothing more read from it until that time is over."""
+        pause_s, delayed = info.throttle_time_ms / 1000, info.throttle_delays_response
+        info.throttle_time_ms = 0
+        if delayed:
+            await trio.sleep(pause_s)
+        if response is not None:
+            unsent.add(response)
+        if unsent:
+            await unsent.write(stream)
+        if not delayed:
+            await trio.sleep(pause_s)
+
+    async def _answer(self, stream: trio.SocketStream, request: bytes, info: ConnectionInfo) -> Response | None:
+        if request[:2] in REBALANCE_API_KEYS:
+            return await unless_client_disconnects(stream, functools.partial(self._process, request, info))
+        return await self._process(request, info)
+
+    async def _receive(self, stream: trio.SocketStream, info: ConnectionInfo) -> bytes:
+        """The next bytes the client sent; empty when it closed or the connection was idle too long."""
+        with trio.move_on_after(self._idle_timeout_s):
+            return await stream.receive_some(RECEIVE_BYTES)
+        log.info("closing idle connection %s from %s", info.connection_id, info.peer)
+        return b""
+
+    def _answered(self) -> None:
+        self._answering -= 1
+        if not self._answering and self._all_answered is not None:
+            self._all_answered.set()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Stop accepting connections and taking requests; wait (at most `timeout_s`) for those taken to be
+        answered (a long poll ends early when it sees `draining`)."""
+        self.draining = True
+        for accepting in self._accepting:
+            accepting.cancel()
+        if self._answering:
+            self._all_answered = trio.Event()
+            with trio.move_on_after(timeout_s):
+                await self._all_answered.wait()

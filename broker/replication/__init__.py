@@ -1,0 +1,2 @@
+"""Partitions as leader and follower (Kafka's Partition and ReplicaManager): delayed operations, fetchers, fetch
+sessions, quotas."""

@@ -1,0 +1,132 @@
+"""DescribeConfigs (v1-4), AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1): topic configs and dynamic
+broker configs.
+
+DescribeConfigs answers topic and broker resources (any other type is INVALID_REQUEST), each entry with its source
+(v1+); synonyms are always empty even when asked for (v1+), and v3's config type and documentation are unknown
+(0) and null. v4 is flexible. A broker resource is this broker ("<id>": every config, each from its dynamic value,
+the cluster-wide dynamic default, its static property or Kafka's default, read-only unless Kafka can change it
+dynamically) or the cluster default ("": its dynamic defaults alone); passwords are described without a value.
+
+Alterations are the controller's: the topic and broker resources of an AlterConfigs or IncrementalAlterConfigs go
+to it in one request of the same kind and version, and its answers are relayed in the request's order (it
+validates each resource's result as a whole, applies SET, DELETE, APPEND and SUBTRACT, the last two to list configs
+only, and answers validate_only exactly as the change would). A broker resource must name this broker or be the
+cluster default (""), as Kafka's brokers check before forwarding (the ZooKeeper-mode controller, to which the other
+brokers forward, takes any); any other resource type is INVALID_REQUEST.
+Flexible from v2 and v1.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.configs import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.api_message import ApiMessage
+
+from minikafka.broker.server.forwarding import ForwardingError
+from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.log_config import ConfigEntry, LogConfig
+
+TOPIC = 2
+BROKER = 4
+
+
+def _topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigEntry]:
+    entries = LogConfig.from_props(overrides, broker.log_defaults).describe()
+    return [broker.dynamic_config.topic_entry(e) for e in entries]
+
+
+def _broker_name_error(broker, name: str) -> str | None:
+    """Why a BROKER resource name is not this broker's nor the cluster default's (Kafka's message), or None."""
+    if name == "":
+        return None
+    if not name.lstrip("-").isdigit():
+        return f"Node id must be an integer, but it is: {name}"
+    if int(name) != broker.node_id:
+        return f"Unexpected broker id, expected {broker.node_id}, but received {name}"
+    return None
+
+
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> ApiMessage:
+    R = ctx.response_class
+    CR = R.DescribeConfigsResult.DescribeConfigsResourceResult
+    broker = ctx.broker
+    results = []
+    for res in request.resources:
+        code, message, entries = ErrorCode.NONE, None, []
+        if res.resource_type == TOPIC:
+            cache = broker.metadata_cache
+            if res.resource_name not in cache.topics:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
+            else:
+                entries = _topic_config_entries(broker, cache.topic_configs(res.resource_name))
+        elif res.resource_type == BROKER:
+            message = _broker_name_error(broker, res.resource_name)
+            if message is not None:
+                code = ErrorCode.INVALID_REQUEST
+            else:
+                entries = broker.dynamic_config.describe(res.resource_name)
+        else:
+            code, message = ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
+        if res.configuration_keys is not None:
+            wanted = set(res.configuration_keys)
+            entries = [e for e in entries if e.name in wanted]
+        configs = [CR(name=e.name, value=None if e.is_sensitive else e.value, read_only=e.read_only,
+                      config_source=e.source, is_default=e.is_default, is_sensitive=e.is_sensitive, synonyms=[],
+                      config_type=0, documentation=None) for e in entries]
+        results.append(R.DescribeConfigsResult(error_code=code, error_message=message,
+                                               resource_type=res.resource_type, resource_name=res.resource_name,
+                                               configs=configs))
+    return ctx.response(throttle_time_ms=0, results=results)
+
+
+def _relays_for_other_brokers(ctx: RequestContext) -> bool:
+    """Whether this broker is the ZooKeeper-mode controller, which gets the other brokers' forwarded alterations
+    through its client API (their broker resources name them, not it)."""
+    broker = ctx.broker
+    return bool(broker.config.zookeeper_mode and broker.metadata.controller_id() == broker.node_id)
+
+
+def _local_refusal(ctx: RequestContext, resource: Any) -> tuple[ErrorCode, str]:
+    if resource.resource_type == BROKER:
+        return ErrorCode.INVALID_REQUEST, _broker_name_error(ctx.broker, resource.resource_name) or ""
+    return ErrorCode.INVALID_REQUEST, f"altering configs of resource type {resource.resource_type} is not supported"
+
+
+async def _alter_configs(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest
+                         ) -> ApiMessage:
+    R = ctx.response_class
+    relaying = _relays_for_other_brokers(ctx)
+    forwarded_resources = [res for res in request.resources if res.resource_type == TOPIC or (
+        res.resource_type == BROKER and (relaying or _broker_name_error(ctx.broker, res.resource_name) is None))]
+    answers: dict[int, tuple[ErrorCode, str | None]] = {}
+    if forwarded_resources:
+        forwarded = type(request)(resources=forwarded_resources, validate_only=request.validate_only)
+        try:
+            response = await ctx.broker.forwarding.forward(forwarded, ctx.version)
+            for res, answer in zip(forwarded_resources, response.responses, strict=True):
+                answers[id(res)] = (ErrorCode(answer.error_code), answer.error_message)
+        except ForwardingError as exc:
+            answers.update({id(res): (exc.code, str(exc)) for res in forwarded_resources})
+    responses = []
+    for res in request.resources:
+        code, message = answers[id(res)] if id(res) in answers else _local_refusal(ctx, res)
+        responses.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                        resource_type=res.resource_type,
+                                                        resource_name=res.resource_name))
+    return ctx.response(throttle_time_ms=0, responses=responses)
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext,
+                                           request: IncrementalAlterConfigsRequest) -> ApiMessage:
+    return await _alter_configs(ctx, request)
+
+
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> ApiMessage:
+    """The legacy AlterConfigs: the given set replaces all of the resource's configs (on the controller)."""
+    return await _alter_configs(ctx, request)
+
+
+HANDLERS = {ApiKey.DESCRIBE_CONFIGS: handle_describe_configs, ApiKey.ALTER_CONFIGS: handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs}

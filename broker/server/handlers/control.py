@@ -1,0 +1,217 @@
+"""The control API (private key 10000): fault injection and state inspection for tests and the CLI.
+
+It is served on the Kafka listener but never advertised in ApiVersions. A request is a JSON object with an
+"op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
+- describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
+  leader, leader epoch, replicas, ISR, high watermark, log start offset and each replica's log end offset;
+- fault.add (kind error | latency | disk | link | fetch-pause | log-dir; error and latency rules may select a
+  request source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is false; fetching
+  is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as on an I/O error,
+  until the broker restarts), fault.clear (kind, id), fault.list;
+- connections.close: close every other client connection;
+- shutdown: a clean stop, as on SIGTERM;
+- metrics: the node's metrics, by their Prometheus names and labels (see metrics).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import trio
+from kafka.protocol.admin.cluster import DescribeClusterRequest
+
+from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.metadata.metadata_cache import is_internal
+from minikafka.broker.network.control_api import Operation, answer_control
+from minikafka.broker.network.network_client import DisconnectedError
+from minikafka.broker.network.socket_server import ConnectionInfo
+from minikafka.broker.server.metrics import as_dict, broker_families
+from minikafka.protocol.control import CONTROL_API_KEY
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from minikafka.broker.server.broker_server import BrokerServer
+
+log = logging.getLogger("minikafka.control")
+
+DESCRIBE_CLUSTER_VERSION = 1
+CONTROLLER_ENDPOINT_TYPE = 2  # DescribeCluster asks a controller about the controllers (KIP-919)
+CONTROLLER_LOOKUP_S = 5.0
+
+
+async def process_control(broker: BrokerServer, header: RequestHeader, frame: bytes, body_pos: int,
+                          conn: ConnectionInfo) -> bytes:
+    return await answer_control(OPERATIONS, broker, header, frame, body_pos, conn)
+
+
+def _optional_int(request: dict[str, Any], name: str) -> int | None:
+    value = request.get(name)
+    return None if value is None else int(value)
+
+
+async def _describe(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    wanted = request.get("topics")
+    topics = []
+    cache = broker.metadata_cache
+    for name, topic in sorted(cache.topics.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        partitions = []
+        for index, reg in sorted(topic.partitions.items()):
+            state: dict[str, Any] = {"partition": index, "leader": reg.leader, "leader_epoch": reg.leader_epoch,
+                                     "replicas": list(reg.replicas), "isr": list(reg.isr),
+                                     "high_watermark": None, "log_start_offset": None, "log_end_offsets": {}}
+            hosted = broker.replica_manager.get_partition(name, index)
+            if hosted is not None:
+                state.update(leader=hosted.leader_id, leader_epoch=hosted.leader_epoch,
+                             replicas=list(hosted.replicas), isr=list(hosted.isr),
+                             high_watermark=hosted.high_watermark, log_start_offset=hosted.log_start_offset)
+                ends = {str(r): hosted.remote_log_end_offsets.get(r) for r in hosted.replicas if r != broker.node_id}
+                ends[str(broker.node_id)] = hosted.log_end_offset
+                state["log_end_offsets"] = ends
+            partitions.append(state)
+        topics.append({"name": name, "topic_id": str(topic.topic_id), "internal": is_internal(name),
+                       "configs": cache.topic_configs(name), "partitions": partitions})
+    return {"node_id": broker.node_id, "cluster_id": cache.cluster_id, "pid": os.getpid(),
+            "endpoints": [{"host": e.host, "port": e.port} for e in broker.endpoints],
+            "log_dirs": [str(d) for d in broker.config.log_dirs], "faults": broker.faults.describe(),
+            "disk_usage_bytes": broker.disk_quota.used_bytes(),
+            "delayed_operations": broker.purgatory.delayed_operations, "topics": topics}
+
+
+async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    faults = broker.faults
+    kind = request.get("kind")
+    if kind == "error":
+        count = request.get("count", 1)
+        rule = faults.add_error(request["api"], request["error"], None if count is None else int(count),
+                                request.get("topic"), _optional_int(request, "partition"), request.get("source"))
+        return {"fault": rule.describe()}
+    if kind == "latency":
+        count = request.get("count")
+        latency = faults.add_latency(int(request["delay_ms"]), request.get("api"),
+                                     None if count is None else int(count), request.get("source"))
+        return {"fault": latency.describe()}
+    if kind == "disk":
+        return {"fault": broker.disk_quota.set(_optional_int(request, "quota_bytes"))}
+    if kind == "link":
+        to = int(request["to"])
+        peer = await _control_address(broker, to)
+        link = await broker.faults.cut_link(broker.node_id, to, peer, bool(request.get("both_ways", True)))
+        return {"fault": link.describe()}
+    if kind == "fetch-pause":
+        topic, partition = request.get("topic"), _optional_int(request, "partition")
+        pause = broker.faults.pause_fetching(broker.replica_manager.fetcher_manager, topic, partition,
+                                             _followed_partitions(broker, topic, partition))
+        return {"fault": pause.describe()}
+    if kind == "log-dir":
+        return {"fault": _fail_log_dir(broker, str(request.get("path")))}
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause or log-dir")
+
+
+def _fail_log_dir(broker: BrokerServer, path: str) -> dict[str, Any]:
+    """A log dir failing as on an I/O error; it cannot be cleared (Kafka brings a failed dir back on restart)."""
+    log_dir = next((d for d in broker.log_manager.log_dirs if str(d.path) == path), None)
+    if log_dir is None:
+        raise FaultError(f"{path!r} is not a log dir of broker {broker.node_id}")
+    broker.replica_manager.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir.path, "fault injection")
+    return {"kind": "log-dir", "path": path}
+
+
+def _followed_partitions(broker: BrokerServer, topic: str | None,
+                         partition: int | None) -> frozenset[tuple[str, int]] | None:
+    """The partitions a fetch pause covers: all (None), or those named that this broker has a replica of."""
+    if topic is None:
+        if partition is not None:
+            raise FaultError("a partition needs its topic")
+        return None
+    info = broker.metadata_cache.topics.get(topic)
+    if info is None:
+        raise FaultError(f"unknown topic {topic!r}")
+    if partition is not None and partition not in info.partitions:
+        raise FaultError(f"topic {topic!r} has no partition {partition}")
+    hosted = frozenset((topic, index) for index, state in info.partitions.items()
+                       if broker.node_id in state.replicas and partition in (None, index))
+    if not hosted:
+        where = topic if partition is None else f"{topic}-{partition}"
+        raise FaultError(f"broker {broker.node_id} has no replica of {where} to stop fetching")
+    return hosted
+
+
+async def _control_address(broker: BrokerServer, node_id: int) -> tuple[str, int]:
+    """Where node `node_id`'s control API listens: a broker's inter-broker listener, or the controller's. A
+    controller known only by address is asked its node id (DescribeCluster, KIP-919), which is then kept so that
+    the channels to it count as links to that node."""
+    if node_id == broker.node_id:
+        raise FaultError(f"node {node_id} is this broker: a link joins two nodes")
+    peer = broker.metadata.image.brokers.get(node_id)
+    if peer is not None:
+        endpoint = peer.endpoint(broker.config.inter_broker_listener_name) or next(iter(peer.endpoints), None)
+        if endpoint is None:
+            raise FaultError(f"broker {node_id} has no listener registered")
+        return endpoint.host, endpoint.port
+    voter = next((a for a in broker.config.controller_addresses if a.node_id == node_id), None)
+    if voter is not None:
+        return voter.host, voter.port
+    R = DescribeClusterRequest[DESCRIBE_CLUSTER_VERSION]
+    response = None
+    with trio.move_on_after(CONTROLLER_LOOKUP_S):
+        try:
+            response = await broker.controller_channel.send(
+                R(include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE),
+                DESCRIBE_CLUSTER_VERSION)
+        except DisconnectedError as exc:
+            raise FaultError(f"node {node_id} is no broker of this cluster, and the controller cannot be asked "
+                             f"whether it is the controller: {exc}") from None
+    if response is None or response.error_code != ErrorCode.NONE:
+        raise FaultError(f"node {node_id} is no broker of this cluster, and the controller did not say whether it "
+                         "is the controller")
+    controller = next((b for b in response.brokers if b.broker_id == node_id), None)
+    if response.controller_id != node_id or controller is None:
+        raise FaultError(f"node {node_id} is neither a broker of this cluster nor its controller "
+                         f"(node {response.controller_id})")
+    broker.faults.links.controller_ids.add(node_id)
+    return controller.host, controller.port
+
+
+async def _fault_clear(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"cleared": await broker.faults.clear(request.get("kind"), _optional_int(request, "id"))}
+
+
+async def _fault_list(broker: BrokerServer, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"faults": broker.faults.describe()}
+
+
+async def _connections_close(broker: BrokerServer, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
+    others = [(cid, s) for cid, s in list(broker.socket_server.connections.items()) if cid != conn.connection_id]
+    for _cid, stream in others:
+        await stream.aclose()
+    log.warning("fault: closed %d client connection(s)", len(others))
+    return {"closed": len(others)}
+
+
+async def _shutdown(broker: BrokerServer, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
+    log.info("shutdown requested through the control API by %s", conn.peer)
+    broker.stop()  # a clean stop as on SIGTERM; the answer still goes out, since shutdown drains requests
+    return {}
+
+
+async def _metrics(broker: BrokerServer, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"node_id": broker.node_id, "metrics": as_dict(broker_families(broker))}
+
+
+OPERATIONS: dict[str, Operation[BrokerServer]] = {
+    "describe": _describe,
+    "fault.add": _fault_add,
+    "fault.clear": _fault_clear,
+    "fault.list": _fault_list,
+    "connections.close": _connections_close,
+    "shutdown": _shutdown,
+    "metrics": _metrics,
+}
+
+# Served by KafkaApis.process outside the Kafka API table: never advertised, raw frames in and out.
+HANDLERS: dict = {}
+PRIVATE_HANDLERS = {CONTROL_API_KEY: process_control}

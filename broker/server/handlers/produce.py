@@ -1,0 +1,161 @@
+"""Produce (v3-13, advertised from v0) and InitProducerId (v0-6): appends to partition leaders, producer ids.
+
+Produce: Kafka 4 dropped v0-2 but still advertises them, because librdkafka needs to see them (KAFKA-18659); a
+v0-2 request closes the connection, as any version outside the accepted range does. Per version:
+- v3+: message format v2 only, exactly one record batch per partition (INVALID_RECORD otherwise); a transactional
+  id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as transactions are not served; acks must be 0, 1 or
+  -1 (INVALID_REQUIRED_ACKS);
+- v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467):
+  a batch refused for some of its records (a timestamp out of range, no key on a compacted topic) lists each;
+- v9+: flexible; v10+: NOT_LEADER_OR_FOLLOWER carries the current leader and epoch and the leaders' endpoints
+  (KIP-951), so the producer moves without a metadata round trip; v11-12 add nothing this broker sends (KIP-890
+  error codes);
+- v13: topics by id (UNKNOWN_TOPIC_ID when the id is not known).
+acks=0 gets no response at all; when such a produce fails the connection is closed, the only signal that
+producer gets. acks=-1 needs the ISR to reach min.insync.replicas (NOT_ENOUGH_REPLICAS, before anything is
+appended) and is answered once the ISR has the records, within the request's timeout_ms (REQUEST_TIMED_OUT
+otherwise; NOT_LEADER_OR_FOLLOWER if this broker stops leading the partition meanwhile). A waiting produce whose
+client closes its connection is dropped. The request's bytes count toward the client's producer_byte_rate and,
+but for acks=0, its handling time toward request_percentage; a client over either gets the throttle time in the
+response, and its connection is muted as long (client_quota_manager).
+
+InitProducerId: an idempotent producer gets a fresh producer id at epoch 0 on every call (so the v3+ producer id
+and epoch a producer sends to resume are read past); a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal. v2+ is flexible; v6's two-phase commit
+fields (KIP-939) are read past.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+from minikafka.broker.network.socket_server import CloseConnection
+from minikafka.broker.server.client_quota_manager import produce_throttle_time_ms
+from minikafka.broker.server.handlers.common import resolve_topic
+from minikafka.broker.server.handlers.leader_hints import node_endpoints
+from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
+from minikafka.storage.log_validator import RecordValidationError
+
+log = logging.getLogger("minikafka.produce")
+
+# Kafka 4 still advertises Produce from v0 (KAFKA-18659: librdkafka needs it) but refuses v0-2 requests.
+PRODUCE_ADVERTISED_MIN = 0
+MAGIC_V2 = 2
+
+
+def _more_than_one_batch(records: bytes) -> bool:
+    """Kafka's ProduceRequest.validateRecords: v3+ carries exactly one v2 batch per partition."""
+    if len(records) < HEADER_SIZE:
+        return False  # too short to be a batch: the log's validation reports it as corrupt
+    header = parse_header(records)
+    return header.magic == MAGIC_V2 and 0 <= header.size < len(records)
+
+
+def _record_errors(PR: Any, error: KafkaError, version: int) -> list:
+    """v8+ (KIP-467): the records the log validator refused one by one, each with its index in the batch."""
+    if version < 8 or not isinstance(error, RecordValidationError):
+        return []
+    return [PR.BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+            for e in error.record_errors]
+
+
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMessage | None:
+    R = ctx.response_class
+    PR = R.TopicProduceResponse.PartitionProduceResponse
+    by_id = ctx.version >= 13
+    acks = request.acks
+    entries: dict[tuple[str, int], bytearray] = {}
+    # Keyed by (topic's position in the request, partition): the error to answer, or the partition appended to.
+    errors: dict[tuple[int, int], ErrorCode] = {}
+    targets: dict[tuple[int, int], tuple[str, int]] = {}
+    for ti, t in enumerate(request.topic_data):
+        topic, err = resolve_topic(ctx, None if by_id else t.name, t.topic_id if by_id else None)
+        for p in t.partition_data:
+            if acks not in (0, 1, -1):
+                errors[(ti, p.index)] = ErrorCode.INVALID_REQUIRED_ACKS
+            elif request.transactional_id is not None:
+                errors[(ti, p.index)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif topic is None:
+                errors[(ti, p.index)] = err
+            elif p.index not in topic.partitions:
+                errors[(ti, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.records is None or len(p.records) == 0 or _more_than_one_batch(p.records):
+                errors[(ti, p.index)] = ErrorCode.INVALID_RECORD
+            else:
+                targets[(ti, p.index)] = (topic.name, p.index)
+                entries[(topic.name, p.index)] = bytearray(p.records)
+    broker = ctx.broker
+    replica_manager = broker.replica_manager
+    results = await replica_manager.append_records(
+        request.timeout_ms, acks, entries, client=broker.socket_server.connections.get(ctx.conn.connection_id),
+        stop_early=lambda: broker.socket_server.draining)
+    throttle_time_ms = produce_throttle_time_ms(ctx, acks)
+    if acks == 0:
+        if errors or any(r.error for r in results.values()):
+            # Kafka closes an acks=0 producer's connection on error: it is the only signal such a client gets.
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    topics_out = []
+    leaders: set[int] = set()
+    for ti, t in enumerate(request.topic_data):
+        parts = []
+        for p in t.partition_data:
+            code = errors.get((ti, p.index))
+            if code is not None:
+                parts.append(PR(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                                log_start_offset=-1, record_errors=[], error_message=None))
+                continue
+            tp = targets[(ti, p.index)]
+            result = results[tp]
+            if result.error is not None:
+                hint = {}
+                if result.error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.version >= 10:
+                    leader_id, leader_epoch = replica_manager.current_leader(tp)
+                    hint["current_leader"] = PR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+                    leaders.add(leader_id)
+                # An acks=all append that then failed (timed out, ISR shrunk, leadership lost) keeps its offsets.
+                info = result.info
+                parts.append(PR(index=p.index, error_code=result.error.code,
+                                base_offset=info.first_offset if info else -1,
+                                log_append_time_ms=info.log_append_time if info else -1,
+                                log_start_offset=info.log_start_offset if info else -1,
+                                record_errors=_record_errors(PR, result.error, ctx.version),
+                                error_message=result.error.message, **hint))
+            else:
+                info = result.info
+                assert info is not None  # an append without an error has its outcome
+                parts.append(PR(index=p.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
+                                log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset,
+                                record_errors=[], error_message=None))
+        topics_out.append(R.TopicProduceResponse(name=t.name if not by_id else None,
+                                                 topic_id=t.topic_id if by_id else None,
+                                                 partition_responses=parts))
+    extra = {"node_endpoints": node_endpoints(ctx, R.NodeEndpoint, leaders)} if ctx.version >= 10 else {}
+    return ctx.response(responses=topics_out, throttle_time_ms=throttle_time_ms, **extra)
+
+
+async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> ApiMessage:
+    if request.transactional_id is not None:
+        # A fatal error in every client, so a transactional producer fails at once instead of retrying
+        # until its max.block.ms; the log says why.
+        log.warning("InitProducerId for transactional id %r refused: transactions are not supported",
+                    request.transactional_id)
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            producer_id=-1, producer_epoch=-1)
+    # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
+    try:
+        producer_id = await ctx.broker.producer_ids.generate_producer_id()
+    except KafkaError as exc:
+        return ctx.response(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+
+HANDLERS = {ApiKey.PRODUCE: handle_produce, ApiKey.INIT_PRODUCER_ID: handle_init_producer_id}
+VERSIONS = {ApiKey.PRODUCE: (PRODUCE_ADVERTISED_MIN, 13)}

@@ -1,0 +1,143 @@
+"""What the active ZooKeeper-mode controller serves to brokers (Kafka's KafkaApis handlers that reach its
+KafkaController): AlterPartition, ControlledShutdown, AllocateProducerIds and the admin requests brokers forward
+(CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders,
+AlterPartitionReassignments) and ListPartitionReassignments.
+
+All but ControlledShutdown are the KRaft controller's own handlers (ControllerApis) over the quorum controller the
+active KafkaController holds: the same checks, records and answers, with ZooKeeper as the store. An admin request
+is answered once the brokers answered the requests its change caused (bounded by request.timeout.ms), so a client
+that creates a topic finds it on any broker next. A broker that is not the active controller, or was deposed while
+handling the request, answers NOT_CONTROLLER; the sender finds the controller again and resends.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.api_message import ApiMessage
+from kazoo.exceptions import KazooException
+
+from minikafka.broker.controller.controller_apis import ControllerApis
+from minikafka.broker.controller.quorum_controller import QuorumController
+from minikafka.broker.network.socket_server import ConnectionInfo
+from minikafka.broker.zk.kafka_zk_client import ControllerMovedError
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import SCHEMAS
+from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from minikafka.broker.zk.controller.kafka_controller import KafkaController
+
+log = logging.getLogger("minikafka.controller")
+
+ZERO_UUID = uuid.UUID(int=0)
+ADMIN_KEYS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                        ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
+                        ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS})
+SHARED_KEYS = ADMIN_KEYS | {ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                            ApiKey.ASSIGN_REPLICAS_TO_DIRS}
+SERVED_KEYS = SHARED_KEYS | {ApiKey.CONTROLLED_SHUTDOWN}
+
+
+class ZkControllerApis:
+    def __init__(self, controller: KafkaController) -> None:
+        self._controller = controller
+        self._shared: tuple[QuorumController, ControllerApis] | None = None
+
+    def _kraft_apis(self, quorum: QuorumController) -> ControllerApis:
+        if self._shared is None or self._shared[0] is not quorum:
+            self._shared = (quorum, ControllerApis(quorum))
+        return self._shared[1]
+
+    async def handle(self, request: ApiMessage, version: int, peer: ConnectionInfo | None) -> ApiMessage:
+        """The response to `request` at `version`; raises ValueError for an API not served here."""
+        key = request.API_KEY
+        if key not in SERVED_KEYS:
+            raise ValueError(f"the controller does not serve {type(request).__name__}")
+        quorum = self._controller.quorum
+        if not self._controller.is_active or quorum is None:
+            return error_response(request, version, ErrorCode.NOT_CONTROLLER)
+        try:
+            if key == ApiKey.CONTROLLED_SHUTDOWN:
+                response = await self._controlled_shutdown(quorum, request, version)
+            else:
+                response = await self._kraft_apis(quorum).handle(request, version, peer)
+        except ControllerMovedError:
+            return error_response(request, version, ErrorCode.NOT_CONTROLLER)
+        except KazooException:
+            log.exception("the controller could not carry out %s", type(request).__name__)
+            return error_response(request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if key in ADMIN_KEYS:
+            await self._controller.wait_propagated()
+        return response
+
+    async def _controlled_shutdown(self, quorum: QuorumController, request: Any, version: int) -> ApiMessage:
+        """v2+ carries the broker epoch; the answer lists the partitions the broker still leads."""
+        R = CONTROL_PLANE_SCHEMAS[ApiKey.CONTROLLED_SHUTDOWN].response[version]
+        known = quorum.image.brokers.get(request.broker_id)
+        broker_epoch = request.broker_epoch if version >= 2 else known.broker_epoch if known is not None else -1
+        try:
+            remaining = await quorum.controlled_shutdown(request.broker_id, broker_epoch)
+        except KafkaError as exc:
+            return R(error_code=exc.code, remaining_partitions=[])
+        response: ApiMessage = R(error_code=ErrorCode.NONE, remaining_partitions=[
+            R.RemainingPartition(topic_name=topic, partition_index=index) for topic, index in remaining])
+        return response
+
+
+def error_response(request: Any, version: int, code: ErrorCode) -> ApiMessage:
+    """`request` refused as a whole with `code`, in its API's response."""
+    key = request.API_KEY
+    table = CONTROL_PLANE_SCHEMAS if key in CONTROL_PLANE_SCHEMAS else SCHEMAS
+    R = table[key].response[version]
+    response: ApiMessage
+    if key == ApiKey.CONTROLLED_SHUTDOWN:
+        response = R(error_code=code, remaining_partitions=[])
+    elif key == ApiKey.ALTER_PARTITION:
+        response = R(throttle_time_ms=0, error_code=code, topics=[])
+    elif key == ApiKey.ALLOCATE_PRODUCER_IDS:
+        response = R(throttle_time_ms=0, error_code=code, producer_id_start=-1, producer_id_len=0)
+    elif key == ApiKey.ASSIGN_REPLICAS_TO_DIRS:
+        response = R(throttle_time_ms=0, error_code=code, directories=[])
+    elif key == ApiKey.CREATE_TOPICS:
+        response = R(throttle_time_ms=0, topics=[R.CreatableTopicResult(
+            name=t.name, topic_id=ZERO_UUID, error_code=code, error_message=None, num_partitions=-1,
+            replication_factor=-1, configs=None) for t in request.topics])
+    elif key == ApiKey.DELETE_TOPICS:
+        targets = ([(t.name, t.topic_id) for t in request.topics] if version >= 6
+                   else [(name, None) for name in request.topic_names])
+        response = R(throttle_time_ms=0, responses=[R.DeletableTopicResult(
+            name=name, topic_id=topic_id or ZERO_UUID, error_code=code, error_message=None)
+            for name, topic_id in targets])
+    elif key == ApiKey.CREATE_PARTITIONS:
+        response = R(throttle_time_ms=0, results=[R.CreatePartitionsTopicResult(
+            name=t.name, error_code=code, error_message=None) for t in request.topics])
+    elif key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
+        response = R(throttle_time_ms=0, responses=[R.AlterConfigsResourceResponse(
+            error_code=code, error_message=None, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in request.resources])
+    elif key == ApiKey.ELECT_LEADERS:
+        wanted = request.topic_partitions or []
+        response = R(throttle_time_ms=0, error_code=code, replica_election_results=[
+            R.ReplicaElectionResult(topic=t.topic, partition_result=[
+                R.ReplicaElectionResult.PartitionResult(partition_id=index, error_code=code, error_message=None)
+                for index in t.partitions]) for t in wanted])
+    elif key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        RP = R.ReassignableTopicResponse.ReassignablePartitionResponse
+        response = R(throttle_time_ms=0, allow_replication_factor_change=version < 1 or
+                     request.allow_replication_factor_change, error_code=code, error_message=None, responses=[
+                         R.ReassignableTopicResponse(name=t.name, partitions=[
+                             RP(partition_index=p.partition_index, error_code=code, error_message=None)
+                             for p in t.partitions]) for t in request.topics])
+    elif key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+        response = R(throttle_time_ms=0, error_code=code, error_message=None, topics=[])
+    elif key == ApiKey.ALTER_CLIENT_QUOTAS:
+        response = R(throttle_time_ms=0, entries=[R.EntryData(
+            error_code=code, error_message=None,
+            entity=[R.EntryData.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+            for entry in request.entries])
+    else:
+        raise ValueError(f"no error response for {type(request).__name__}")
+    return response
