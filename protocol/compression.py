@@ -76,7 +76,7 @@ def decompress(codec: int, payload: bytes | bytearray | memoryview, limit: int) 
             return _unzstd(_zstandard, payload, limit)
     except DecompressionError:
         raise
-    except Exception as e:  # noqa: BLE001 - each codec library has its own error types; all mean bad input
+    except Exception as e:  # re-raised: each codec library has its own error types, and all mean bad input
         raise DecompressionError(f"{CODEC_NAMES[codec]} data is corrupt: {e}") from e
     raise ValueError(f"cannot decompress codec {codec}: {CODEC_NAMES.get(codec, 'unknown')} is not available")
 

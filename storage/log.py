@@ -13,8 +13,6 @@ under them keeps its file descriptors until they let go of it.
 from __future__ import annotations
 
 import logging
-import os
-import re
 import shutil
 import time
 from bisect import bisect_right
@@ -35,7 +33,7 @@ from minikafka.protocol.record_batch import (
     validate_batches,
 )
 
-from .checkpoint import TMP_SUFFIX, fsync_dir
+from .checkpoint import fsync_dir
 from .errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
@@ -47,17 +45,16 @@ from .errors import (
 )
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
+from .log_loader import load_segments, recover_segments
 from .log_offset_metadata import LogOffsetMetadata
 from .log_validator import validate_records
 from .partition_metadata import read_partition_metadata, uuid_to_str, write_partition_metadata
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from .segment import LOG_SUFFIX, LogSegment
+from .segment import LogSegment
 from .special_timestamps import SpecialTimestamp
 
 logger = logging.getLogger(__name__)
 
-STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
-_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)")
 _base_offset = attrgetter("base_offset")
 SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
 
@@ -127,7 +124,7 @@ class Log:
     @classmethod
     def open(
         cls,
-        dir: Path,  # noqa: A002 - the broker's contract names it so
+        dir: Path,
         topic: str,
         partition: int,
         config: LogConfig,
@@ -160,12 +157,12 @@ class Log:
             write_partition_metadata(directory, topic_id)
         cache = LeaderEpochCache.in_dir(directory)
         name = f"{topic}-{partition}"
-        segments = cls._load_segments(directory, config, now_ms, name)
+        segments = load_segments(directory, config, now_ms, name)
         new_segment = not segments
         if new_segment:
             segments = [LogSegment.create(directory, log_start_offset, config, now_ms)]
         else:
-            cls._recover(segments, recovery_point, cache, name)
+            recover_segments(segments, recovery_point, cache, name)
         log = cls(
             directory,
             topic,
@@ -189,65 +186,6 @@ class Log:
         cache.truncate_from_start(log._log_start_offset)
         log._rebuild_producer_state(now_ms)
         return log
-
-    @staticmethod
-    def _load_segments(directory: Path, config: LogConfig, now_ms: int, partition_name: str) -> list[LogSegment]:
-        """Open every segment, deleting stray temporary files and index files without a log."""
-        names = os.listdir(directory)
-        bases = set()
-        index_files = []
-        for name in names:
-            if name.endswith(STRAY_SUFFIXES):
-                logger.info("%s: deleting stray file %s", partition_name, name)
-                (directory / name).unlink(missing_ok=True)
-                continue
-            match = _SEGMENT_FILE.fullmatch(name)
-            if match is None:
-                continue
-            if match[2] == LOG_SUFFIX:
-                bases.add(int(match[1]))
-            else:
-                index_files.append((int(match[1]), name))
-        for base, name in index_files:
-            if base not in bases:
-                logger.info("%s: deleting index file %s, which has no log file", partition_name, name)
-                (directory / name).unlink(missing_ok=True)
-        return [LogSegment.open(directory, base, config, now_ms) for base in sorted(bases)]
-
-    @staticmethod
-    def _recover(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache, name: str) -> None:
-        """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`).
-
-        After a clean shutdown the recovery point is the log end offset and nothing is scanned.
-        """
-
-        def note_epoch(header: BatchHeader) -> None:
-            epoch = header.partition_leader_epoch
-            latest = cache.latest_epoch
-            if epoch >= 0 and (latest is None or epoch > latest):
-                cache.assign(epoch, header.base_offset)
-
-        for i, segment in enumerate(segments):
-            is_last = i == len(segments) - 1
-            end = segment.next_offset if is_last else segments[i + 1].base_offset
-            if end <= recovery_point and (not is_last or segment.ends_cleanly()):
-                continue
-            logger.info("%s: recovering segment %s (recovery point %d)", name, segment.log_path.name, recovery_point)
-            truncated = segment.recover(note_epoch)
-            if truncated:
-                logger.warning(
-                    "%s: truncated %d invalid bytes at the end of segment %s; the log now ends at offset %d",
-                    name, truncated, segment.log_path.name, segment.next_offset,
-                )
-            if truncated and not is_last:
-                logger.warning(
-                    "%s: deleting %d segments after the corrupt one", name, len(segments) - i - 1
-                )
-                for later in segments[i + 1 :]:
-                    later.delete()
-                    later.close()
-                del segments[i + 1 :]
-                return
 
     def _rebuild_producer_state(self, now_ms: int) -> None:
         """Replay batch headers into producer state, skipping segments older than the producer

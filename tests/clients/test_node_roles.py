@@ -197,7 +197,7 @@ def _serve(tmp_path: Path, name: str, **props: object) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "minikafka", "serve"]
     for key, value in props.items():
         cmd += ["--override", f"{key.replace('_', '.')}={value}"]
-    log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - the child writes it until it exits
+    log = open(tmp_path / f"{name}.log", "wb")
     try:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import create_topic, delete_records, produce  # noqa: E402
+from spark_helpers import create_topic, delete_records, produce
 
 pytestmark = pytest.mark.spark
 

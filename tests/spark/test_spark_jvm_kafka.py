@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import consume_all, create_topic, produce  # noqa: E402
+from spark_helpers import consume_all, create_topic, produce
 
-from minikafka.spark_connector.jvm import JARS_ENV, JARS_MISSING  # noqa: E402
+from minikafka.spark_connector.jvm import JARS_ENV, JARS_MISSING
 
 pytestmark = pytest.mark.spark
 

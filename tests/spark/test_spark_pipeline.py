@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import consume_all, create_topic, free_port, produce, wait_until  # noqa: E402
+from spark_helpers import consume_all, create_topic, free_port, produce, wait_until
 
 pytestmark = pytest.mark.spark
 

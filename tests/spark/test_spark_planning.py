@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 
-from minikafka.spark_connector import jvm_kafka_options  # noqa: E402
-from minikafka.spark_connector.jvm import JARS_MISSING  # noqa: E402
-from minikafka.spark_connector.offsets import (  # noqa: E402
+from minikafka.spark_connector import jvm_kafka_options
+from minikafka.spark_connector.jvm import JARS_MISSING
+from minikafka.spark_connector.offsets import (
     Earliest,
     GlobalTimestamp,
     Latest,
@@ -19,10 +19,10 @@ from minikafka.spark_connector.offsets import (  # noqa: E402
     offsets_from_json,
     offsets_to_json,
 )
-from minikafka.spark_connector.offsets import TopicPartition as TP  # noqa: E402
-from minikafka.spark_connector.options import parse_sink_options, parse_source_options  # noqa: E402
-from minikafka.spark_connector.ranges import OffsetRange, rate_limit, split_ranges  # noqa: E402
-from minikafka.spark_connector.subscription import Assign, Subscribe, SubscribePattern  # noqa: E402
+from minikafka.spark_connector.offsets import TopicPartition as TP
+from minikafka.spark_connector.options import parse_sink_options, parse_source_options
+from minikafka.spark_connector.ranges import OffsetRange, rate_limit, split_ranges
+from minikafka.spark_connector.subscription import Assign, Subscribe, SubscribePattern
 
 pytestmark = pytest.mark.spark
 

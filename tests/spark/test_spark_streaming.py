@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import create_topic, delete_records, produce, wait_until  # noqa: E402
+from spark_helpers import create_topic, delete_records, produce, wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import consume_all, create_topic, produce  # noqa: E402
+from spark_helpers import consume_all, create_topic, produce
 
 pytestmark = pytest.mark.spark
 

@@ -1,0 +1,82 @@
+"""Opening a partition directory's segments after a start or a crash (Kafka's LogLoader).
+
+Stray files of a half-done operation (temporary checkpoints, deleted, cleaned or swapped segments) are removed,
+index files without a log are dropped, and the segments that may hold unflushed data are re-validated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from minikafka.protocol.record_batch import BatchHeader
+
+from .checkpoint import TMP_SUFFIX
+from .leader_epoch_cache import LeaderEpochCache
+from .log_config import LogConfig
+from .segment import LOG_SUFFIX, LogSegment
+
+logger = logging.getLogger("minikafka.storage.log")
+
+STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
+_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)")
+
+
+def load_segments(directory: Path, config: LogConfig, now_ms: int, partition_name: str) -> list[LogSegment]:
+    """Open every segment, deleting stray temporary files and index files without a log."""
+    names = os.listdir(directory)
+    bases = set()
+    index_files = []
+    for name in names:
+        if name.endswith(STRAY_SUFFIXES):
+            logger.info("%s: deleting stray file %s", partition_name, name)
+            (directory / name).unlink(missing_ok=True)
+            continue
+        match = _SEGMENT_FILE.fullmatch(name)
+        if match is None:
+            continue
+        if match[2] == LOG_SUFFIX:
+            bases.add(int(match[1]))
+        else:
+            index_files.append((int(match[1]), name))
+    for base, name in index_files:
+        if base not in bases:
+            logger.info("%s: deleting index file %s, which has no log file", partition_name, name)
+            (directory / name).unlink(missing_ok=True)
+    return [LogSegment.open(directory, base, config, now_ms) for base in sorted(bases)]
+
+def recover_segments(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache, name: str) -> None:
+    """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`).
+
+    After a clean shutdown the recovery point is the log end offset and nothing is scanned.
+    """
+
+    def note_epoch(header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        latest = cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            cache.assign(epoch, header.base_offset)
+
+    for i, segment in enumerate(segments):
+        is_last = i == len(segments) - 1
+        end = segment.next_offset if is_last else segments[i + 1].base_offset
+        if end <= recovery_point and (not is_last or segment.ends_cleanly()):
+            continue
+        logger.info("%s: recovering segment %s (recovery point %d)", name, segment.log_path.name, recovery_point)
+        truncated = segment.recover(note_epoch)
+        if truncated:
+            logger.warning(
+                "%s: truncated %d invalid bytes at the end of segment %s; the log now ends at offset %d",
+                name, truncated, segment.log_path.name, segment.next_offset,
+            )
+        if truncated and not is_last:
+            logger.warning(
+                "%s: deleting %d segments after the corrupt one", name, len(segments) - i - 1
+            )
+            for later in segments[i + 1 :]:
+                later.delete()
+                later.close()
+            del segments[i + 1 :]
+            return
