@@ -23,9 +23,11 @@ import trio
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.controller import ControllerServer
+from minikafka.broker.controller.controller_metrics import active_image, controller_families
+from minikafka.broker.network.metrics_endpoint import FamiliesBuilder, serve_metrics
 from minikafka.broker.network.socket_server import ConnectionInfo, ListenerBindError
 from minikafka.broker.server.broker_server import BrokerServer
-from minikafka.broker.server.metrics import read_node, serve_metrics
+from minikafka.broker.server.metrics import read_broker
 from minikafka.config import BROKER_ROLE, CONTROLLER_ROLE, BrokerConfig
 from minikafka.protocol.errors import KafkaError
 from minikafka.storage.errors import KafkaStorageError
@@ -42,7 +44,8 @@ class KafkaNode:
         self.broker = BrokerServer(config, local) if BROKER_ROLE in roles else None
         if self.controller is not None and self.broker is not None:
             self.controller.links = self.broker.faults.links  # one node: a cut link cuts both of its roles off
-            self.broker.metrics.local_controller = self.controller  # one node: one set of metrics
+            # One node: one set of metrics.
+            self.broker.metrics.local_controller_image = functools.partial(active_image, self.controller)
         self.metrics_address: tuple[str, int] | None = None  # where metrics are served, once started
         self._stopping = trio.Event()  # stop() or crash() was called
         self._broker_done = trio.Event()
@@ -57,7 +60,7 @@ class KafkaNode:
         async with trio.open_nursery() as nursery:
             metrics_port = self.config.get("metrics.port")
             if metrics_port is not None:
-                read = functools.partial(read_node, self.broker, self.controller)
+                read = self._read_metrics
                 host = self._metrics_host()
                 try:
                     self.metrics_address = await nursery.start(serve_metrics, host, metrics_port, read)
@@ -88,6 +91,16 @@ class KafkaNode:
         finally:
             self._broker_done.set()
             self._stopping.set()  # a broker that stopped by itself (a control-API shutdown) stops its node
+
+    def _read_metrics(self) -> FamiliesBuilder:
+        """The node's figures now (see read_broker): its broker's (with those of a combined node's controller), or
+        its controller's."""
+        broker = self.broker
+        if broker is not None:
+            return read_broker(broker.metrics, broker.purgatory, broker.fetch_sessions, broker.metadata,
+                               getattr(broker, "replica_manager", None))  # built once the broker has caught up
+        families = controller_families(self.controller) if self.controller is not None else []
+        return lambda: families
 
     def _metrics_host(self) -> str:
         """Metrics are served on the host of the node's first listener (loopback unless it listens wider)."""

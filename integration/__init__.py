@@ -1,1 +1,1 @@
-"""Embedding and test-framework integration."""
+"""Test-framework integration: the pytest plugin, on the public handles (which never import this package)."""

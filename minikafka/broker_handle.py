@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from minikafka.control_client import ControlClient
+from minikafka.faults import Faults
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 
 if TYPE_CHECKING:
     from minikafka.controller_handle import Controller
-    from minikafka.integration.control_client import ControlClient
-    from minikafka.integration.faults import Faults
-    from minikafka.integration.state import State
+    from minikafka.state import State
 
 # Test-friendly defaults, as Kafka's own test harness sets them; `config` overrides them.
 TEST_DEFAULTS = {
@@ -102,15 +102,11 @@ class Broker(NodeHandle):
     # ---- faults and state -----------------------------------------------------------------------------------------
 
     def _control(self) -> ControlClient:
-        from minikafka.integration.control_client import ControlClient
-
         return ControlClient(self.bootstrap_servers)
 
     @property
     def faults(self) -> Faults:
-        """Fault injection: failed requests, latency, closed connections, a full disk (see integration.faults)."""
-        from minikafka.integration.faults import Faults
-
+        """Fault injection: failed requests, latency, closed connections, a full disk (see minikafka.faults)."""
         if self._faults is None:
             self._faults = Faults(self._control())
         return self._faults
@@ -119,7 +115,7 @@ class Broker(NodeHandle):
     def state(self) -> State:
         """Topics, partitions (leader, ISR, HW, LEO), records and groups as this broker knows them, read over the
         network."""
-        from minikafka.integration.state import State
+        from minikafka.state import State  # lazy: its dataclasses would add a quarter to `import minikafka`
 
         if self._state is None:
             self._state = State(lambda: self.bootstrap_servers, lambda: [self._control()])

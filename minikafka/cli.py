@@ -131,7 +131,7 @@ def serve(args: argparse.Namespace) -> int:
     import trio
 
     from minikafka.broker.metadata.broker_lifecycle_manager import RegistrationError
-    from minikafka.broker.zk.kafka_zk_client import ZooKeeperClientTimeoutError
+    from minikafka.broker.zk.zookeeper_client import ZooKeeperClientTimeoutError
     from minikafka.storage.errors import KafkaStorageError
 
     # What stops a node from starting, said in one line: a port, a config, the controller, a data dir, ZooKeeper.

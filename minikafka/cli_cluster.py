@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from minikafka.cli_common import CommandError, parse_key_values
 from minikafka.port_reservation import reserve_port
+from minikafka.subprocess_runner import BrokerStartError
 
 if TYPE_CHECKING:
     from minikafka.cluster_handle import Cluster
@@ -235,7 +236,6 @@ def _how_it_ended(node: NodeHandle) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from minikafka.cluster_handle import Cluster
-    from minikafka.integration.subprocess_runner import BrokerStartError
     from minikafka.zookeeper_server import ZooKeeperNotInstalled, ZooKeeperStartError
 
     if args.zookeeper_port is not None and not args.zookeeper:

@@ -9,7 +9,12 @@ import sys
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from minikafka.control_client import ControlError
+
+if TYPE_CHECKING:
+    from kafka import KafkaAdminClient
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "MINIKAFKA_BOOTSTRAP_SERVER"
@@ -72,6 +77,14 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
                         help=f"HOST:PORT of a broker (default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
 
 
+def admin_client(args: argparse.Namespace, client_id: str) -> KafkaAdminClient:
+    """An admin client of the --bootstrap-server broker, which gives up on it after BOOTSTRAP_TIMEOUT_MS."""
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id=client_id,
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+
+
 def add_topic(parser: argparse.ArgumentParser, text: str, required: bool = False) -> None:
     """--topic, with kcat's -t, the same in every command that names a topic."""
     parser.add_argument("--topic", "-t", required=required, help=text)
@@ -80,8 +93,6 @@ def add_topic(parser: argparse.ArgumentParser, text: str, required: bool = False
 def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a command; expected failures (Kafka errors, refused faults, unreachable broker) become a one-line error."""
     from kafka.errors import KafkaError
-
-    from minikafka.integration.control_client import ControlError
 
     try:
         return command(args)

@@ -25,6 +25,7 @@ import argparse
 from typing import Any
 
 from minikafka.cli_common import add_bootstrap, add_topic, run_guarded
+from minikafka.control_client import ControlClient
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -118,8 +119,6 @@ def describe_fault(fault: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from minikafka.integration.control_client import ControlClient
-
     control = ControlClient(args.bootstrap_server)
     action = args.action
     if action == "error":

@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minikafka.cli_common import BOOTSTRAP_TIMEOUT_MS, CommandError, add_bootstrap, run_guarded
+from minikafka.cli_common import CommandError, add_bootstrap, admin_client, run_guarded
 
+CLIENT_ID = "minikafka-groups"
 MISSING = "-"
 
 
@@ -36,15 +37,8 @@ def run(args: argparse.Namespace) -> int:
     return run_guarded(ACTIONS[args.action], args)
 
 
-def _admin(args: argparse.Namespace):
-    from kafka import KafkaAdminClient
-
-    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-groups",
-                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
-
-
 def _list(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args, CLIENT_ID)
     try:
         groups = sorted(admin.list_groups(), key=lambda g: g["group_id"])
     finally:
@@ -61,13 +55,13 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _assignment(member: dict) -> list[tuple[str, int]]:
-    from minikafka.integration.state import assigned_partitions
+    from minikafka.state import assigned_partitions  # lazy: its dataclasses would slow every command's start
 
     return assigned_partitions(member.get("member_assignment"))
 
 
 def _describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args, CLIENT_ID)
     try:
         group_ids = sorted(g["group_id"] for g in admin.list_groups()) if args.all_groups else args.group
         described = admin.describe_groups(group_ids)

@@ -12,15 +12,16 @@ import sys
 import uuid
 
 from minikafka.cli_common import (
-    BOOTSTRAP_TIMEOUT_MS,
     BrokerError,
     CommandError,
     add_bootstrap,
     add_topic,
+    admin_client,
     parse_key_values,
     run_guarded,
 )
 
+CLIENT_ID = "minikafka-topics"
 # DescribeConfigs config_source of a value nobody set (kafka-python gives its name; the wire gives 5).
 DEFAULT_CONFIG_SOURCES = ("DEFAULT_CONFIG", "5")
 
@@ -62,13 +63,6 @@ def run(args: argparse.Namespace) -> int:
     return run_guarded(ACTIONS[args.action], args)
 
 
-def _admin(args: argparse.Namespace):
-    from kafka import KafkaAdminClient
-
-    return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-topics",
-                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
-
-
 def _matching(names: list[str], pattern: str | None) -> list[str]:
     if pattern is None:
         return sorted(names)
@@ -80,7 +74,7 @@ def _matching(names: list[str], pattern: str | None) -> list[str]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args, CLIENT_ID)
     try:
         topics = admin.describe_topics()
     finally:
@@ -95,7 +89,7 @@ def _create(args: argparse.Namespace) -> int:
     from kafka.errors import TopicAlreadyExistsError
 
     configs = parse_key_values(args.config, "--config")
-    admin = _admin(args)
+    admin = admin_client(args, CLIENT_ID)
     try:
         answer = admin.create_topics({args.topic: {"num_partitions": args.partitions,
                                                    "replication_factor": args.replication_factor,
@@ -112,7 +106,7 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args, CLIENT_ID)
     try:
         names = _matching([t["name"] for t in admin.describe_topics() if not t.get("is_internal")], args.topic)
         if not names:
@@ -162,7 +156,7 @@ def _non_default_configs(admin, names: list[str]) -> dict[str, str]:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args, CLIENT_ID)
     try:
         topics = {t["name"]: t for t in admin.describe_topics()}
         names = _matching([n for n, t in topics.items() if not (args.exclude_internal and t.get("is_internal"))],

@@ -32,16 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from minikafka.broker_handle import Broker
+from minikafka.control_client import ControlClient, ControlError
 from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
+from minikafka.faults import Fault, Faults
 from minikafka.local_server import StartedInWith
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 if TYPE_CHECKING:
-    from minikafka.integration.faults import Fault, Faults
-    from minikafka.integration.state import PartitionState, State
-    from minikafka.integration.zookeeper_state import ZooKeeperState
+    from minikafka.state import PartitionState, State
     from minikafka.zookeeper_server import ZooKeeperServer
+    from minikafka.zookeeper_state import ZooKeeperState
 
 # The cluster decides these: every broker is a broker-only node of this cluster's controller.
 CLUSTER_PROPERTIES = ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
@@ -186,7 +187,7 @@ class Cluster(StartedInWith):
     @property
     def zookeeper_state(self) -> ZooKeeperState:
         """What the cluster keeps in ZooKeeper (controller, controller epoch, live brokers, partition states)."""
-        from minikafka.integration.zookeeper_state import ZooKeeperState
+        from minikafka.zookeeper_state import ZooKeeperState  # lazy: kazoo is slow to import, and ZooKeeper rare
 
         if self._zookeeper_state is None:
             self._zookeeper_state = ZooKeeperState(self.zookeeper_connect)
@@ -307,9 +308,6 @@ class Cluster(StartedInWith):
         return self._faults_of(self.node(a)).cut_link(b.node_id if isinstance(b, NodeHandle) else b, both_ways)
 
     def _faults_of(self, node: NodeHandle) -> Faults:
-        from minikafka.integration.control_client import ControlClient
-        from minikafka.integration.faults import Faults
-
         return node.faults if isinstance(node, Broker) else Faults(ControlClient(node.address))
 
     def move_leader(self, topic: str, partition: int, to: Broker | int, timeout: float = DEFAULT_WAIT_S) -> Broker:
@@ -321,8 +319,6 @@ class Cluster(StartedInWith):
         A move goes through the controller process's control API, so a ZooKeeper-mode cluster has none: there,
         elect_preferred_leaders() moves leaderships, as Kafka's tools do.
         """
-        from minikafka.integration.control_client import ControlClient
-
         if self._controller is None:
             raise NotImplementedError("move_leader() needs the controller process of a KRaft cluster; in ZooKeeper "
                                       "mode move leaderships with elect_preferred_leaders()")
@@ -365,9 +361,8 @@ class Cluster(StartedInWith):
 
     @property
     def state(self) -> State:
-        """Cluster-wide state, asked of every reachable broker at each call (see integration.state)."""
-        from minikafka.integration.control_client import ControlClient
-        from minikafka.integration.state import State
+        """Cluster-wide state, asked of every reachable broker at each call (see minikafka.state)."""
+        from minikafka.state import State  # lazy: its dataclasses would add a quarter to `import minikafka`
 
         if self._state is None:
             self._state = State(lambda: self.bootstrap_servers,
@@ -418,7 +413,7 @@ class Cluster(StartedInWith):
 
     def controller_ids(self) -> dict[int, int]:
         """The controller id each running, unpaused broker reports in its Metadata responses, by broker."""
-        from minikafka.integration.metadata_client import cluster_view
+        from minikafka.metadata_client import cluster_view  # lazy: it imports kafka-python
 
         return {broker.node_id: cluster_view(broker.bootstrap_servers).controller_id for broker in self._reachable()}
 
@@ -435,8 +430,6 @@ class Cluster(StartedInWith):
     def _wait(check: Callable[[], tuple[T | None, object]], what: str, timeout: float) -> T:
         """Poll `check` (the value once there, and what it saw) until it has the value; TimeoutError naming `what`
         and the last thing seen otherwise."""
-        from minikafka.integration.control_client import ControlError
-
         deadline = time.monotonic() + timeout
         seen: object = "nothing"
         while True:

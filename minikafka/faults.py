@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from minikafka.integration.control_client import ControlClient
+from minikafka.control_client import ControlClient
 
 
 class Fault:

@@ -12,10 +12,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from minikafka.integration.subprocess_runner import BrokerStartError
 from minikafka.protocol.schema_loading import quiet_schema_loading
+from minikafka.subprocess_runner import BrokerStartError
 
 if TYPE_CHECKING:
+    from trio.lowlevel import TrioToken
+
     from minikafka.broker.kafka_node import KafkaNode
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -49,7 +51,7 @@ class InProcessRunner:
         self.start_timeout_s = start_timeout_s
         self._thread: threading.Thread | None = None
         self._node: KafkaNode | None = None
-        self._token = None
+        self._token: TrioToken | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._log_handler: _ThreadLogHandler | None = None
@@ -103,10 +105,11 @@ class InProcessRunner:
     def _run(self, config) -> None:
         import trio
 
+        assert self._log_handler is not None  # attached by start() before this thread starts
         self._log_handler.thread_id = threading.get_ident()
         try:
             trio.run(self._serve, config)
-        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread or logged
+        except BaseException as exc:
             if not self._ready.is_set():
                 self._error = _sole_cause(exc)
             else:

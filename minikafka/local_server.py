@@ -6,11 +6,20 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
+import weakref
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
 from minikafka.port_reservation import reserve_port
+
+
+def _emergency_stop(halt: Callable[[], object], reservation: socket.socket | None) -> None:
+    """At interpreter exit (or when the handle is dropped), never leave a server process or a held port behind."""
+    halt()
+    if reservation is not None:
+        reservation.close()
 
 
 class StartedInWith(ABC):
@@ -51,10 +60,34 @@ class LocalServer(StartedInWith):
             self.data_dir = Path(data_dir).absolute()
         self._port = port or 0
         self._reservation: socket.socket | None = None
+        self._finalizer: weakref.finalize | None = None
 
     @abstractmethod
     def stop(self) -> int | None:
         """Clean shutdown; the process's exit status, None when it was not running."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Crash the server (SIGKILL): the next start recovers from its files."""
+
+    def restart(self, *, kill: bool = False) -> Self:
+        """Stop (or kill) and start again on the same port and data dir."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def _guard(self, halt: Callable[[], object]) -> None:
+        """Until `_unguard()`, run `halt` (which must not hold this handle) and give back the port at interpreter
+        exit or when the handle is dropped, so that a forgotten server does not outlive its program."""
+        self._finalizer = weakref.finalize(self, _emergency_stop, halt, self._reservation)
+
+    def _unguard(self) -> None:
+        """The server is down: nothing is left for the exit to stop."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
 
     def _reserve_port(self) -> bool:
         """Hold the port (the given one, or a free one chosen now) until the server binds it; False when it

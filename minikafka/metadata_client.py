@@ -8,7 +8,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from minikafka.integration.control_client import parse_address
+from minikafka.control_client import parse_address
 from minikafka.protocol.framing import FrameDecoder
 from minikafka.protocol.schema_loading import quiet_schema_loading
 

@@ -7,33 +7,26 @@ an operator or a chaos test handles Kafka's own processes.
 """
 from __future__ import annotations
 
-import weakref
+import functools
 from abc import abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from minikafka.local_server import LocalServer
+from minikafka.subprocess_runner import SubprocessRunner
 
 if TYPE_CHECKING:
-    from minikafka.integration.in_process_runner import InProcessRunner
-    from minikafka.integration.subprocess_runner import SubprocessRunner
+    from minikafka.in_process_runner import InProcessRunner
 
 DEFAULT_START_TIMEOUT_S = 30.0
+# How long an in-process node gets to stop at interpreter exit (a process is killed instead).
+EXIT_STOP_TIMEOUT_S = 5.0
 
 
 def property_value(value: object) -> str:
     """A Python value as Kafka writes the property (`true`, not `True`)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _emergency_stop(runner: InProcessRunner | SubprocessRunner) -> None:
-    """At interpreter exit, never leave a node process behind."""
-    if runner.running:
-        if runner.pid is not None:
-            runner.kill()
-        else:
-            runner.stop(5)
 
 
 class NodeHandle(LocalServer):
@@ -58,7 +51,6 @@ class NodeHandle(LocalServer):
             self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
         self._bound: tuple[str, int] | None = None
         self._runner: InProcessRunner | SubprocessRunner | None = None
-        self._finalizer: weakref.finalize | None = None
 
     @abstractmethod
     def properties(self) -> dict[str, str]:
@@ -70,22 +62,22 @@ class NodeHandle(LocalServer):
         """Start the node and return once it is ready (BrokerStartError, naming its log, if it is not)."""
         if self.running:
             return self
-        from minikafka.integration.in_process_runner import InProcessRunner
-        from minikafka.integration.subprocess_runner import SubprocessRunner
-
         if self._runner is not None:  # it ended by itself (a signal, a control-API shutdown): reap what is left
             self.kill()
         self._reserve_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         runner: InProcessRunner | SubprocessRunner
         if self.in_process:
+            # lazy: it brings in logging, a fifth of `import minikafka`, for in-process nodes only
+            from minikafka.in_process_runner import InProcessRunner
+
             runner = InProcessRunner(self.properties(), self.log_path, self.start_timeout_s)
         else:
             runner = SubprocessRunner(self.properties(), self.log_path, self.start_timeout_s, self.ready_prefix)
         self._runner = runner
         self._bound = runner.start()
         self._port = self._bound[1]  # a restart comes back on the same port
-        self._finalizer = weakref.finalize(self, _emergency_stop, runner)
+        self._guard(runner.kill if runner.pid is not None else functools.partial(runner.stop, EXIT_STOP_TIMEOUT_S))
         return self
 
     def stop(self) -> int | None:
@@ -105,14 +97,6 @@ class NodeHandle(LocalServer):
             self._runner.kill()
             self._forget_runner()
 
-    def restart(self, *, kill: bool = False) -> Self:
-        """Stop (or kill) and start again on the same port and data dir."""
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
     def pause(self) -> None:
         """Freeze the process (SIGSTOP), as a long GC pause or a hung host: it answers nobody, its connections
         stay open, and the controller fences it only when its session times out. Undo with `resume()`."""
@@ -123,8 +107,6 @@ class NodeHandle(LocalServer):
         self._process_runner("resume").resume()
 
     def _process_runner(self, action: str) -> SubprocessRunner:
-        from minikafka.integration.subprocess_runner import SubprocessRunner
-
         if self.in_process:
             raise RuntimeError(f"{action}() stops and continues a {self.kind} process by signal; this {self.kind} "
                                "runs in-process (in_process=True), on a thread that cannot be frozen alone")
@@ -133,9 +115,7 @@ class NodeHandle(LocalServer):
         return self._runner
 
     def _forget_runner(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
+        self._unguard()
         self._runner = None
         self._bound = None
 
@@ -148,16 +128,12 @@ class NodeHandle(LocalServer):
 
     @property
     def paused(self) -> bool:
-        from minikafka.integration.subprocess_runner import SubprocessRunner
-
         return isinstance(self._runner, SubprocessRunner) and self._runner.paused and self._runner.running
 
     @property
     def returncode(self) -> int | None:
         """How the node's process ended, as subprocess tells it (-N: killed by signal N); None while it runs, before
         a start, after stop() or kill(), and in-process."""
-        from minikafka.integration.subprocess_runner import SubprocessRunner
-
         if isinstance(self._runner, SubprocessRunner) and self._runner.proc is not None:
             return self._runner.proc.poll()
         return None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from minikafka.integration.control_client import ControlClient
+from minikafka.control_client import ControlClient
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 DEFAULT_TIMEOUT_S = 15.0

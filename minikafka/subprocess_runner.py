@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from minikafka.integration.control_client import parse_address
+from minikafka.control_client import parse_address
 
 READY_PREFIX = b"minikafka listening on "
 STOP_TIMEOUT_S = 30.0

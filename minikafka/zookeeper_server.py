@@ -8,13 +8,13 @@ allowed, which is what lets tests expire sessions quickly.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,13 +84,11 @@ def _find_java() -> str | None:
     return shutil.which("java")
 
 
-def _emergency_stop(process: subprocess.Popen, reservation: socket.socket | None) -> None:
-    """At interpreter exit (or when the handle is dropped), never leave a server process or a held port behind."""
+def _kill(process: subprocess.Popen) -> None:
+    """SIGKILL unless it has exited, and reap it."""
     if process.poll() is None:
         process.kill()
-        process.wait(STOP_TIMEOUT_S)
-    if reservation is not None:
-        reservation.close()
+    process.wait(STOP_TIMEOUT_S)
 
 
 def _log_tail(path: Path, limit: int = 4000) -> str:
@@ -122,7 +120,6 @@ class ZooKeeperServer(LocalServer):
         self.conf_dir = self.data_dir / "conf"
         self.log_path = self.data_dir / "zookeeper.log"
         self._process: subprocess.Popen | None = None
-        self._finalizer: weakref.finalize | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -141,7 +138,7 @@ class ZooKeeperServer(LocalServer):
         with open(self.log_path, "ab") as log_file:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file,
                                              stderr=subprocess.STDOUT, cwd=self.data_dir, process_group=0)
-        self._finalizer = weakref.finalize(self, _emergency_stop, self._process, self._reservation)
+        self._guard(functools.partial(_kill, self._process))
         try:
             self._wait_until_serving()
         except BaseException:
@@ -210,24 +207,12 @@ class ZooKeeperServer(LocalServer):
         """Crash the server (SIGKILL); the next start recovers from its snapshot and transaction log."""
         if self._process is not None:
             try:
-                if self._process.poll() is None:
-                    self._process.kill()
-                self._process.wait(STOP_TIMEOUT_S)
+                _kill(self._process)
             finally:
                 self._forget_process()
 
-    def restart(self, *, kill: bool = False) -> Self:
-        """Stop (or kill) and start again on the same port and data dir."""
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
     def _forget_process(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
+        self._unguard()
         self._process = None
 
     # ---- where it is ----------------------------------------------------------------------------------------------

@@ -156,3 +156,14 @@ class FixedCodeError(KafkaError):
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(self.CODE, message)
+
+
+def error_of(exc: Exception) -> KafkaError:
+    """The Kafka error a failure answers with, so a partition's failure is its error code, never an exception
+    across the connection: storage and record errors are Kafka errors already, an OSError is a storage failure,
+    anything else a bug."""
+    if isinstance(exc, KafkaError):
+        return exc
+    if isinstance(exc, OSError):
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+    return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, repr(exc))

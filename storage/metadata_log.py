@@ -26,6 +26,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.internal_topics import METADATA_TOPIC
 from minikafka.protocol.metadata_records import MetadataRecord, MetadataRecordError, decode_record, encode_record
 from minikafka.protocol.record_batch import iter_batches
 
@@ -36,7 +37,6 @@ from .log_config import LogConfig
 
 logger = logging.getLogger(__name__)
 
-METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 READ_CHUNK_BYTES = 1 << 20
 

@@ -15,11 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from contextlib import suppress
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
+
+from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARIES = ["kafka-python", "confluent-kafka", "aiokafka"]
@@ -112,11 +114,9 @@ def consumed_values(workers: list[GroupWorker]) -> list[str]:
 
 def wait_consumed(workers: list[GroupWorker], expected: set[str], timeout: float = 40) -> list[str]:
     """Wait (bounded) until the workers together consumed every expected value; returns all values consumed."""
-    deadline = time.monotonic() + timeout
+    with suppress(TimeoutError):  # the assertion below names what is missing, with the workers' logs
+        wait_until(lambda: expected <= set(consumed_values(workers)), timeout, interval=0.2)
     values = consumed_values(workers)
-    while time.monotonic() < deadline and not expected <= set(values):
-        time.sleep(0.2)
-        values = consumed_values(workers)
     missing = expected - set(values)
     assert not missing, (f"{len(missing)} records never consumed, e.g. {sorted(missing)[:5]}; worker logs:\n"
                          + "\n".join(w.log_text()[-2000:] for w in workers))
@@ -132,13 +132,16 @@ def assert_exactly_once(workers: list[GroupWorker], expected: set[str]) -> None:
 
 def wait_members(broker, group: str, count: int, workers: list[GroupWorker], timeout: float = 40) -> dict:
     """Wait until the group is Stable with `count` members; returns the DescribeGroups description."""
-    deadline = time.monotonic() + timeout
-    found = {}
-    while time.monotonic() < deadline:
+    found: dict = {}
+
+    def stable() -> bool:
+        nonlocal found
         found = describe_group(broker.bootstrap_servers, group)
-        if found.get("group_state") == "Stable" and len(found.get("members", [])) == count:
-            return found
-        time.sleep(0.2)
+        return found.get("group_state") == "Stable" and len(found.get("members", [])) == count
+
+    with suppress(TimeoutError):  # the error below tells the group's last state, with the logs
+        wait_until(stable, timeout, interval=0.2)
+        return found
     coordinator_log = "\n".join(line for line in broker.log_path.read_text().splitlines() if "group" in line)
     raise AssertionError(f"group {group} did not become Stable with {count} members: {found}\n"
                          f"coordinator log:\n{coordinator_log[-6000:]}\nworker logs:\n"

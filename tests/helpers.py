@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import NamedTuple
 
+import trio
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
@@ -36,23 +37,53 @@ from tests.raw_client import RawConnection
 # ---- waiting -------------------------------------------------------------------------------------------------------
 
 DEFAULT_WAIT_S = 30.0  # a budget, not an expectation: a healthy run takes a fraction of it
+IN_LOOP_WAIT_S = 20.0  # the budget for state on the test's own trio loop, which changes within well under a second
+IN_LOOP_POLL_S = 0.01  # looking is cheap there, and often enough not to miss a passing state
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = DEFAULT_WAIT_S, *, interval: float = 0.05,
-               message: str = "the condition") -> None:
-    """Call `predicate` until it returns something true; TimeoutError naming `message` once `timeout` s passed.
+class _Poll:
+    """The deadline and the failure message of one bounded poll, shared by `wait_until` and `wait_until_async`.
 
     The predicate is always called once more at the deadline, so a slow last interval cannot fail a test whose
     condition did come true.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        last_chance = time.monotonic() >= deadline
+
+    def __init__(self, clock: Callable[[], float], timeout: float, interval: float, message: str) -> None:
+        self.clock = clock
+        self.timeout = timeout
+        self.interval = interval
+        self.message = message
+        self.deadline = clock() + timeout
+
+    def holds(self, predicate: Callable[[], object]) -> bool:
+        """One call of `predicate`: whether it held; TimeoutError naming the message if not by the deadline."""
+        last_chance = self.clock() >= self.deadline
         if predicate():
-            return
+            return True
         if last_chance:
-            raise TimeoutError(f"waited {timeout:g} s for {message}")
-        time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
+            raise TimeoutError(f"waited {self.timeout:g} s for {self.message}")
+        return False
+
+    def pause(self) -> float:
+        """How long to sleep before the next call: the interval, or what is left of the timeout."""
+        return max(0.0, min(self.interval, self.deadline - self.clock()))
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = DEFAULT_WAIT_S, *, interval: float = 0.05,
+               message: str = "the condition") -> None:
+    """Call `predicate` until it returns something true; TimeoutError naming `message` once `timeout` s passed."""
+    poll = _Poll(time.monotonic, timeout, interval, message)
+    while not poll.holds(predicate):
+        time.sleep(poll.pause())
+
+
+async def wait_until_async(predicate: Callable[[], object], timeout: float = IN_LOOP_WAIT_S, *,  # noqa: ASYNC109
+                           interval: float = IN_LOOP_POLL_S, message: str = "the condition") -> None:
+    """`wait_until` inside a trio run, on trio's clock, for the state of brokers running on the test's own loop,
+    which has no event for a test to wait on (a timeout, not trio.fail_after, to name what did not happen)."""
+    poll = _Poll(trio.current_time, timeout, interval, message)
+    while not poll.holds(predicate):  # noqa: ASYNC110 - a bounded poll of an observable state
+        await trio.sleep(poll.pause())
 
 
 # ---- ports ---------------------------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from minikafka.broker.metadata.dynamic_config import validate_dynamic_broker_configs
 from minikafka.broker.metadata.metadata_image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
-from minikafka.broker.server.dynamic_broker_config import validate_dynamic_broker_configs
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import ConfigRecord
 from minikafka.storage.log_config import LogConfig

@@ -24,10 +24,10 @@ from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterCo
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaOp
+from minikafka.broker.controller.cluster_control import BrokerRegistration
 from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
 from minikafka.broker.controller.partition_reassignment import ReassignablePartition
 from minikafka.broker.controller.quorum_controller import (
-    BrokerRegistration,
     ConfigResourceAlteration,
     NewPartitions,
     QuorumController,
@@ -40,9 +40,10 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, ApiSchema
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import METADATA_TOPIC
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LOST_DIRECTORY_ID
-from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from minikafka.storage.metadata_log import METADATA_PARTITION
 
 log = logging.getLogger("minikafka.controller")
 

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from minikafka.broker.controller.quorum_controller import QuorumController
+from minikafka.broker.faults.link_faults import LinkFaults
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.network.control_api import Operation, answer_control
 from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo
-from minikafka.broker.server.metrics import as_dict, controller_families
 from minikafka.protocol.request_header import RequestHeader
-
-if TYPE_CHECKING:
-    from minikafka.broker.controller.controller_server import ControllerServer
 
 log = logging.getLogger("minikafka.controller")
 
@@ -32,19 +31,33 @@ LINK = "link"
 
 
 class ControllerControl:
-    def __init__(self, server: ControllerServer) -> None:
-        self.server = server
+    """Holds the controller server's links, its quorum controller (opened when the server runs) and its metrics,
+    not the server itself, which builds this."""
+
+    def __init__(self, links: LinkFaults, controller: Callable[[], QuorumController],
+                 metrics: Callable[[], dict[str, Any]]) -> None:
+        self.links = links
+        self._controller = controller
+        self._metrics = metrics
         self._ids = itertools.count(1)
+
+    @property
+    def controller(self) -> QuorumController:
+        return self._controller()
+
+    def metrics(self) -> dict[str, Any]:
+        """The controller's metrics, by their Prometheus names."""
+        return self._metrics()
 
     async def process(self, header: RequestHeader, frame: bytes, body_pos: int, conn: ConnectionInfo) -> bytes:
         return await answer_control(OPERATIONS, self, header, frame, body_pos, conn)
 
     def admit(self, api_key: int, request: Any, conn: ConnectionInfo) -> None:
         """Refuse (CloseConnection) a request from a broker whose link to this controller is cut."""
-        refusal = self.server.links.refusal(api_key, request)
+        refusal = self.links.refusal(api_key, request)
         if refusal is None:
             return
-        for session in self.server.controller.heartbeats.sessions.values():
+        for session in self.controller.heartbeats.sessions.values():
             if session.connection_id == conn.connection_id:
                 session.connection_id = None  # its close is the cut's doing, not the broker's end
         log.debug("%s (connection from %s closed)", refusal, conn.peer)
@@ -55,11 +68,11 @@ class ControllerControl:
 
 
 async def _describe(control: ControllerControl, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    image = control.server.image
+    image = control.controller.image
     brokers = [{"broker_id": b.broker_id, "broker_epoch": b.broker_epoch, "fenced": b.fenced,
                 "in_controlled_shutdown": b.in_controlled_shutdown} for _, b in sorted(image.brokers.items())]
-    return {"node_id": control.server.controller.node_id, "role": "controller",
-            "faults": control.server.links.describe(), "brokers": brokers}
+    return {"node_id": control.controller.node_id, "role": "controller",
+            "faults": control.links.describe(), "brokers": brokers}
 
 
 async def _fault_add(control: ControllerControl, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
@@ -67,14 +80,14 @@ async def _fault_add(control: ControllerControl, request: dict[str, Any], _conn:
     if kind != LINK:
         raise FaultError(f"a controller takes only link faults, not {kind!r}")
     to = int(request["to"])
-    own_id = control.server.controller.node_id
+    own_id = control.controller.node_id
     if to == own_id:
         raise FaultError(f"node {to} is this controller: a link joins two nodes")
-    broker = control.server.image.brokers.get(to)
+    broker = control.controller.image.brokers.get(to)
     if broker is None or not broker.endpoints:
         raise FaultError(f"node {to} is not a registered broker")
     endpoint = broker.endpoints[0]
-    link = await control.server.links.cut(control.next_fault_id(), own_id, to, (endpoint.host, endpoint.port),
+    link = await control.links.cut(control.next_fault_id(), own_id, to, (endpoint.host, endpoint.port),
                                           bool(request.get("both_ways", True)))
     return {"fault": link.describe()}
 
@@ -84,22 +97,22 @@ async def _fault_clear(control: ControllerControl, request: dict[str, Any], _con
     if kind not in (None, LINK):
         raise FaultError(f"a controller has only link faults, not {kind!r}")
     rule_id = request.get("id")
-    return {"cleared": await control.server.links.heal(None if rule_id is None else int(rule_id))}
+    return {"cleared": await control.links.heal(None if rule_id is None else int(rule_id))}
 
 
 async def _fault_list(control: ControllerControl, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    return {"faults": control.server.links.describe()}
+    return {"faults": control.links.describe()}
 
 
 async def _leader_move(control: ControllerControl, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     topic, index, to = str(request["topic"]), int(request["partition"]), int(request["to"])
-    state = await control.server.controller.move_leader(topic, index, to)
+    state = await control.controller.move_leader(topic, index, to)
     return {"topic": topic, "partition": index, "leader": state.leader, "leader_epoch": state.leader_epoch,
             "isr": list(state.isr)}
 
 
 async def _metrics(control: ControllerControl, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    return {"node_id": control.server.controller.node_id, "metrics": as_dict(controller_families(control.server))}
+    return {"node_id": control.controller.node_id, "metrics": control.metrics()}
 
 
 OPERATIONS: dict[str, Operation[ControllerControl]] = {

@@ -22,9 +22,11 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from minikafka.broker.controller.controller_apis import ControllerApis
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.controller_control import ControllerControl
+from minikafka.broker.controller.controller_metrics import controller_families
 from minikafka.broker.controller.quorum_controller import QuorumController
 from minikafka.broker.faults.link_faults import LinkFaults
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
+from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.socket_server import (
     CloseConnection,
     ConnectionInfo,
@@ -53,7 +55,8 @@ class ControllerServer:
         self.metadata_dir = config.metadata_log_dir
         self.endpoint: BrokerEndpointInfo | None = None  # the bound listener, once started
         self.links = LinkFaults()  # a combined node shares its broker's
-        self.control = ControllerControl(self)
+        self.control = ControllerControl(self.links, lambda: self.controller,
+                                         lambda: as_dict(controller_families(self)))
         # Built by run(), from the metadata log.
         self.controller: QuorumController
         self.apis: ControllerApis

@@ -28,6 +28,12 @@ import trio
 
 from minikafka.broker.controller.broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
 from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, alter_client_quotas
+from minikafka.broker.controller.cluster_control import (
+    BrokerRegistration,
+    ClusterControlManager,
+    HeartbeatReply,
+    LiveBroker,
+)
 from minikafka.broker.controller.configuration_control import (
     UNCLEAN_LEADER_ELECTION,
     ConfigAlteration,
@@ -42,12 +48,12 @@ from minikafka.broker.controller.configuration_control import (
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.leader_move import leader_move
 from minikafka.broker.controller.metadata_store import MetadataLogStore, MetadataStore
-from minikafka.broker.controller.partition_change_builder import Election, build_partition_change
 from minikafka.broker.controller.partition_reassignment import (
     OngoingPartitionReassignment,
     PartitionReassignment,
     ReassignablePartition,
 )
+from minikafka.broker.controller.producer_id_control import ProducerIdControlManager
 from minikafka.broker.controller.replica_placer import StripedReplicaPlacer
 from minikafka.broker.controller.replication_control import (
     MAX_RECORDS_PER_USER_OP,
@@ -62,10 +68,7 @@ from minikafka.broker.controller.replication_control import (
 )
 from minikafka.broker.metadata.metadata_image import (
     BROKER_RESOURCE,
-    NO_LEADER,
     TOPIC_RESOURCE,
-    BrokerEndpointInfo,
-    BrokerInfo,
     MetadataChange,
     MetadataImage,
     PartitionInfo,
@@ -75,7 +78,6 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
     MetadataRecord,
     MetadataRecordError,
-    ProducerIdsRecord,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
@@ -86,40 +88,12 @@ from minikafka.storage.metadata_log import MetadataLog
 log = logging.getLogger("minikafka.controller")
 
 COMMIT_RETRY_BACKOFF_S = 1.0  # a background duty whose commit failed tries again after this
-PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 OFF_LOOP_PARTITIONS = 1000  # requests placing more new partitions are checked and built on a worker thread
 REPLAY_STEP = 1000  # records replayed into the image between checkpoints, so a big commit lets other tasks run
 
 T = TypeVar("T")
 # Told of every commit once it is replayed: the records and what they changed in the image.
 CommitListener = Callable[[Sequence[MetadataRecord], MetadataChange], None]
-
-
-@dataclass(frozen=True)
-class BrokerRegistration:
-    """What a BrokerRegistration request asks for."""
-
-    broker_id: int
-    cluster_id: str
-    incarnation_id: uuid.UUID
-    endpoints: list[BrokerEndpointInfo]
-    rack: str | None
-
-
-@dataclass(frozen=True)
-class LiveBroker:
-    """A broker ZooKeeper says is alive: its registration and its broker epoch (the znode's czxid)."""
-
-    broker_epoch: int
-    endpoints: list[BrokerEndpointInfo]
-    rack: str | None
-
-
-@dataclass(frozen=True)
-class HeartbeatReply:
-    is_caught_up: bool
-    is_fenced: bool
-    should_shut_down: bool
 
 
 @dataclass(frozen=True)
@@ -180,6 +154,8 @@ class QuorumController:
         self._broker_sessions = broker_sessions
         self.image = image if image is not None else MetadataImage()
         self.heartbeats = BrokerHeartbeatManager(self.image, config.broker_session_timeout_ms)
+        self.cluster = ClusterControlManager(self.image, cluster_id, self.heartbeats)
+        self.producer_ids = ProducerIdControlManager(self.image)
         self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer(), store.marked_for_deletion)
         self.reassignment = PartitionReassignment(self.image, config)
         self.commit_listeners: list[CommitListener] = []
@@ -311,15 +287,6 @@ class QuorumController:
 
     # ---- brokers ---------------------------------------------------------------------------------------------
 
-    def _check_broker_epoch(self, broker_id: int, broker_epoch: int) -> BrokerInfo:
-        broker = self.image.brokers.get(broker_id)
-        if broker is None:
-            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}")
-        if broker.broker_epoch != broker_epoch:
-            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
-                             f"Expected broker epoch {broker.broker_epoch}, but got broker epoch {broker_epoch}")
-        return broker
-
     async def register_broker(self, registration: BrokerRegistration, connection_id: int | None = None) -> int:
         """Register a broker (fenced until it catches up) and return its broker epoch: the offset of its
         RegisterBrokerRecord. A new incarnation of a registered broker id replaces the old one, whose replicas
@@ -327,14 +294,8 @@ class QuorumController:
         keeps its epoch and state."""
         async with self._lock:
             broker_id = registration.broker_id
-            if registration.cluster_id != self.cluster_id:
-                raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
-                                 f"Expected cluster ID {self.cluster_id}, but got cluster ID {registration.cluster_id}")
-            existing = self.image.brokers.get(broker_id)
+            existing = self.cluster.check_registration(registration)
             same_incarnation = existing is not None and existing.incarnation_id == registration.incarnation_id
-            if existing is not None and not same_incarnation and self.heartbeats.has_valid_session(broker_id):
-                raise KafkaError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-                                 "Another broker is registered with that broker id.")
             records: list[MetadataRecord] = []
             if existing is not None and same_incarnation:
                 epoch, fenced, in_shutdown = existing.broker_epoch, existing.fenced, existing.in_controlled_shutdown
@@ -342,12 +303,7 @@ class QuorumController:
                 if existing is not None and not existing.fenced:
                     records += self.replication.remove_from_isrs(broker_id)
                 epoch, fenced, in_shutdown = self._end_offset + len(records), True, False
-            records.append(RegisterBrokerRecord(
-                broker_id=broker_id, is_migrating_zk_broker=False, incarnation_id=registration.incarnation_id,
-                broker_epoch=epoch, end_points=[RegisterBrokerRecord.BrokerEndpoint(
-                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
-                    for e in registration.endpoints],
-                features=[], rack=registration.rack, fenced=fenced, in_controlled_shutdown=in_shutdown))
+            records.append(self.cluster.register_broker_record(registration, epoch, fenced, in_shutdown))
             await self._commit(records)
             self.heartbeats.touch(broker_id, -1, connection_id)
             log.info("registered broker %d (incarnation %s) with broker epoch %d", broker_id,
@@ -358,7 +314,7 @@ class QuorumController:
                         want_shut_down: bool = False, connection_id: int | None = None) -> HeartbeatReply:
         """Keep a broker's session, and move it between fenced, unfenced and controlled shutdown as it asks."""
         async with self._lock:
-            broker = self._check_broker_epoch(broker_id, broker_epoch)
+            broker = self.cluster.check_broker_epoch(broker_id, broker_epoch)
             current, after = self.heartbeats.next_state(broker, want_fence, want_shut_down, metadata_offset,
                                                         lambda: self.replication.has_leaderships(broker_id))
             records: list[MetadataRecord] = []
@@ -413,57 +369,21 @@ class QuorumController:
         partition. Partitions led by, or with ISR members among, brokers no longer live get their changes too
         (what a controller taking over finds)."""
         async with self._lock:
-            brokers: list[MetadataRecord] = []
-            joining = []
-            for broker_id, broker in sorted(self.image.brokers.items()):
-                if broker_id not in live:
-                    log.info("broker %d is gone (its registration in ZooKeeper went away)", broker_id)
-                    brokers.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.broker_epoch))
-            for broker_id, registration in sorted(live.items()):
-                known = self.image.brokers.get(broker_id)
-                if known is not None and known.broker_epoch == registration.broker_epoch:
-                    continue
-                log.info("broker %d is live with broker epoch %d", broker_id, registration.broker_epoch)
-                joining.append(broker_id)
-                brokers.append(RegisterBrokerRecord(
-                    broker_id=broker_id, is_migrating_zk_broker=False, incarnation_id=uuid.UUID(int=0),
-                    broker_epoch=registration.broker_epoch, end_points=[RegisterBrokerRecord.BrokerEndpoint(
-                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
-                        for e in registration.endpoints],
-                    features=[], rack=registration.rack, fenced=True, in_controlled_shutdown=False))
+            brokers, joining = self.cluster.live_broker_records(live)
             if brokers:
                 await self._commit(brokers)
-            offline = self._inactive_replica_changes()
+            offline = self.replication.inactive_replica_changes()
             if offline:
                 await self._commit(offline)
             for broker_id in joining:
                 await self._commit(self.replication.broker_unfenced(broker_id))
-
-    def _inactive_replica_changes(self) -> list[MetadataRecord]:
-        """Partition changes taking every broker that is not active out of leaderships and ISRs."""
-        records: list[MetadataRecord] = []
-        for topic, index, partition in self.image.partitions():
-            inactive_leader = partition.leader != NO_LEADER and not self.image.is_active(partition.leader)
-            if inactive_leader or not all(self.image.is_active(r) for r in partition.isr):
-                target = [r for r in partition.isr if self.image.is_active(r)]
-                if not target and partition.leader in partition.isr:
-                    # Kafka takes dead replicas out of an ISR one at a time, down to the last: the leader.
-                    target = [partition.leader]
-                unclean = unclean_leader_election_enabled(self.image, topic.name, self.node_id,
-                                                          self.config.log_defaults)
-                change = build_partition_change(topic, index, partition, self.image.is_active,
-                                                election=Election.UNCLEAN if unclean else Election.ONLINE,
-                                                target_isr=target)
-                if change is not None:
-                    records.append(change)
-        return records
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """A broker asks to shut down (ControlledShutdown, ZooKeeper mode): it enters controlled shutdown and
         leaves every ISR it is not the last member of, so its leaderships move; returns the partitions it still
         leads (the broker asks again until none)."""
         async with self._lock:
-            broker = self._check_broker_epoch(broker_id, broker_epoch)
+            broker = self.cluster.check_broker_epoch(broker_id, broker_epoch)
             records: list[MetadataRecord] = []
             if not broker.in_controlled_shutdown:
                 log.info("broker %d begins a controlled shutdown", broker_id)
@@ -478,18 +398,17 @@ class QuorumController:
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """(first id, count) of a new block of producer ids, durable before it is handed out."""
         async with self._lock:
-            self._check_broker_epoch(broker_id, broker_epoch)
-            start = self.image.next_producer_id
-            await self._commit([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                                  next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)])
-            return start, PRODUCER_ID_BLOCK_SIZE
+            self.cluster.check_broker_epoch(broker_id, broker_epoch)
+            record, start, count = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)
+            await self._commit([record])
+            return start, count
 
     async def replicas_offline(self, broker_id: int, broker_epoch: int,
                                replicas: Collection[tuple[uuid.UUID, int]]) -> None:
         """The broker lost these replicas with a failed log dir: it leaves their ISRs and their leaderships move to
         other ISR members, its other replicas untouched (Kafka's handleDirectoriesOffline)."""
         async with self._lock:
-            self._check_broker_epoch(broker_id, broker_epoch)
+            self.cluster.check_broker_epoch(broker_id, broker_epoch)
             records = self.replication.remove_from_isrs(broker_id, set(replicas))
             log.info("broker %d lost %d replicas with a failed log dir: %d partition changes", broker_id,
                      len(replicas), len(records))
@@ -656,7 +575,7 @@ class QuorumController:
         """ISR changes proposed by partition leaders; STALE_BROKER_EPOCH (raised) when the sender's registration
         is not the one it names."""
         async with self._lock:
-            self._check_broker_epoch(broker_id, broker_epoch)
+            self.cluster.check_broker_epoch(broker_id, broker_epoch)
             records: list[MetadataRecord] = []
             results = []
             for request in topics:

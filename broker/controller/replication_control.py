@@ -231,6 +231,25 @@ class ReplicationControl:
                                                       broker_epoch=broker.broker_epoch, fenced=FENCE))
         return records
 
+    def inactive_replica_changes(self) -> list[MetadataRecord]:
+        """Partition changes taking every broker that is not active out of leaderships and ISRs."""
+        records: list[MetadataRecord] = []
+        for topic, index, partition in self._image.partitions():
+            inactive_leader = partition.leader != NO_LEADER and not self._image.is_active(partition.leader)
+            if inactive_leader or not all(self._image.is_active(r) for r in partition.isr):
+                target = [r for r in partition.isr if self._image.is_active(r)]
+                if not target and partition.leader in partition.isr:
+                    # Kafka takes dead replicas out of an ISR one at a time, down to the last: the leader.
+                    target = [partition.leader]
+                unclean = unclean_leader_election_enabled(self._image, topic.name, self._config.node_id,
+                                                          self._config.log_defaults)
+                change = build_partition_change(topic, index, partition, self._image.is_active,
+                                                election=Election.UNCLEAN if unclean else Election.ONLINE,
+                                                target_isr=target)
+                if change is not None:
+                    records.append(change)
+        return records
+
     def broker_unfenced(self, broker_id: int) -> list[MetadataRecord]:
         """The broker is unfenced; an offline partition it can lead (its last ISR member, or any replica where
         unclean election is on) elects it. It joins other ISRs only when their leaders ask (AlterPartition)."""

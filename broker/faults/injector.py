@@ -1,4 +1,5 @@
-"""The fault injector: the one hook every Kafka request passes through (KafkaApis.process), and the active faults.
+"""The fault injector: dispatch middleware every Kafka request passes through (KafkaApis.handle wraps its handler
+in `handle`), working on the network-level request, and the active faults.
 
 Faults are added and cleared through the control API. An error rule answers the next N matching requests with an
 error code, either for the whole request (the handler does not run, so nothing is appended, committed or created)
@@ -31,6 +32,7 @@ from minikafka.broker.faults.rules import (
 from minikafka.broker.faults.shaping import (
     PARTITION,
     TOPIC,
+    Answering,
     Shape,
     build_error_response,
     entry_kinds,
@@ -41,14 +43,15 @@ from minikafka.broker.faults.shaping import (
     splice,
     target_depth,
 )
+from minikafka.broker.network.request_channel import Request
 from minikafka.broker.network.socket_server import CloseConnection
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from minikafka.broker.metadata.metadata_cache import MetadataCache
     from minikafka.broker.replication.purgatory import Purgatory
     from minikafka.broker.replication.replica_fetcher_manager import ReplicaFetcherManager
-    from minikafka.broker.server.kafka_apis import RequestContext
 
 log = logging.getLogger("minikafka.faults")
 
@@ -56,13 +59,15 @@ log = logging.getLogger("minikafka.faults")
 LATENCY_KEY = ("minikafka", "latency")
 KINDS = ("error", "latency", "disk", "link", "fetch-pause")
 
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+# Answers a request with its response message (not yet encoded), or None (acks=0 produce).
+Handler = Callable[[Request], Awaitable[Any]]
 
 
 class FaultInjector:
-    def __init__(self, purgatory: Purgatory, disk_quota: DiskQuota) -> None:
+    def __init__(self, purgatory: Purgatory, disk_quota: DiskQuota, topics: Callable[[], MetadataCache]) -> None:
         self._purgatory = purgatory
         self.disk_quota = disk_quota
+        self._topics = topics  # the broker's topics, which a request may name by id
         self._ids = itertools.count(1)
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
@@ -148,65 +153,69 @@ class FaultInjector:
 
     # ---- the request hook ---------------------------------------------------------------------------------------
 
-    async def handle(self, ctx: RequestContext, request: Any, handler: Handler) -> Any:
+    async def handle(self, request: Request, handler: Handler) -> Any:
         """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
-        self._refuse_if_cut_off(ctx, request)
+        self._refuse_if_cut_off(request)
         if not (self.error_rules or self.latency_rules):
-            response = await handler(ctx, request)
+            response = await handler(request)
         else:
-            source = request_source(ctx.header.api_key, request)
-            response = await self._respond(ctx, request, handler, source)
-            delay_ms = self._take_latency(ctx.header.api_key, source)
+            source = request_source(request.header.api_key, request.body)
+            response = await self._respond(request, handler, source)
+            delay_ms = self._take_latency(request.header.api_key, source)
             if delay_ms:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
-        self._refuse_if_cut_off(ctx, request)  # cut while the request waited: its response is lost with the link
+        self._refuse_if_cut_off(request)  # cut while the request waited: its response is lost with the link
         return response
 
-    def _refuse_if_cut_off(self, ctx: RequestContext, request: Any) -> None:
-        refusal = self.links.refusal(ctx.header.api_key, request)
+    def _refuse_if_cut_off(self, request: Request) -> None:
+        refusal = self.links.refusal(request.header.api_key, request.body)
         if refusal is not None:
-            log.debug("%s (connection from %s closed)", refusal, ctx.conn.peer)
+            log.debug("%s (connection from %s closed)", refusal, request.context.peer)
             raise CloseConnection(refusal)
 
-    async def _respond(self, ctx: RequestContext, request: Any, handler: Handler, source: str) -> Any:
-        api_key = ctx.header.api_key
-        shape = shape_for(api_key, ctx.version)
+    async def _respond(self, request: Request, handler: Handler, source: str) -> Any:
+        api_key, version, peer = request.header.api_key, request.header.api_version, request.context.peer
+        body: Any = request.body
+        assert request.schema is not None  # faults apply to the Kafka APIs, which are decoded
+        answering = Answering(version, request.schema.response[version], self._topics())
+        shape = shape_for(api_key, version)
         for rule in list(self.error_rules):
             if not rule.matches(api_key, source):
                 continue
             code = rule.error_code
             if rule.topic is None:
                 self._spend(rule)
-                log.info("injecting %s into %s from %s", code.name, rule.api_key.api_name, ctx.conn.peer)
-                if api_key == ApiKey.PRODUCE and request.acks == 0:
+                log.info("injecting %s into %s from %s", code.name, rule.api_key.api_name, peer)
+                if api_key == ApiKey.PRODUCE and body.acks == 0:
                     raise CloseConnection(f"injected {code.name} into an acks=0 produce")
-                return build_error_response(ctx, request, shape, code)
+                return build_error_response(answering, body, shape, code)
             if shape is None:
                 continue
             target = target_depth(shape, TOPIC if rule.partition is None else PARTITION)
-            pruned = prune(ctx, request, shape, target, functools.partial(_rule_matches, rule))
+            pruned = prune(answering, body, shape, target, functools.partial(_rule_matches, rule))
             if pruned:
                 self._spend(rule)
                 log.info("injecting %s into %s for %s from %s", code.name, rule.api_key.api_name,
-                         _describe_target(rule), ctx.conn.peer)
-                return await self._finish(ctx, request, handler, shape, [(path, code) for path in pruned])
-            if api_key == ApiKey.METADATA and request.topics is None:
-                response = await handler(ctx, request)
+                         _describe_target(rule), peer)
+                return await self._finish(answering, request, handler, shape, [(path, code) for path in pruned])
+            if api_key == ApiKey.METADATA and body.topics is None:
+                response = await handler(request)
                 if overwrite_topic_errors(response, rule.topic, code):
                     self._spend(rule)
                 return response
-        return await handler(ctx, request)
+        return await handler(request)
 
-    async def _finish(self, ctx: RequestContext, request: Any, handler: Handler, shape: Shape,
+    async def _finish(self, answering: Answering, request: Request, handler: Handler, shape: Shape,
                       errors: list[tuple[list[Any], ErrorCode]]) -> Any:
-        if hasattr(request, "max_wait_ms"):
-            request.max_wait_ms = 0  # as in Kafka, a fetch with a partition in error is answered at once
-        response = await handler(ctx, request)
+        body: Any = request.body
+        if hasattr(body, "max_wait_ms"):
+            body.max_wait_ms = 0  # as in Kafka, a fetch with a partition in error is answered at once
+        response = await handler(request)
         if response is None:
             # An acks=0 produce: Kafka closes the connection when any partition fails.
             raise CloseConnection("injected error into an acks=0 produce")
         for path, code in errors:
-            splice(ctx, response, shape, path, code)
+            splice(answering, response, shape, path, code)
         return response
 
     def _spend(self, rule: ErrorRule) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from minikafka.broker.network.control_api import ControlRefused
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode
@@ -20,8 +21,8 @@ SOURCES = (REPLICA, CLIENT)
 REPLICA_APIS = (ApiKey.FETCH, ApiKey.OFFSET_FOR_LEADER_EPOCH)
 
 
-class FaultError(ValueError):
-    """A fault that cannot be added as asked; the message says why."""
+class FaultError(ControlRefused):
+    """A fault that cannot be added (or cleared) as asked; the message says why, and is the control API's answer."""
 
 
 def api_key_of(api: int | str) -> ApiKey:

@@ -17,7 +17,6 @@ from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from minikafka.broker.metadata.metadata_cache import MetadataCache
-    from minikafka.broker.server.kafka_apis import RequestContext
 
 INJECTED_MESSAGE = "injected by minikafka fault injection"
 
@@ -37,6 +36,16 @@ class Level:
 
 
 Shape = tuple[Level, ...]
+
+
+@dataclass(frozen=True)
+class Answering:
+    """What shaping needs of the request it shapes an answer for: its version, its response class, and the
+    broker's topics (an entry may name its topic by id)."""
+
+    version: int
+    response_class: type
+    topics: MetadataCache
 
 
 def _g(req: str, resp: str) -> Level:
@@ -120,29 +129,24 @@ def _entry_class(container_cls: type, field_name: str) -> type:
     return container_cls._struct.fields[field_name].data_class  # type: ignore[attr-defined]
 
 
-def _controller(ctx: RequestContext) -> MetadataCache:
-    cache: MetadataCache = ctx.broker.metadata_cache
-    return cache
-
-
-def entry_key(ctx: RequestContext, kind: str, entry: Any) -> Any:
+def entry_key(answering: Answering, kind: str, entry: Any) -> Any:
     """The identity of a request or response entry: a group id, topic name, partition index or config resource."""
     if isinstance(entry, (str, int)):
         return entry
     if kind == RESOURCE:
         return (entry.resource_type, entry.resource_name)
     for name in _IDENTITY[kind]:
-        if _field_in_version(type(entry), name, ctx.version):
+        if _field_in_version(type(entry), name, answering.version):
             value = getattr(entry, name)
             if value is not None:
                 return value
-    if kind == TOPIC and _field_in_version(type(entry), "topic_id", ctx.version):
-        topic = _controller(ctx).topics_by_id.get(entry.topic_id)
+    if kind == TOPIC and _field_in_version(type(entry), "topic_id", answering.version):
+        topic = answering.topics.topics_by_id.get(entry.topic_id)
         return topic.name if topic is not None else entry.topic_id
     return None
 
 
-def prune(ctx: RequestContext, container: Any, shape: Shape, target: int,
+def prune(answering: Answering, container: Any, shape: Shape, target: int,
           matches: Callable[[list[tuple[str, Any]]], bool]) -> list[list[Any]]:
     """Remove the entries at depth `target` whose keys (outermost first) `matches`; returns their paths."""
     removed: list[list[Any]] = []
@@ -154,7 +158,7 @@ def prune(ctx: RequestContext, container: Any, shape: Shape, target: int,
             return
         kept = []
         for entry in entries:
-            entry_keys = keys + [(level.kind, entry_key(ctx, level.kind, entry))]
+            entry_keys = keys + [(level.kind, entry_key(answering, level.kind, entry))]
             if depth == target:
                 if matches(entry_keys):
                     removed.append(path + [entry])
@@ -181,10 +185,10 @@ def _set_error(obj: Any, code: ErrorCode) -> None:
             setattr(obj, name, -1)
 
 
-def _identity_entry(ctx: RequestContext, cls: type, level: Level, request_entry: Any) -> Any:
+def _identity_entry(answering: Answering, cls: type, level: Level, request_entry: Any) -> Any:
     fields = cls._struct.fields  # type: ignore[attr-defined]
     values: dict[str, Any] = {}
-    key = entry_key(ctx, level.kind, request_entry)
+    key = entry_key(answering, level.kind, request_entry)
     if level.kind == RESOURCE:
         values = {"resource_type": request_entry.resource_type, "resource_name": request_entry.resource_name}
     elif level.kind == TOPIC:
@@ -195,7 +199,7 @@ def _identity_entry(ctx: RequestContext, cls: type, level: Level, request_entry:
         if "topic_id" in fields and topic_id is not None:
             values["topic_id"] = topic_id
         elif "topic_id" in fields and isinstance(key, str):
-            known = _controller(ctx).topics.get(key)
+            known = answering.topics.topics.get(key)
             if known is not None:
                 values["topic_id"] = known.topic_id
     else:
@@ -210,23 +214,23 @@ def _identity_entry(ctx: RequestContext, cls: type, level: Level, request_entry:
     return entry
 
 
-def mirror(ctx: RequestContext, cls: type, shape: Shape, request_entry: Any, code: ErrorCode) -> Any:
+def mirror(answering: Answering, cls: type, shape: Shape, request_entry: Any, code: ErrorCode) -> Any:
     """A response entry for `request_entry` and everything under it, all carrying `code`."""
-    entry = _identity_entry(ctx, cls, shape[0], request_entry)
+    entry = _identity_entry(answering, cls, shape[0], request_entry)
     _set_error(entry, code)
     if len(shape) > 1 and not isinstance(request_entry, (str, int)):
         child = shape[1]
         child_cls = _entry_class(cls, child.response)
         children = getattr(request_entry, child.request, None) or []
-        setattr(entry, child.response, [mirror(ctx, child_cls, shape[1:], c, code) for c in children])
+        setattr(entry, child.response, [mirror(answering, child_cls, shape[1:], c, code) for c in children])
     elif len(shape) > 1:
         setattr(entry, shape[1].response, [])
     return entry
 
 
-def build_error_response(ctx: RequestContext, request: Any, shape: Shape | None, code: ErrorCode) -> Any:
+def build_error_response(answering: Answering, request: Any, shape: Shape | None, code: ErrorCode) -> Any:
     """The whole request answered with `code`, like Kafka's AbstractRequest.getErrorResponse."""
-    response = ctx.response()
+    response = answering.response_class()
     fields = response._struct.fields
     if "throttle_time_ms" in fields:
         response.throttle_time_ms = 0
@@ -236,15 +240,15 @@ def build_error_response(ctx: RequestContext, request: Any, shape: Shape | None,
         response.error_message = INJECTED_MESSAGE
     if shape is not None:
         top = shape[0]
-        cls = _entry_class(ctx.response_class, top.response)
+        cls = _entry_class(answering.response_class, top.response)
         entries = getattr(request, top.request, None) or []
-        setattr(response, top.response, [mirror(ctx, cls, shape, e, code) for e in entries])
+        setattr(response, top.response, [mirror(answering, cls, shape, e, code) for e in entries])
     return response
 
 
-def splice(ctx: RequestContext, response: Any, shape: Shape, path: list[Any], code: ErrorCode) -> None:
+def splice(answering: Answering, response: Any, shape: Shape, path: list[Any], code: ErrorCode) -> None:
     """Put the request entries at `path` back into `response`, carrying `code`."""
-    holder, holder_cls = response, ctx.response_class
+    holder, holder_cls = response, answering.response_class
     for depth, request_entry in enumerate(path):
         level = shape[depth]
         cls = _entry_class(holder_cls, level.response)
@@ -253,12 +257,12 @@ def splice(ctx: RequestContext, response: Any, shape: Shape, path: list[Any], co
             entries = []
             setattr(holder, level.response, entries)
         if depth == len(path) - 1:
-            entries.append(mirror(ctx, cls, shape[depth:], request_entry, code))
+            entries.append(mirror(answering, cls, shape[depth:], request_entry, code))
             return
-        key = entry_key(ctx, level.kind, request_entry)
-        found = next((e for e in entries if entry_key(ctx, level.kind, e) == key), None)
+        key = entry_key(answering, level.kind, request_entry)
+        found = next((e for e in entries if entry_key(answering, level.kind, e) == key), None)
         if found is None:
-            found = _identity_entry(ctx, cls, level, request_entry)
+            found = _identity_entry(answering, cls, level, request_entry)
             setattr(found, shape[depth + 1].response, [])
             entries.append(found)
         holder, holder_cls = found, cls

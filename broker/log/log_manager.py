@@ -29,12 +29,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from minikafka.config import ConfigError
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import METADATA_TOPIC
 from minikafka.storage.checkpoint import fsync_dir, offset_checkpoint_bytes
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log import Log
@@ -48,12 +49,26 @@ from minikafka.storage.log_dir import (
     parse_partition_dir_name,
     partition_dir_name,
 )
-from minikafka.storage.metadata_log import METADATA_TOPIC
-
-if TYPE_CHECKING:
-    from minikafka.broker.faults.disk_quota import DiskQuota
 
 log = logging.getLogger("minikafka.log_manager")
+
+
+class DiskSpace(Protocol):
+    """A cap on the bytes the log dirs hold, beyond which writes fail as on a full disk: the log manager's
+    checkpoints and the replica manager's appends ask it first. Fault injection's disk quota is one."""
+
+    @property
+    def quota_bytes(self) -> int | None:
+        """The cap, or None when there is none."""
+        ...
+
+    def used_bytes(self) -> int:
+        """Bytes held under the log dirs now."""
+        ...
+
+    def refusal(self, tp: tuple[str, int], size: int) -> KafkaStorageError | None:
+        """The error for an append of `size` bytes to `tp` the cap cannot take, or None if it fits."""
+        ...
 
 TopicPartition = tuple[str, int]
 FUTURE_DIR_SUFFIX = "-future"
@@ -95,7 +110,7 @@ def parse_future_dir_name(name: str) -> TopicPartition | None:
 
 class LogManager:
     def __init__(self, dirs: list[Path], node_id: int, cluster_id: str | None, defaults: LogConfig,
-                 disk_quota: DiskQuota) -> None:
+                 disk_quota: DiskSpace) -> None:
         self.defaults = defaults
         # Every append asks it first: the broker's disk quota, which fault injection sets to act as a full disk.
         self.disk_quota = disk_quota

@@ -13,7 +13,7 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 from minikafka.broker.metadata.broker_lifecycle_manager import BrokerLifecycleManager
 from minikafka.broker.metadata.metadata_cache import random_alive_broker_id
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
-from minikafka.broker.metadata.metadata_loader import MetadataLoader, Preparer, Publisher
+from minikafka.broker.metadata.metadata_loader import LoaderCatchUp, MetadataLoader, Preparer, Publisher
 from minikafka.broker.metadata.metadata_source import StartDeadline
 from minikafka.broker.network.controller_channel import (
     ControllerChannel,
@@ -22,7 +22,6 @@ from minikafka.broker.network.controller_channel import (
     NetworkControllerChannel,
 )
 from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClientConfig
-from minikafka.broker.server.forwarding import LoaderCatchUp
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.protocol.errors import ErrorCode
 

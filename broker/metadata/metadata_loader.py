@@ -32,9 +32,10 @@ from minikafka.broker.network.controller_channel import ControllerChannel
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.network.network_client import DisconnectedError
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.internal_topics import METADATA_TOPIC
 from minikafka.protocol.metadata_records import MetadataRecordError
 from minikafka.protocol.record_batch import iter_batches
-from minikafka.storage.metadata_log import METADATA_PARTITION, METADATA_TOPIC, MetadataEntry, decode_entries
+from minikafka.storage.metadata_log import METADATA_PARTITION, MetadataEntry, decode_entries
 
 log = logging.getLogger("minikafka.metadata_loader")
 
@@ -164,22 +165,21 @@ class MetadataLoader:
         if end == self.next_offset:
             raise MetadataFetchError(f"the controller answered offset {self.next_offset} with no whole batch")
         if self._publisher is not None:
-            await self._publish(self._publisher, change, end)
+            await self._publish(self._publisher, change)
         self.next_offset = end
         self._signal_progress()
 
-    async def _publish(self, publisher: Publisher, change: MetadataChange, end: int) -> None:
-        try:
-            if self._prepare is not None:
-                await self._prepare(self.image, change)
-            step_began = time.monotonic()
-            for part in change.parts(PUBLISH_PARTITIONS):
-                if time.monotonic() - step_began >= PUBLISH_STEP_S:
-                    await trio.lowlevel.checkpoint()
-                    step_began = time.monotonic()
-                publisher(self.image, part)
-        except Exception:  # a failure to act on one change must not stop this broker learning later ones
-            log.exception("broker %d failed to apply metadata up to offset %d", self.node_id, end - 1)
+    async def _publish(self, publisher: Publisher, change: MetadataChange) -> None:
+        """Hand `change` to the publisher in parts. A failure propagates and stops the broker: a change applied in
+        part leaves the broker's state matching no metadata image, and serving on would answer wrong metadata."""
+        if self._prepare is not None:
+            await self._prepare(self.image, change)
+        step_began = time.monotonic()
+        for part in change.parts(PUBLISH_PARTITIONS):
+            if time.monotonic() - step_began >= PUBLISH_STEP_S:
+                await trio.lowlevel.checkpoint()
+                step_began = time.monotonic()
+            publisher(self.image, part)
 
     def _signal_progress(self) -> None:
         self._progress.set()
@@ -197,6 +197,29 @@ class MetadataLoader:
                 if p.partition_index == METADATA_PARTITION and p.error_code == ErrorCode.NONE:
                     return int(p.high_watermark)
         raise MetadataFetchError(f"the controller's Fetch answer has no {METADATA_TOPIC}-{METADATA_PARTITION}")
+
+
+class LoaderCatchUp:
+    """A KRaft broker's catch-up with its controller (what its forwarded requests wait for): ask the controller for
+    its committed offset, wait until the loader replayed it."""
+
+    def __init__(self, channel: ControllerChannel, loader: MetadataLoader, metadata_wait_ms: int) -> None:
+        self._channel = channel
+        self._loader = loader
+        self._metadata_wait_s = metadata_wait_ms / 1000
+
+    async def __call__(self) -> bool:
+        """Whether this broker's metadata holds what the controller has committed now, within the wait."""
+        with trio.move_on_after(self._metadata_wait_s):
+            try:
+                high_watermark = await self._loader.controller_high_watermark(self._channel)
+            except (DisconnectedError, MetadataFetchError) as exc:
+                log.info("cannot learn the controller's metadata offset: %s", exc)
+                return False
+            await self._loader.wait_for(high_watermark)
+            return True
+        log.info("metadata did not catch up with the controller within %.1f s", self._metadata_wait_s)
+        return False
 
 
 def _entries_from(records: bytes, offset: int) -> list[MetadataEntry]:

@@ -31,6 +31,8 @@ ControllerHandler = Callable[[ApiMessage, int, None], Awaitable[ApiMessage]]
 
 
 class ControllerChannel(Protocol):
+    """How a broker reaches its controller (over the network, or in-process in a combined node)."""
+
     async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage: ...
 
 

@@ -289,7 +289,7 @@ class NetworkClient:
             if request.schema.response_header_version(request.version) >= 1:
                 pos = skip_tagged_fields(frame, pos)
             response = request.schema.response.decode(memoryview(frame)[pos:], version=request.version)
-        except Exception as exc:  # a malformed header raises InvalidRequestError, the generated decoders anything
+        except Exception as exc:  # noqa: BLE001 - a malformed header raises InvalidRequestError, the decoders anything
             self._disconnect(f"cannot decode {request.schema.response.__name__} v{request.version} from node "
                              f"{self.node_id}: {exc!r}", connection)
             return

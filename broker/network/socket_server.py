@@ -41,7 +41,7 @@ from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
 log = logging.getLogger("minikafka.server")
 
 # Takes a request frame, returns the framed response (bytes, or a RecordsSend carrying file slices) or None (acks=0
-# produce); raises CloseConnection to close.
+# produce); raises CloseConnection to close. A broker's is its RequestChannel, which parses the frame into a Request.
 RequestProcessor = Callable[[bytes, "ConnectionInfo"], Awaitable[Response | None]]
 # Told of every connection that has closed, for whatever reason (the controller fences a broker whose own
 # connection to it closes: a killed broker's socket closes at once).
@@ -106,10 +106,11 @@ def decode_or_close(schema: ApiSchema, header: RequestHeader, frame: bytes, body
 class ConnectionInfo:
     """What handlers may know about the peer."""
 
-    def __init__(self, connection_id: int, peer: str, listener: str) -> None:
+    def __init__(self, connection_id: int, peer: str, listener: str, stream: trio.SocketStream | None = None) -> None:
         self.connection_id = connection_id
         self.peer = peer
         self.listener = listener
+        self.stream = stream  # the connection's socket, when it has one: a waiting request watches it
         # A client quota's throttle of the request just answered (client_quota_manager): how long the connection
         # stays muted, and whether its response waits that long too (a client older than KIP-219).
         self.throttle_time_ms = 0
@@ -176,7 +177,7 @@ class SocketServer:
             peer = f"{host}:{port}"
         except OSError:
             peer = "?"
-        info = ConnectionInfo(conn_id, peer, listener_name)
+        info = ConnectionInfo(conn_id, peer, listener_name, stream)
         self.connections[conn_id] = stream
         try:
             await self._serve_requests(stream, info)
@@ -281,6 +282,13 @@ class SocketServer:
         self._answering -= 1
         if not self._answering and self._all_answered is not None:
             self._all_answered.set()
+
+    async def close_connections(self, keep: int) -> int:
+        """Close every connection but connection `keep` (the control API's connections.close); how many."""
+        others = [stream for conn_id, stream in list(self.connections.items()) if conn_id != keep]
+        for stream in others:
+            await stream.aclose()
+        return len(others)
 
     async def drain(self, timeout_s: float) -> None:
         """Stop accepting connections and taking requests; wait (at most `timeout_s`) for those taken to be

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.network.controller_channel import ControllerChannel
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.replication.partition import LeaderAndIsr, PendingIsrChange
 from minikafka.protocol.control_plane import AlterPartitionRequest
@@ -25,12 +26,6 @@ log = logging.getLogger("minikafka.alter_partition")
 
 ALTER_PARTITION_VERSION = 3
 AnswerCallback = Callable[[LeaderAndIsr | ErrorCode], None]
-
-
-class ControllerChannel(Protocol):
-    """How a broker reaches its controller (over the network, or in-process in a combined node)."""
-
-    async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage: ...
 
 
 class AlterPartitionManager:

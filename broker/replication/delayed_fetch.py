@@ -27,9 +27,11 @@ from minikafka.protocol.errors import KafkaError
 from minikafka.storage.log_offset_metadata import LogOffsetMetadata
 
 if TYPE_CHECKING:
-    from minikafka.broker.replication.replica_manager import ReplicaManager
+    from minikafka.broker.replication.partition import Partition, PartitionLookup
 
 TopicPartition = tuple[str, int]
+# Kafka's shouldLeaderThrottle: whether the leader's replication quota holds back a partition from a follower.
+LeaderThrottle = Callable[["Partition", int], bool]
 UNDEFINED = -1
 
 
@@ -77,18 +79,19 @@ class FetchPartitionResult:
 
 
 class DelayedFetch:
-    __slots__ = ("_params", "_replica_manager", "_statuses")
+    __slots__ = ("_params", "_partitions", "_should_leader_throttle", "_statuses")
 
-    def __init__(self, replica_manager: ReplicaManager, params: FetchParams,
+    def __init__(self, partitions: PartitionLookup, should_leader_throttle: LeaderThrottle, params: FetchParams,
                  requests: list[FetchPartitionRequest]) -> None:
-        self._replica_manager = replica_manager
+        self._partitions = partitions
+        self._should_leader_throttle = should_leader_throttle
         self._params = params
         # Each partition with where its fetch offset is (Kafka's FetchPartitionStatus), None if it has no place now.
         self._statuses = [(request, self._start_offset_metadata(request)) for request in requests]
 
     def _start_offset_metadata(self, request: FetchPartitionRequest) -> LogOffsetMetadata | None:
         try:
-            return self._replica_manager.partition_or_error(*request.topic_partition).offset_metadata(
+            return self._partitions.partition_or_error(*request.topic_partition).offset_metadata(
                 request.fetch_offset)
         except KafkaError:
             return None
@@ -97,13 +100,13 @@ class DelayedFetch:
         """Whether the fetch is worth answering now (Kafka's DelayedFetch.tryComplete), reading no records. The
         purgatory calls this for every fetch parked on a partition at each of its appends: keep it cheap."""
         params = self._params
-        partitions = self._replica_manager.partitions
         accumulated = 0
         for request, start in self._statuses:
-            partition = partitions.get(request.topic_partition)
-            if start is None or partition is None:
-                return True  # the partition is gone, or was changed under the fetch before it parked
+            if start is None:
+                return True  # the partition was changed under the fetch before it parked
             try:
+                # A partition gone (or offline) since is an error here: worth answering now.
+                partition = self._partitions.partition_or_error(*request.topic_partition)
                 partition.check_leader(request.current_leader_epoch)
                 if params.is_from_follower:
                     end = partition.log.log_end_offset_metadata
@@ -114,8 +117,7 @@ class DelayedFetch:
                 offset = start.message_offset
                 if offset > end.message_offset or offset < partition.log.log_start_offset:
                     return True  # a truncated leader, or records deleted from under the fetch
-                throttled = params.is_from_follower and self._replica_manager.should_leader_throttle(
-                    partition, params.replica_id)
+                throttled = params.is_from_follower and self._should_leader_throttle(partition, params.replica_id)
                 if offset < end.message_offset and not throttled:  # a throttled partition adds nothing (Kafka)
                     if start.segment_base_offset < end.segment_base_offset:
                         return True  # a read of rolled segments, or the log just rolled: worth answering now

@@ -17,7 +17,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log import AppendInfo
 
 if TYPE_CHECKING:
-    from minikafka.broker.replication.replica_manager import ReplicaManager
+    from minikafka.broker.replication.partition import PartitionLookup
 
 TopicPartition = tuple[str, int]
 
@@ -33,8 +33,8 @@ class AppendResult(NamedTuple):
 
 
 class DelayedProduce:
-    def __init__(self, replica_manager: ReplicaManager, results: dict[TopicPartition, AppendResult]) -> None:
-        self._replica_manager = replica_manager
+    def __init__(self, partitions: PartitionLookup, results: dict[TopicPartition, AppendResult]) -> None:
+        self._partitions = partitions
         self.results = dict(results)
         # The offset each partition's high watermark must reach: one past the append's last offset.
         self._required = {tp: r.info.last_offset + 1 for tp, r in results.items()
@@ -42,9 +42,9 @@ class DelayedProduce:
 
     def try_complete(self) -> bool:
         for tp, required in list(self._required.items()):
-            partition = self._replica_manager.get_partition(*tp)
+            partition = self._partitions.get_partition(*tp)
             if partition is None:
-                done, code = True, self._replica_manager.unhosted_error(tp)
+                done, code = True, self._partitions.unhosted_error(tp)
             else:
                 done, code = partition.check_enough_replicas_reach_offset(required)
             if done:

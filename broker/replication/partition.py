@@ -433,6 +433,21 @@ class Partition:
 
     # ---- leader answers ----------------------------------------------------------------------------------------
 
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """Kafka's validateFetchOffsetAndMaybeGetDivergingEpoch (KIP-320): where the leader's copy of the fetcher's
+        last epoch ends, when the fetcher's log has gone past it; OFFSET_OUT_OF_RANGE when the leader has no end
+        for that epoch. None for a fetcher that names no epoch or agrees."""
+        if last_fetched_epoch < 0:
+            return None
+        the_log = self.log
+        epoch, end_offset = the_log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch == -1 or end_offset == -1 or fetch_offset < the_log.log_start_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"no end offset for epoch {last_fetched_epoch} of "
+                             f"{self.topic}-{self.index} at offset {fetch_offset}")
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
     def last_fetchable_offset(self, isolation_level: int | None) -> int:
         """Where a reader stops: the last stable offset (read_committed) or the high watermark for clients, the
         log end offset for replicas (no isolation level)."""
@@ -471,3 +486,18 @@ class Partition:
                              f"offset {offset} of {self.topic}-{self.index} is beyond the high watermark "
                              f"{self.high_watermark}")
         return self.log.maybe_increment_log_start_offset(converted)
+
+
+class PartitionLookup(Protocol):
+    """The partitions hosted here, as the delayed operations and fetchers the ReplicaManager owns look them up: they
+    hold this narrow view of it, not the manager itself."""
+
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def partition_or_error(self, topic: str, index: int) -> Partition:
+        """The hosted partition, or the Kafka error a request for it is answered with."""
+        ...
+
+    def unhosted_error(self, tp: tuple[str, int]) -> ErrorCode:
+        """The error for a partition with no replica here."""
+        ...

@@ -14,16 +14,21 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from minikafka.broker.log.log_manager import LogManager
 from minikafka.broker.replication.delayed_fetch import fetch_key
+from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.broker.replication.replica_alter_log_dirs_fetcher import ReplicaAlterLogDirsFetcher
+from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
-    from minikafka.broker.replication.replica_manager import ReplicaManager
+    from minikafka.broker.replication.partition import Partition
 
 log = logging.getLogger("minikafka.replica_alter_log_dirs")
 
 TopicPartition = tuple[str, int]
+# The partition hosted here, if any: a move goes on only while this broker has a replica of it.
+HostedPartition = Callable[[TopicPartition], "Partition | None"]
 UNLIMITED = 2**63 - 1  # Kafka's Long.MAX_VALUE: no bound
 
 
@@ -32,12 +37,14 @@ def _unlimited() -> int:
 
 
 class ReplicaAlterLogDirsManager:
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
+    def __init__(self, log_manager: LogManager, config: ReplicationConfig, hosted_partition: HostedPartition,
+                 purgatory: Purgatory) -> None:
+        self._log_manager = log_manager
+        self._hosted_partition = hosted_partition
+        self._purgatory = purgatory
         self.io_max_bytes_per_second: Callable[[], int] = _unlimited
-        self.fetcher = ReplicaAlterLogDirsFetcher(replica_manager.log_manager,
-                                                  replica_manager.config.replica_fetch_max_bytes)
-        self._backoff_s = replica_manager.config.replica_fetch_backoff_ms / 1000
+        self.fetcher = ReplicaAlterLogDirsFetcher(log_manager, config.replica_fetch_max_bytes)
+        self._backoff_s = config.replica_fetch_backoff_ms / 1000
         self._delayed_until: dict[TopicPartition, float] = {}
         self._changed = trio.Event()
 
@@ -47,8 +54,7 @@ class ReplicaAlterLogDirsManager:
 
     def moving(self) -> list[TopicPartition]:
         """The partitions with a future log and a replica hosted here."""
-        log_manager = self.replica_manager.log_manager
-        return [tp for tp in log_manager.future_logs if tp in self.replica_manager.partitions]
+        return [tp for tp in self._log_manager.future_logs if self._hosted_partition(tp) is not None]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -65,8 +71,8 @@ class ReplicaAlterLogDirsManager:
                 await self._step(tp)
 
     async def _step(self, tp: TopicPartition) -> None:
-        partition = self.replica_manager.partitions.get(tp)
-        if partition is None or tp not in self.replica_manager.log_manager.future_logs:
+        partition = self._hosted_partition(tp)
+        if partition is None or tp not in self._log_manager.future_logs:
             return
         try:
             copied, moved = await self.fetcher.step(tp, partition)
@@ -76,7 +82,7 @@ class ReplicaAlterLogDirsManager:
             return
         self._delayed_until.pop(tp, None)
         if moved is not None:  # fetches parked on the old log's positions look again
-            self.replica_manager.purgatory.check_and_complete(fetch_key(tp))
+            self._purgatory.check_and_complete(fetch_key(tp))
         rate = self.io_max_bytes_per_second()
         if copied and 0 < rate < UNLIMITED:
             await trio.sleep(copied / rate)

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 from kafka.protocol.api_message import ApiMessage
@@ -40,16 +40,17 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderE
 
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
+from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
 from minikafka.broker.replication.fetch_session import PartitionData
 from minikafka.broker.replication.fetch_session_handler import FetchRequestData, FetchSessionHandler
 from minikafka.broker.replication.replication_config import ReplicationConfig
+from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import CorruptRecordError
 from minikafka.storage.special_timestamps import SpecialTimestamp
 
 if TYPE_CHECKING:
     from minikafka.broker.replication.partition import Partition
-    from minikafka.broker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("minikafka.replica_fetcher")
 
@@ -60,6 +61,29 @@ SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 9
 UNDEFINED = -1  # Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
+
+
+class FollowerReplicas(Protocol):
+    """What a fetcher sees of the replica manager that owns it: the partitions it follows, the broker it fetches
+    for, and where its failures and traffic are counted."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    @property
+    def replication_quotas(self) -> ReplicationQuotas: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def report_io_error(self, tp: TopicPartition, exc: Exception) -> None:
+        """Take the log dir of `tp` offline if `exc` is an I/O error of it."""
+        ...
 
 
 class FetchState(Enum):
@@ -102,7 +126,7 @@ class ReplicaFetcher:
     """Replicates the partitions one leader leads for this broker, over one connection to that leader."""
 
     def __init__(self, fetcher_id: int, leader_id: int, leader_endpoint: tuple[str, int],
-                 replica_manager: ReplicaManager, config: ReplicationConfig,
+                 replica_manager: FollowerReplicas, config: ReplicationConfig,
                  is_paused: Callable[[TopicPartition], bool], link_is_cut: LinkIsCut | None = None) -> None:
         self.fetcher_id = fetcher_id
         self.leader_id = leader_id

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import trio
 
 from minikafka.broker.network.network_client import LinkIsCut
-from minikafka.broker.replication.replica_fetcher import InitialFetchState, PartitionFetchState, ReplicaFetcher
+from minikafka.broker.replication.replica_fetcher import (
+    FollowerReplicas,
+    InitialFetchState,
+    PartitionFetchState,
+    ReplicaFetcher,
+)
 from minikafka.broker.replication.replication_config import ReplicationConfig
-
-if TYPE_CHECKING:
-    from minikafka.broker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("minikafka.replica_fetcher_manager")
 
@@ -44,7 +45,7 @@ def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, replica_manager: ReplicaManager, config: ReplicationConfig,
+    def __init__(self, replica_manager: FollowerReplicas, config: ReplicationConfig,
                  link_is_cut: LinkIsCut | None = None) -> None:
         self._replica_manager = replica_manager
         self._config = config

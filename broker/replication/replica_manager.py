@@ -9,6 +9,9 @@ Handlers speak to partitions only through here, so produce and fetch share one n
 partition, never an exception across the connection). An acks=all append waits as a DelayedProduce and a long-poll
 fetch as a DelayedFetch, both in the broker's purgatory, woken by what can complete them — appends, high
 watermark moves, ISR and leadership changes — and never by polling.
+
+A log dir that fails takes the replicas whose logs it held offline (Kafka's handleLogDirFailure); the controller is
+told, and the broker's other dirs keep serving.
 """
 from __future__ import annotations
 
@@ -18,14 +21,19 @@ import functools
 import logging
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from minikafka.broker.log.log_dir_failure_channel import LogDirFailureChannel, handle_log_dir_failure
+from minikafka.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from minikafka.broker.log.log_manager import LogManager, NewLog
-from minikafka.broker.replication.alter_partition_manager import AlterPartitionManager, ControllerChannel
+from minikafka.broker.network.controller_channel import ControllerChannel
+from minikafka.broker.network.failure_log import FailureLog
+from minikafka.broker.replication.alter_partition_manager import AlterPartitionManager
+from minikafka.broker.replication.broker_topic_stats import BrokerMetrics, TopicMetrics
 from minikafka.broker.replication.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -47,10 +55,11 @@ from minikafka.broker.replication.replica_fetcher import InitialFetchState
 from minikafka.broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
-from minikafka.broker.server.metrics import BrokerMetrics, TopicMetrics
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.control_plane import AssignReplicasToDirsRequest
+from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
 from minikafka.storage.log import TimestampAndOffset
 from minikafka.storage.log_config import LogConfig
+from minikafka.storage.log_dir import LOST_DIRECTORY_ID
 
 if TYPE_CHECKING:
     from minikafka.broker.metadata.metadata_image import MetadataChange, MetadataImage
@@ -62,6 +71,8 @@ TopicPartition = tuple[str, int]
 # A broker's address for replication (its inter-broker listener), or None while it is not known.
 LeaderEndpoint = Callable[[int], tuple[str, int] | None]
 LeadershipCallback = Callable[[TopicPartition], None]
+ASSIGN_REPLICAS_TO_DIRS_VERSION = 0
+REPORT_LOST_REPLICAS_BACKOFF_S = 0.5
 
 
 def now_ms() -> int:
@@ -86,15 +97,6 @@ class RoleChange(enum.Enum):
     LEADER = "became leader of"  # a new leadership, or a new leader epoch
     FOLLOWER = "became follower of"  # at a new leader epoch
     STOPPED = "stopped and deleted its replicas of"
-
-
-def error_of(exc: Exception) -> KafkaError:
-    """Storage and record errors are Kafka errors already; an OSError is a storage failure, anything else a bug."""
-    if isinstance(exc, KafkaError):
-        return exc
-    if isinstance(exc, OSError):
-        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
-    return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, repr(exc))
 
 
 def _no_endpoint(_broker_id: int) -> tuple[str, int] | None:
@@ -138,7 +140,8 @@ class ReplicaManager:
         self.fetcher_manager = ReplicaFetcherManager(self, self.config, link_is_cut)
         self.alter_partition_manager = AlterPartitionManager(node_id, lambda: self.broker_epoch, controller_channel,
                                                              self.config.alter_partition_retry_backoff_ms)
-        self.alter_log_dirs_manager = ReplicaAlterLogDirsManager(self)
+        self.alter_log_dirs_manager = ReplicaAlterLogDirsManager(log_manager, self.config, self.partitions.get,
+                                                                 purgatory)
         # Replicas lost with a failed log dir: KAFKA_STORAGE_ERROR until the broker restarts (Kafka's
         # HostedPartition.Offline).
         self.offline_partitions: set[TopicPartition] = set()
@@ -150,7 +153,7 @@ class ReplicaManager:
             await nursery.start(self.fetcher_manager.run)
             await nursery.start(self.alter_partition_manager.run)
             await nursery.start(self.alter_log_dirs_manager.run)
-            await nursery.start(self.log_dir_failure_channel.run, functools.partial(handle_log_dir_failure, self))
+            await nursery.start(self.log_dir_failure_channel.run, self.handle_log_dir_failure)
             nursery.start_soon(self._isr_expiration)
             task_status.started()
 
@@ -485,6 +488,66 @@ class ReplicaManager:
             self.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir.path, f"append to {tp[0]}-{tp[1]}",
                                                                    io_error)
 
+    # ---- log dir failures ----------------------------------------------------------------------------------------
+
+    async def handle_log_dir_failure(self, path: Path) -> None:
+        """Kafka's handleLogDirFailure: take `path` offline, then tell the controller which replicas went with it.
+
+        The LogManager drops the dir's logs; the replicas whose current log was there stop (fetchers removed) and are
+        remembered as offline, so requests for them answer KAFKA_STORAGE_ERROR while the broker's other dirs keep
+        serving, until the broker restarts. The controller learns of them from an AssignReplicasToDirs request
+        (KIP-858) placing them in the reserved LOST directory: it takes this broker out of their ISRs and elects other
+        leaders where it led."""
+        topic_ids = {tp: p.topic_id for tp, p in self.partitions.items()}
+        lost = self._take_replicas_offline(path)
+        replicas = [(topic_ids[tp], tp[1]) for tp in lost if tp in topic_ids]
+        if replicas:
+            await self._report_lost_replicas(replicas)
+
+    def _take_replicas_offline(self, path: Path) -> list[TopicPartition]:
+        """Take `path` offline; returns the partitions whose replica here went offline with it."""
+        lost = self.log_manager.take_offline(path)
+        self.fetcher_manager.remove_fetcher_for_partitions(lost)
+        self.fetcher_manager.shutdown_idle_fetchers()
+        for tp in lost:
+            partition = self.partitions.pop(tp, None)
+            self.offline_partitions.add(tp)
+            self._wake(tp)
+            if partition is not None and partition.is_leader:
+                for callback in self.on_become_follower:
+                    callback(tp)
+        if lost:
+            log.error("log dir %s offline: replicas of %s stopped", path,
+                      ", ".join(f"{t}-{i}" for t, i in sorted(lost)))
+        return lost
+
+    async def _report_lost_replicas(self, replicas: list[tuple[uuid.UUID, int]]) -> None:
+        """Send AssignReplicasToDirs until the controller answers it (a controller moving or restarting meanwhile):
+        one request serves both controller modes, since both run the same controller logic."""
+        R: Any = AssignReplicasToDirsRequest
+        D = R.DirectoryData
+        by_topic: dict[uuid.UUID, list[int]] = defaultdict(list)
+        for topic_id, index in replicas:
+            by_topic[topic_id].append(index)
+        failures = FailureLog(log, "reporting lost replicas to the controller")
+        while True:
+            channel = self.alter_partition_manager.channel
+            if channel is not None:
+                request = R(broker_id=self.node_id, broker_epoch=self.broker_epoch, directories=[
+                    D(id=LOST_DIRECTORY_ID, topics=[D.TopicData(topic_id=topic_id, partitions=[
+                        D.TopicData.PartitionData(partition_index=i) for i in indexes])
+                        for topic_id, indexes in by_topic.items()])])
+                try:
+                    response = await channel.send(request, ASSIGN_REPLICAS_TO_DIRS_VERSION)
+                except Exception as exc:  # noqa: BLE001 - any failure to reach the controller is retried
+                    failures.failed(repr(exc))
+                else:
+                    if response.error_code == ErrorCode.NONE:
+                        log.info("the controller knows of %d replicas lost here", len(replicas))
+                        return
+                    failures.failed(f"AssignReplicasToDirs refused: {ErrorCode(response.error_code).name}")
+            await trio.sleep(REPORT_LOST_REPLICAS_BACKOFF_S)
+
     async def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytearray], *,
                              client: trio.SocketStream | None = None,
                              stop_early: Callable[[], bool] | None = None) -> dict[TopicPartition, AppendResult]:
@@ -522,7 +585,7 @@ class ReplicaManager:
             self.count_bytes_out(params, requests, results)
             return results
         del results  # a parked fetch holds no records: it reads again when it completes
-        delayed = DelayedFetch(self, params, requests + watched)
+        delayed = DelayedFetch(self, self.should_leader_throttle, params, requests + watched)
         await delayed.wait(self.purgatory, trio.current_time() + params.max_wait_ms / 1000, client, stop_early)
         results = await self.read_from_log(params, requests, update_fetch_state=False)
         self.count_bytes_out(params, requests, results)
@@ -599,15 +662,9 @@ class ReplicaManager:
             result.log_start_offset = the_log.log_start_offset
             log_end = the_log.log_end_offset
             offset = request.fetch_offset
-            if request.last_fetched_epoch >= 0:
-                epoch, end_offset = the_log.end_offset_for_epoch(request.last_fetched_epoch)
-                if epoch == -1 or end_offset == -1 or offset < the_log.log_start_offset:
-                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                     f"no end offset for epoch {request.last_fetched_epoch} of {tp[0]}-{tp[1]} at "
-                                     f"offset {offset}")
-                if epoch < request.last_fetched_epoch or end_offset < offset:
-                    result.diverging_epoch = (epoch, end_offset)
-                    return result
+            result.diverging_epoch = partition.diverging_epoch(request.last_fetched_epoch, offset)
+            if result.diverging_epoch is not None:
+                return result
             if replica is not None:
                 max_offset = None
             else:

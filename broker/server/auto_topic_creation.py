@@ -13,10 +13,10 @@ import logging
 
 from kafka.protocol.admin.topics import CreateTopicsRequest
 
-from minikafka.broker.coordinator.group.group_metadata_log import GROUP_METADATA_TOPIC
 from minikafka.broker.server.forwarding import ForwardingError, ForwardingManager
 from minikafka.config import BrokerConfig
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.auto_topic_creation")
 

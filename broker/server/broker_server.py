@@ -26,36 +26,39 @@ from pathlib import Path
 import trio
 
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
-from minikafka.broker.coordinator.group.group_metadata_log import GROUP_METADATA_TOPIC
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
 from minikafka.broker.log.log_manager import LogManager
+from minikafka.broker.metadata.dynamic_config import (
+    FOLLOWER_REPLICATION_THROTTLED_RATE,
+    LEADER_REPLICATION_THROTTLED_RATE,
+    REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
+)
 from minikafka.broker.metadata.kraft_metadata_source import KRaftMetadataSource
 from minikafka.broker.metadata.metadata_cache import MetadataCache
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from minikafka.broker.metadata.metadata_loader import MetadataLoader
 from minikafka.broker.metadata.metadata_source import MetadataSource, StartDeadline
 from minikafka.broker.network.controller_channel import ControllerHandler
+from minikafka.broker.network.request_channel import RequestChannel
 from minikafka.broker.network.socket_server import SocketServer, open_listeners
+from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
 from minikafka.broker.replication.fetch_session import FetchSessionCache
 from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.broker.replication.replica_manager import ReplicaManager, TopicPartition, now_ms
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
 from minikafka.broker.server import handlers
+from minikafka.broker.server.api_version_manager import ApiVersionManager
 from minikafka.broker.server.auto_topic_creation import AutoTopicCreationManager
 from minikafka.broker.server.client_quota_manager import QuotaConfig, QuotaManagers
-from minikafka.broker.server.dynamic_broker_config import (
-    FOLLOWER_REPLICATION_THROTTLED_RATE,
-    LEADER_REPLICATION_THROTTLED_RATE,
-    REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
-    DynamicBrokerConfig,
-)
+from minikafka.broker.server.dynamic_broker_config import DynamicBrokerConfig
 from minikafka.broker.server.forwarding import ForwardingManager
+from minikafka.broker.server.handlers import controller_requests
 from minikafka.broker.server.kafka_apis import KafkaApis
-from minikafka.broker.server.metrics import BrokerMetrics
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.config import CONTROLLER_ROLE, BrokerConfig, ConfigError, Endpoint
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
 from minikafka.storage.log_dir import lock_log_dirs
@@ -85,11 +88,10 @@ class BrokerServer:
         self._crashed = False
         self._startup: trio.CancelScope | None = None
         self.disk_quota = DiskQuota(config.log_dirs)
-        self.faults = FaultInjector(self.purgatory, self.disk_quota)
+        self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache)
         self.metadata: MetadataSource
         if config.zookeeper_mode:
-            from minikafka.broker.zk.zk_broker_metadata import ZkMetadataSource  # kazoo is needed in this mode only
-            self.metadata = ZkMetadataSource(self, config)
+            self.metadata = self._zk_metadata_source(config)
         else:
             self.metadata = KRaftMetadataSource(config, local_controller, self.faults.links.is_cut)
         self.controller_channel = self.metadata.controller_channel
@@ -105,10 +107,25 @@ class BrokerServer:
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.producer_ids: ProducerIdManager
-        self.apis = KafkaApis(self, handlers.MODULES, handlers.controller_requests if config.zookeeper_mode else None,
-                              self.metrics)
-        self.socket_server = SocketServer(self.apis.process, config.get("socket.request.max.bytes"),
+        # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
+        # which are given this server as their BrokerServices.
+        self.api_versions = ApiVersionManager(handlers.MODULES)
+        self.apis = KafkaApis(self, self.api_versions, handlers.MODULES,
+                              controller_requests if config.zookeeper_mode else None, self.metrics)
+        self.request_channel = RequestChannel(self.apis.request_schemas(config.inter_broker_listener_name),
+                                              self.apis.handle, lambda: self.socket_server.draining)
+        self.socket_server = SocketServer(self.request_channel.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000)
+
+    def _zk_metadata_source(self, config: BrokerConfig) -> MetadataSource:
+        """A ZooKeeper-mode broker's metadata source, with the KafkaController it runs over the same ZooKeeper client
+        (its requests to this broker take the network's path in process)."""
+        from minikafka.broker.zk.controller.kafka_controller import KafkaController  # kazoo: this mode only
+        from minikafka.broker.zk.zk_broker_metadata import ZkMetadataSource
+
+        source = ZkMetadataSource(config, self.faults.links.is_cut, lambda: self.replica_manager)
+        source.install_controller(KafkaController(config, source.zk, source.handle_from_controller))
+        return source
 
     @property
     def loader(self) -> MetadataLoader:
@@ -323,6 +340,10 @@ class BrokerServer:
         self._stop.set()
         if self._startup is not None:
             self._startup.cancel()
+
+    async def close_connections(self, keep: int) -> int:
+        """Close every client connection but connection `keep` (the control API's connections.close)."""
+        return await self.socket_server.close_connections(keep)
 
     def crash(self) -> None:
         """Stop as a killed process would: requests in flight are dropped, nothing is flushed or checkpointed,

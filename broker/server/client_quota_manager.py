@@ -25,7 +25,6 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -39,9 +38,6 @@ from minikafka.broker.metadata.client_quota_entity import (
     ClientQuotas,
 )
 from minikafka.protocol.api_keys import ApiKey
-
-if TYPE_CHECKING:
-    from minikafka.broker.server.kafka_apis import RequestContext
 
 QUOTA_WINDOW_NUM = 11  # Kafka's quota.window.num
 QUOTA_WINDOW_SIZE_SECONDS = 1  # Kafka's quota.window.size.seconds
@@ -291,33 +287,3 @@ def handling_time_percent(seconds: float) -> float:
     """Handling time as request_percentage counts it: percent of one second."""
     return seconds * 100
 
-
-def consumer_fetch_max_bytes(ctx: RequestContext, max_bytes: int) -> int:
-    """A consumer's fetch asks for no more than its consumer_byte_rate could ever let through in one go."""
-    most = ctx.broker.client_quotas.fetch.max_value_in_quota_window(ctx.user, ctx.client_id)
-    return max_bytes if most >= max_bytes else int(most)
-
-
-def fetch_throttle_time_ms(ctx: RequestContext, response_bytes: int, is_follower: bool) -> int:
-    """A fetch's throttle (consumer_byte_rate and request_percentage; a follower's is exempt). A throttled fetch
-    is answered without records, so its bytes are taken back from the consumer's rate."""
-    if is_follower:
-        ctx.request_throttle_time_ms(exempt=True)
-        return 0
-    quota = ctx.broker.client_quotas.fetch
-    now = quota.now_ms()
-    bandwidth = quota.record_and_get_throttle_time_ms(ctx.user, ctx.client_id, response_bytes, now)
-    throttle = max(bandwidth, ctx.request_throttle_time_ms())
-    if throttle > 0:
-        quota.unrecord(ctx.user, ctx.client_id, response_bytes, now)
-    ctx.throttle_time_ms = throttle
-    return throttle
-
-
-def produce_throttle_time_ms(ctx: RequestContext, acks: int) -> int:
-    """A produce's throttle: its request bytes against producer_byte_rate, and, unless acks=0 (no response to
-    carry it), its handling time against request_percentage."""
-    bandwidth = ctx.broker.client_quotas.produce.record_and_get_throttle_time_ms(ctx.user, ctx.client_id,
-                                                                                 ctx.request_size)
-    ctx.throttle_time_ms = max(bandwidth, ctx.request_throttle_time_ms(exempt=acks == 0))
-    return ctx.throttle_time_ms

@@ -14,67 +14,32 @@ forwarded request that timed out.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
-from minikafka.broker.metadata.metadata_loader import MetadataFetchError, MetadataLoader
 from minikafka.broker.network.controller_channel import ControllerChannel
 from minikafka.broker.network.network_client import DisconnectedError
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from minikafka.broker.server.broker_server import BrokerServer
-    from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.forwarding")
 
 API_VERSIONS_VERSION = 3
 
-# Builds the answer to a request that could not be forwarded: every entry with this error and message.
-FailedResponse = Callable[[ErrorCode, str], ApiMessage]
 # Returns when waiting for this broker's metadata is no longer worth it (the broker is shutting down).
 Interrupt = Callable[[], Awaitable[object]]
-SHUTDOWN_KEY = "shutdown"  # a purgatory key nothing checks: only the shutdown's wake_all ends a wait on it
 
 
-class ForwardingError(Exception):
+class ForwardingError(KafkaError):
     """The controller could not be asked, or cannot take this version of the request; `code` is the error to
     answer each entry with."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # Waits (bounded) until this broker's metadata holds what the controller has decided so far; False if it could not.
 CatchUp = Callable[[], Awaitable[bool]]
-
-
-class LoaderCatchUp:
-    """A KRaft broker's catch-up: ask the controller for its committed offset, wait until the loader replayed it."""
-
-    def __init__(self, channel: ControllerChannel, loader: MetadataLoader, metadata_wait_ms: int) -> None:
-        self._channel = channel
-        self._loader = loader
-        self._metadata_wait_s = metadata_wait_ms / 1000
-
-    async def __call__(self) -> bool:
-        with trio.move_on_after(self._metadata_wait_s):
-            try:
-                high_watermark = await self._loader.controller_high_watermark(self._channel)
-            except (DisconnectedError, MetadataFetchError) as exc:
-                log.info("cannot learn the controller's metadata offset: %s", exc)
-                return False
-            await self._loader.wait_for(high_watermark)
-            return True
-        log.info("metadata did not catch up with the controller within %.1f s", self._metadata_wait_s)
-        return False
 
 
 class ForwardingManager:
@@ -138,7 +103,7 @@ class ForwardingManager:
         except DisconnectedError as exc:
             raise ForwardingError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a controller that cannot say is trusted with the client's version
-            log.info("the controller did not answer ApiVersions (%r); forwarding at the clients' versions", exc)
+            log.warning("the controller did not answer ApiVersions (%r); forwarding at the clients' versions", exc)
             return {}
         if response.error_code != ErrorCode.NONE:
             return {}
@@ -152,18 +117,3 @@ def _encodable(message: ApiMessage) -> ApiMessage:
         message._header = None
     return message
 
-
-async def forward(ctx: RequestContext, request: ApiMessage, failed: FailedResponse) -> ApiMessage:
-    """A handler's whole work for a forwarded request: the controller's answer, or `failed`'s."""
-    broker = ctx.broker
-    try:
-        return await broker.forwarding.forward(request, ctx.version, lambda: shutdown_begins(broker))
-    except ForwardingError as exc:
-        return failed(exc.code, str(exc))
-
-
-async def shutdown_begins(broker: BrokerServer) -> None:
-    """Returns once `broker` begins to shut down: when it stops taking requests, its purgatory's wake_all ends
-    every wait in it, this one too."""
-    if not broker.socket_server.draining:
-        await broker.purgatory.wait_any([SHUTDOWN_KEY], math.inf)

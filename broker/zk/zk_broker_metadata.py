@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from kafka.protocol.api_message import ApiMessage
@@ -45,18 +45,18 @@ from minikafka.broker.metadata.metadata_loader import Preparer, Publisher
 from minikafka.broker.metadata.metadata_source import StartDeadline
 from minikafka.broker.network.network_client import DisconnectedError, NetworkClientConfig
 from minikafka.broker.network.socket_server import ConnectionInfo
-from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig, ZkEventKind
+from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.broker.zk.controller.kafka_controller import KafkaController
+from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
 from minikafka.broker.zk.zk_broker_channel import ZkControllerChannel
 from minikafka.broker.zk.zk_broker_configs import read_broker_configs, read_entity_broker_configs, resource_name_of
 from minikafka.broker.zk.zk_client_quotas import read_client_quotas, read_entity_quotas
 from minikafka.broker.zk.zk_data import BROKER_CONFIG, CONFIG_CHANGES_PATH, TOPIC_CONFIG, BrokerRegistration, EndPoint
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig, ZkEventKind
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS, ControlledShutdownRequest
 from minikafka.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from minikafka.broker.server.broker_server import BrokerServer
 
 log = logging.getLogger("minikafka.zk_broker")
 
@@ -75,15 +75,20 @@ def _new_cluster_id() -> str:
 
 
 class ZkMetadataSource:
-    def __init__(self, broker: BrokerServer, config: BrokerConfig) -> None:
-        self._broker = broker
+    """Holds what it uses of its broker: the link faults (`link_is_cut`), the replica manager (built once the broker
+    runs) and the KafkaController the broker server builds over this source's ZooKeeper client and installs."""
+
+    def __init__(self, config: BrokerConfig, link_is_cut: Callable[[int], bool],
+                 replica_manager: Callable[[], ReplicaManager]) -> None:
         self.config = config
         self.node_id = config.node_id
         self.image = MetadataImage()
         self.zk = KafkaZkClient(ZkClientConfig.from_properties(config.props))
+        self._replica_manager = replica_manager
         self.controller_epoch = -1  # the latest seen in a controller's request (Kafka's ReplicaManager field)
         self.active_controller_id: int | None = None  # as the latest UpdateMetadata named it
-        self.kafka_controller: Any = None  # the KafkaController this broker runs, once started
+        self._controller: KafkaController | None = None  # installed by the broker server
+        self.kafka_controller: KafkaController | None = None  # the KafkaController this broker runs, once started
         self._controller_scope: trio.CancelScope | None = None
         self._publisher: Publisher | None = None
         self._prepare: Preparer | None = None
@@ -99,7 +104,7 @@ class ZkMetadataSource:
             request_timeout_ms=config.get("request.timeout.ms"))
         self.controller_channel = ZkControllerChannel(
             self.node_id, self._controller_address, self._local_controller, self._wait_for_change, client_config,
-            config.get("request.timeout.ms"), broker.faults.links.is_cut)
+            config.get("request.timeout.ms"), link_is_cut)
 
     # ---- what the broker server reads ---------------------------------------------------------------------------
 
@@ -178,14 +183,17 @@ class ZkMetadataSource:
         self.image.broker_configs = await read_broker_configs(self.zk)
         return self.image.topic_configs
 
+    def install_controller(self, controller: KafkaController) -> None:
+        """The controller this broker runs once it serves (built by the broker server over `zk`)."""
+        self._controller = controller
+
     def install_publisher(self, publisher: Publisher, prepare: Preparer) -> None:
         self._publisher = publisher
         self._prepare = prepare
 
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         nursery.start_soon(self._follow_config_changes)
-        from minikafka.broker.zk.controller.kafka_controller import KafkaController
-        self.kafka_controller = KafkaController(self.config, self.zk, self._handle_locally)
+        self.kafka_controller = self._controller
         self._controller_scope = trio.CancelScope()
         started = time.monotonic()
         await nursery.start(self._run_controller)
@@ -197,7 +205,7 @@ class ZkMetadataSource:
                   self.controller_id(), 1000 * (time.monotonic() - controller_started))
 
     async def _run_controller(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        assert self._controller_scope is not None
+        assert self._controller_scope is not None and self.kafka_controller is not None
         with self._controller_scope:
             await self.kafka_controller.run(task_status=task_status)
 
@@ -211,10 +219,6 @@ class ZkMetadataSource:
                     partition.leader_epoch:
                 return False
         return True
-
-    async def _handle_locally(self, request: ApiMessage, version: int) -> ApiMessage:
-        """The in-process controller's path to this broker: the same as a request over the network."""
-        return await self.handle_from_controller(request, version)
 
     # ---- stop ---------------------------------------------------------------------------------------------------
 
@@ -375,7 +379,7 @@ class ZkMetadataSource:
         epoch on an ISR change, so an equal leader epoch with a newer partition epoch is taken too."""
         if self.node_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        partition = self._broker.replica_manager.get_partition(*tp)
+        partition = self._replica_manager().get_partition(*tp)
         if partition is None:
             return ErrorCode.NONE
         if topic_id != uuid.UUID(int=0) and partition.topic_id != topic_id:
@@ -393,7 +397,7 @@ class ZkMetadataSource:
     def _stop_replica(self, request: Any, version: int, response_class: Any) -> ApiMessage:
         errors = []
         change = MetadataChange()
-        replica_manager = self._broker.replica_manager
+        replica_manager = self._replica_manager()
         for name, index, leader_epoch, delete in _stop_replica_partitions(request, version):
             partition = replica_manager.get_partition(name, index)
             code = ErrorCode.NONE

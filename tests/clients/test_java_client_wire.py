@@ -20,7 +20,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 import minikafka
-from minikafka.integration.control_client import ControlClient
+from minikafka.control_client import ControlClient
 from minikafka.protocol.codec import SCHEMAS
 from tests.raw_client import RawConnection
 

@@ -34,7 +34,7 @@ from minikafka.storage.segment import LOG_SUFFIX
 if TYPE_CHECKING:
     from minikafka.broker_handle import Broker
     from minikafka.cluster_handle import Cluster
-    from minikafka.integration.state import Record
+    from minikafka.state import Record
 
 
 # ---- acknowledgements ---------------------------------------------------------------------------------------------

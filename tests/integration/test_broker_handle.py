@@ -9,8 +9,8 @@ import pytest
 from kafka import KafkaProducer
 
 import minikafka
-from minikafka.integration.control_client import ControlClient
-from minikafka.integration.subprocess_runner import BrokerStartError
+from minikafka.control_client import ControlClient
+from minikafka.subprocess_runner import BrokerStartError
 from tests.helpers import consume_values, held_free_port, wait_until
 
 

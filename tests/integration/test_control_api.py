@@ -7,7 +7,7 @@ import struct
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from minikafka.integration.control_client import ControlClient, ControlError
+from minikafka.control_client import ControlClient, ControlError
 from minikafka.protocol.control import (
     CONTROL_API_KEY,
     ControlFramingError,

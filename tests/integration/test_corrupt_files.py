@@ -15,11 +15,12 @@ import pytest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 import minikafka
-from minikafka.integration.subprocess_runner import BrokerStartError
+from minikafka.protocol.internal_topics import METADATA_TOPIC
 from minikafka.protocol.record_batch import iter_batches
 from minikafka.storage.checkpoint import read_offset_checkpoint
 from minikafka.storage.log import Log
-from minikafka.storage.metadata_log import METADATA_LOG_CONFIG, METADATA_TOPIC
+from minikafka.storage.metadata_log import METADATA_LOG_CONFIG
+from minikafka.subprocess_runner import BrokerStartError
 from tests.helpers import produce
 from tests.raw_client import RawConnection, record_batch
 

@@ -31,7 +31,7 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from minikafka.integration.control_client import ControlError
+from minikafka.control_client import ControlError
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import minikafka
-from minikafka.integration.subprocess_runner import BrokerStartError
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage import checkpoint, segment
+from minikafka.subprocess_runner import BrokerStartError
 from tests.disk_faults import NO_SPACE, fill_disk
 from tests.helpers import create_topic, fetch, produce
 from tests.raw_client import RawConnection, record_batch

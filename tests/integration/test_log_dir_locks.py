@@ -14,8 +14,8 @@ import pytest
 from kafka import KafkaProducer
 
 import minikafka
-from minikafka.integration.subprocess_runner import BrokerStartError
 from minikafka.storage.log_dir import LOCK_FILE_NAME
+from minikafka.subprocess_runner import BrokerStartError
 from tests.helpers import consume_values, read_stdout_line
 
 KAFKA_SENTENCE = "A Kafka instance in another process or thread is using this directory."

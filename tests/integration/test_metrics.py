@@ -20,7 +20,7 @@ from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 import minikafka
-from minikafka.integration.control_client import ControlClient
+from minikafka.control_client import ControlClient
 from minikafka.port_reservation import reserve_port
 from tests.helpers import held_free_port, kill_process_group, read_stdout_line, wait_until
 

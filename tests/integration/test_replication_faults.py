@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from kafka.protocol.producer.produce import ProduceRequest
 
 from minikafka.cluster_handle import cluster_test_defaults
-from minikafka.integration.control_client import ControlClient, ControlError
+from minikafka.control_client import ControlClient, ControlError
 from minikafka.protocol.errors import ErrorCode
 from tests.cluster.cluster_modes import CLUSTER_MODES
 from tests.cluster.replication_checks import (

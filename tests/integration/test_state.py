@@ -10,7 +10,7 @@ from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
-from minikafka.integration.state import GroupState, PartitionState, Record
+from minikafka.state import GroupState, PartitionState, Record
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
 

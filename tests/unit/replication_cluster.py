@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 import struct
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
 from minikafka.broker.log.log_manager import LogManager
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, PartitionInfo
+from minikafka.broker.network.request_channel import RequestChannel
 from minikafka.broker.network.socket_server import SocketServer
 from minikafka.broker.replication.fetch_session import FetchSessionCache
 from minikafka.broker.replication.partition import Partition
@@ -34,6 +35,7 @@ from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.server import handlers
+from minikafka.broker.server.api_version_manager import ApiVersionManager
 from minikafka.broker.server.client_quota_manager import QuotaManagers
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.config import BrokerConfig
@@ -51,15 +53,6 @@ TopicPartition = tuple[str, int]
 REPLICATION = ReplicationConfig(replica_lag_time_max_ms=1000, replica_fetch_backoff_ms=50,
                                 replica_fetch_wait_max_ms=200)
 WAIT_S = 20.0  # a budget for conditions that take well under a second
-
-
-async def eventually(predicate: Callable[[], object], message: str, timeout_s: float = WAIT_S) -> None:
-    """Until `predicate()` holds, at most `timeout_s` seconds, looking every 10 ms: the brokers' state has no event
-    for a test to wait on."""
-    with trio.fail_after(timeout_s):
-        while not predicate():  # noqa: ASYNC110 - a bounded poll of an observable state
-            await trio.sleep(0.01)
-    assert predicate(), message
 
 
 @dataclasses.dataclass
@@ -98,14 +91,17 @@ class ReplicatingBroker:
         self.purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
         self.disk_quota = DiskQuota([data_dir])
-        self.faults = FaultInjector(self.purgatory, self.disk_quota)
+        self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache)
         self.client_quotas = QuotaManagers.over(dict)  # no client quotas
         self.log_manager = LogManager([data_dir], node_id, "replication-tests", LogConfig(), self.disk_quota)
         self.replica_manager = ReplicaManager(node_id, self.log_manager, self.purgatory, config)
         # Handlers look topics up here, under the name of the broker's metadata (older and newer).
         self.metadata_cache = self.controller = TopicDirectory()
         self.metadata_cache.replica_manager = self.replica_manager
-        self.socket_server = SocketServer(KafkaApis(self, handlers.MODULES).process, 100 << 20, 600.0)
+        self.api_versions = ApiVersionManager(handlers.MODULES)
+        apis = KafkaApis(self, self.api_versions, handlers.MODULES)
+        channel = RequestChannel(apis.request_schemas("PLAINTEXT"), apis.handle, lambda: self.socket_server.draining)
+        self.socket_server = SocketServer(channel.process, 100 << 20, 600.0)
         self.address: tuple[str, int] = ("127.0.0.1", 0)
         self._stop = trio.Event()
         self._crashed = False

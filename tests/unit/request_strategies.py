@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.server import handlers
-from minikafka.broker.server.kafka_apis import KafkaApis
+from minikafka.broker.server.api_version_manager import ApiVersionManager
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS
 
 # What the broker decodes requests in, per API key: the schema versions of every key a handler serves.
-SERVED = KafkaApis(None, handlers.MODULES).accepted_versions
+SERVED = ApiVersionManager(handlers.MODULES).accepted_versions
 SERVED_VERSIONS = [(ApiKey(key), version) for key, (lo, hi) in sorted(SERVED.items()) for version in range(lo, hi + 1)]
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}

@@ -9,10 +9,11 @@ import trio
 import trio.testing
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
+from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.replication.purgatory import Purgatory
-from minikafka.broker.server.metrics import as_dict
 from minikafka.protocol.errors import ErrorCode
-from tests.unit.replication_cluster import eventually, fetch_request, produce, running_cluster
+from tests.helpers import wait_until_async
+from tests.unit.replication_cluster import fetch_request, produce, running_cluster
 
 TOPIC = "metered"
 WAIT_S = 10.0
@@ -27,19 +28,20 @@ async def test_produce_replication_and_isr_changes_move_the_counters(tmp_path: P
         assert leader.bytes_in > 200  # the batch: records and their framing
         for follower in (2, 3):
             metrics = cluster.replica_manager(follower).metrics
-            await eventually(lambda m=metrics: m.replication_bytes_in == leader.bytes_in,
-                             f"broker {follower} to replicate the batch")
+            await wait_until_async(lambda m=metrics: m.replication_bytes_in == leader.bytes_in,
+                                   message=f"broker {follower} to replicate the batch")
             assert metrics.bytes_in == metrics.messages_in == 0  # a follower's appends are not produce traffic
         assert leader.replication_bytes_out >= 2 * leader.bytes_in
         assert leader.bytes_out == 0  # no consumer fetched
 
         cluster.replica_manager(3).fetcher_manager.pause_fetching()
         assert (await produce(cluster, 1, TOPIC, [b"unseen"], acks=1)).error_code == 0
-        await eventually(lambda: cluster.partition(1, TOPIC).isr == [1, 2], "broker 3 to leave the ISR")
+        await wait_until_async(lambda: cluster.partition(1, TOPIC).isr == [1, 2], message="broker 3 to leave the ISR")
         assert leader.isr_shrinks >= 1
         expands = leader.isr_expands
         cluster.replica_manager(3).fetcher_manager.resume_fetching()
-        await eventually(lambda: cluster.partition(1, TOPIC).isr == [1, 2, 3], "broker 3 to rejoin the ISR")
+        await wait_until_async(lambda: cluster.partition(1, TOPIC).isr == [1, 2, 3],
+                               message="broker 3 to rejoin the ISR")
         assert leader.isr_expands > expands
 
 
@@ -75,7 +77,8 @@ async def test_topic_meters_count_beside_the_all_topics_ones(tmp_path: Path) -> 
         # An acks=all append refused for want of in-sync replicas failed.
         cluster.replica_manager(3).fetcher_manager.pause_fetching()
         assert (await produce(cluster, 1, "a", [b"unseen"], acks=1)).error_code == ErrorCode.NONE
-        await eventually(lambda: cluster.partition(1, "a").isr == [1, 2], "broker 3 to leave the ISR of a-0")
+        await wait_until_async(lambda: cluster.partition(1, "a").isr == [1, 2],
+                               message="broker 3 to leave the ISR of a-0")
         assert (await produce(cluster, 1, "a", [b"refused"])).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
         assert (a.failed_produce_requests, b.failed_produce_requests, leader.failed_produce_requests) == (1, 0, 1)
         cluster.replica_manager(3).fetcher_manager.resume_fetching()

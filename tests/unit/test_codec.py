@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.server import handlers
-from minikafka.broker.server.kafka_apis import KafkaApis
+from minikafka.broker.server.api_version_manager import ApiVersionManager
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import (
     SCHEMAS,
@@ -92,7 +92,7 @@ def test_spliced_fetch_response_is_byte_identical_to_plain_encoding(version):
 # ---- every request schema and version the broker serves, with values drawn from the schema -----------------------
 
 # What the broker decodes requests in, per API key: the schema versions of every key a handler serves.
-SERVED = KafkaApis(None, handlers.MODULES).accepted_versions
+SERVED = ApiVersionManager(handlers.MODULES).accepted_versions
 SERVED_VERSIONS = [(ApiKey(key), version) for key, (lo, hi) in sorted(SERVED.items()) for version in range(lo, hi + 1)]
 EXAMPLES_PER_VERSION = 6
 

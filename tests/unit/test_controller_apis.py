@@ -39,8 +39,9 @@ from minikafka.protocol.control_plane import (
     BrokerRegistrationRequest,
 )
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.internal_topics import METADATA_TOPIC
 from minikafka.protocol.metadata_records import BrokerRegistrationChangeRecord, RegisterBrokerRecord, TopicRecord
-from minikafka.storage.metadata_log import METADATA_TOPIC, decode_entries
+from minikafka.storage.metadata_log import decode_entries
 
 CLUSTER = "q1Sh-9_ISia_zwGINzRvyQ"
 CONTROLLER_ID = 3000

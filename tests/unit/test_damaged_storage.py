@@ -13,11 +13,11 @@ import trio
 import trio.testing
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from minikafka.broker.controller.cluster_control import BrokerRegistration
 from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.quorum_controller import (
     COMMIT_RETRY_BACKOFF_S,
-    BrokerRegistration,
     ConfigResourceAlteration,
     NewPartitions,
     QuorumController,

@@ -46,6 +46,10 @@ class Partitions:
         return partition
 
 
+def _not_throttled(_partition: Partition, _replica_id: int) -> bool:
+    return False
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -68,7 +72,7 @@ def _park(hosted: Partitions, partition: Partition, min_bytes: int, *, offset: i
           leader_epoch: int = -1, max_bytes: int = BIG) -> DelayedFetch:
     at = partition.log.log_end_offset if offset is None else offset
     request = FetchPartitionRequest(("t", partition.index), at, max_bytes, leader_epoch)
-    return DelayedFetch(hosted, FetchParams(max_wait_ms=BIG, min_bytes=min_bytes, max_bytes=BIG),  # type: ignore[arg-type]
+    return DelayedFetch(hosted, _not_throttled, FetchParams(max_wait_ms=BIG, min_bytes=min_bytes, max_bytes=BIG),  # type: ignore[arg-type]
                         [request])
 
 
@@ -103,7 +107,7 @@ def test_bytes_add_up_over_partitions_each_capped_at_its_max_bytes(tmp_path: Pat
     hosted = Partitions()
     first, second = _leader(tmp_path, hosted, 0), _leader(tmp_path, hosted, 1)
     requests = [FetchPartitionRequest(("t", 0), 0, BIG), FetchPartitionRequest(("t", 1), 0, len(BATCH) // 2)]
-    fetch = DelayedFetch(hosted, FetchParams(max_wait_ms=BIG, min_bytes=len(BATCH) * 2),  # type: ignore[arg-type]
+    fetch = DelayedFetch(hosted, _not_throttled, FetchParams(max_wait_ms=BIG, min_bytes=len(BATCH) * 2),  # type: ignore[arg-type]
                          requests)
     _append(first)
     _append(second, 3)  # counts for half a batch: the partition's max_bytes
@@ -182,7 +186,7 @@ def test_a_parked_fetch_holds_a_few_hundred_bytes(tmp_path: Path) -> None:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        parked = [DelayedFetch(hosted, params, request) for request in requests]  # type: ignore[arg-type]
+        parked = [DelayedFetch(hosted, _not_throttled, params, request) for request in requests]  # type: ignore[arg-type]
         each = (tracemalloc.get_traced_memory()[0] - before) / len(parked)
     finally:
         tracemalloc.stop()

@@ -11,13 +11,13 @@ from minikafka.broker.controller import QuorumController
 from minikafka.broker.controller.configuration_control import APPEND, DELETE, SET, SUBTRACT, ConfigAlteration
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.quorum_controller import ConfigResourceAlteration
+from minikafka.broker.metadata.dynamic_config import validate_dynamic_broker_configs
 from minikafka.broker.metadata.metadata_image import BROKER_RESOURCE
 from minikafka.broker.replication.replication_quota_manager import UNLIMITED
 from minikafka.broker.server.dynamic_broker_config import (
     SOURCE_DYNAMIC_BROKER_CONFIG,
     SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
     DynamicBrokerConfig,
-    validate_dynamic_broker_configs,
 )
 from minikafka.config import BrokerConfig
 from minikafka.protocol.errors import ErrorCode, KafkaError

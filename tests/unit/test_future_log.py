@@ -221,10 +221,9 @@ def test_manager_moves_every_future_log_at_the_configured_rate(tmp_path: Path) -
     size = partition.log.size_in_bytes
     rate = 2_000
     purgatory = Purgatory()
-    replica_manager = cast(ReplicaManager, SimpleNamespace(
-        log_manager=manager, partitions={TP: partition}, purgatory=purgatory,
-        config=ReplicationConfig(replica_fetch_max_bytes=1000, replica_fetch_backoff_ms=100)))
-    mover = ReplicaAlterLogDirsManager(replica_manager)
+    mover = ReplicaAlterLogDirsManager(manager, ReplicationConfig(replica_fetch_max_bytes=1000,
+                                                                  replica_fetch_backoff_ms=100),
+                                       {TP: partition}.get, purgatory)
     mover.io_max_bytes_per_second = lambda: rate
 
     async def move() -> float:

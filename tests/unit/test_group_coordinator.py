@@ -11,7 +11,6 @@ from minikafka.broker.coordinator.group.group import GroupState, OffsetAndMetada
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import (
-    GROUP_METADATA_TOPIC,
     GroupMetadataKey,
     GroupMetadataLog,
     GroupMetadataValue,
@@ -27,6 +26,7 @@ from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEA
 from minikafka.broker.replication.delayed_produce import produce_key
 from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 E = ErrorCode
 PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]

@@ -119,7 +119,7 @@ class ThreadedBroker:
     async def _answer(self, outcome: Outcome) -> None:
         assert self.node is not None and self.node.broker is not None
         try:
-            outcome.response = await self.node.broker.apis.process(outcome.frame, CONNECTION)
+            outcome.response = await self.node.broker.request_channel.process(outcome.frame, CONNECTION)
             outcome.finished = True
         except CloseConnection as exc:
             outcome.closed = str(exc)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from minikafka.broker.controller.cluster_control import BrokerRegistration
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
-from minikafka.broker.controller.quorum_controller import BrokerRegistration, NewPartitions, QuorumController
+from minikafka.broker.controller.quorum_controller import NewPartitions, QuorumController
 from minikafka.broker.controller.replica_placer import StripedReplicaPlacer
 from minikafka.broker.controller.replication_control import MAX_RECORDS_PER_USER_OP, NewTopic
 from minikafka.broker.faults.disk_quota import DiskQuota

@@ -11,9 +11,10 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.metadata.metadata_cache import MetadataCache
 from minikafka.broker.metadata.metadata_image import MetadataImage
+from minikafka.broker.network.request_channel import Request, RequestKind
 from minikafka.broker.network.socket_server import ConnectionInfo
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.metadata import EncodedTopics, handle_metadata
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, encode_response
 from minikafka.protocol.errors import ErrorCode
@@ -77,8 +78,9 @@ class Broker(SimpleNamespace):
 
 
 def answer(broker: Broker, version: int, request: MetadataRequest) -> bytes:
-    ctx = RequestContext(broker, RequestHeader(ApiKey.METADATA, version, 7, "test"), SCHEMA,
-                         ConnectionInfo(1, "127.0.0.1:1", "PLAINTEXT"))
+    ctx = RequestContext(broker, Request(RequestKind.KAFKA, RequestHeader(ApiKey.METADATA, version, 7, "test"),
+                                         SCHEMA, request, ConnectionInfo(1, "127.0.0.1:1", "PLAINTEXT"), b"", 0,
+                                         lambda: False))
     response = trio.run(handle_metadata, ctx, request)
     assert isinstance(ctx.splicer, EncodedTopics) == (not broker.faults.error_rules)
     return encode_response(SCHEMA, version, 7, response, ctx.splicer)

@@ -25,10 +25,10 @@ import pytest
 import trio
 import trio.testing
 
+from minikafka.broker.controller.cluster_control import BrokerRegistration
 from minikafka.broker.controller.configuration_control import APPEND, DELETE, SET, SUBTRACT, ConfigAlteration
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.quorum_controller import (
-    BrokerRegistration,
     ConfigResourceAlteration,
     CreatedTopic,
     NewPartitions,
@@ -703,7 +703,8 @@ _WRITER = textwrap.dedent(
     import trio
 
     from minikafka.broker.controller.controller_config import QuorumControllerConfig
-    from minikafka.broker.controller.quorum_controller import BrokerRegistration, QuorumController
+    from minikafka.broker.controller.cluster_control import BrokerRegistration
+    from minikafka.broker.controller.quorum_controller import QuorumController
     from minikafka.broker.controller.replication_control import NewTopic
 
     async def main():

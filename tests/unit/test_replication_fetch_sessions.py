@@ -12,7 +12,8 @@ import pytest
 from minikafka.broker.replication.fetch_session_handler import FetchRequestData
 from minikafka.broker.replication.replica_fetcher import ReplicaFetcher
 from minikafka.protocol.errors import ErrorCode
-from tests.unit.replication_cluster import ReplicationCluster, eventually, produce, running_cluster, stored_batches
+from tests.helpers import wait_until_async
+from tests.unit.replication_cluster import ReplicationCluster, produce, running_cluster, stored_batches
 
 TOPIC = "sessions"
 PARTITIONS = 20
@@ -62,8 +63,8 @@ async def test_an_idle_follower_sends_and_receives_no_partitions(tmp_path: Path,
     async with running_cluster(tmp_path, broker_ids=(1, 2)) as cluster:
         cluster.controller.create_topic(TOPIC, {i: [1, 2] for i in range(PARTITIONS)})
         assert (await produce(cluster, 1, TOPIC, [b"a", b"b"], index=3)).error_code == 0
-        await eventually(lambda: caught_up(cluster), "broker 2 to replicate")
-        await eventually(lambda: idle_since(exchanges, 0, 3), "idle fetches in a session")
+        await wait_until_async(lambda: caught_up(cluster), message="broker 2 to replicate")
+        await wait_until_async(lambda: idle_since(exchanges, 0, 3), message="idle fetches in a session")
         first = exchanges[0]
         assert (first.session_id, first.epoch) == (0, 0) and first.answered == first.sent
         session_id = exchanges[-1].session_id
@@ -78,8 +79,8 @@ async def test_an_idle_follower_sends_and_receives_no_partitions(tmp_path: Path,
         # sends that partition alone (its fetch offset moved), and the answer to it its new high watermark.
         start = len(exchanges)
         assert (await produce(cluster, 1, TOPIC, [b"c"], index=11)).error_code == 0
-        await eventually(lambda: caught_up(cluster), "broker 2 to replicate the new record")
-        await eventually(lambda: idle_since(exchanges, start, 2), "idle fetches again")
+        await wait_until_async(lambda: caught_up(cluster), message="broker 2 to replicate the new record")
+        await wait_until_async(lambda: idle_since(exchanges, start, 2), message="idle fetches again")
         changed = [e for e in exchanges[start:] if e.sent or e.answered]
         assert changed and all(e.sent <= {11} and e.answered <= {11} for e in changed)
         assert any(e.sent == {11} for e in changed) and any(e.answered == {11} for e in changed)
@@ -93,15 +94,15 @@ async def test_a_session_the_leader_lost_is_replaced_by_a_full_fetch(tmp_path: P
     async with running_cluster(tmp_path, broker_ids=(1, 2)) as cluster:
         cluster.controller.create_topic(TOPIC, {i: [1, 2] for i in range(PARTITIONS)})
         assert (await produce(cluster, 1, TOPIC, [b"a"], index=0)).error_code == 0
-        await eventually(lambda: caught_up(cluster), "broker 2 to replicate")
-        await eventually(lambda: idle_since(exchanges, 0, 1), "an idle fetch in a session")
+        await wait_until_async(lambda: caught_up(cluster), message="broker 2 to replicate")
+        await wait_until_async(lambda: idle_since(exchanges, 0, 1), message="an idle fetch in a session")
         old_session = exchanges[-1].session_id
         # The leader drops its sessions (as an eviction or a restart does) while records arrive.
         start = len(exchanges)
         cluster.servers[1].fetch_sessions.sessions.clear()
         assert (await produce(cluster, 1, TOPIC, [b"b"], index=5)).error_code == 0
-        await eventually(lambda: caught_up(cluster), "broker 2 to replicate after losing its session")
-        await eventually(lambda: idle_since(exchanges, start, 2), "idle fetches in a new session")
+        await wait_until_async(lambda: caught_up(cluster), message="broker 2 to replicate after losing its session")
+        await wait_until_async(lambda: idle_since(exchanges, start, 2), message="idle fetches in a new session")
         # A fetch that was already parked is answered within the old session; the next one is refused.
         after = exchanges[start:]
         refused = next(i for i, e in enumerate(after) if e.error)
@@ -120,8 +121,8 @@ async def test_without_slots_the_follower_keeps_fetching_in_full(tmp_path: Path,
         cluster.servers[1].fetch_sessions.max_entries = 0
         cluster.controller.create_topic(TOPIC, {i: [1, 2] for i in range(PARTITIONS)})
         assert (await produce(cluster, 1, TOPIC, [b"a"], index=7)).error_code == 0
-        await eventually(lambda: caught_up(cluster), "broker 2 to replicate")
+        await wait_until_async(lambda: caught_up(cluster), message="broker 2 to replicate")
         start = len(exchanges)
-        await eventually(lambda: len(exchanges) >= start + 2, "a few more fetches")
+        await wait_until_async(lambda: len(exchanges) >= start + 2, message="a few more fetches")
         assert all(e.session_id == 0 and e.epoch == 0 and e.answered_session == 0 for e in exchanges)
         assert all(e.sent == e.answered == frozenset(range(PARTITIONS)) for e in exchanges[-2:])

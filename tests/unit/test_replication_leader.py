@@ -15,10 +15,10 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 
 from minikafka.protocol.errors import ErrorCode
+from tests.helpers import wait_until_async
 from tests.unit.replication_cluster import (
     REPLICATION,
     ReplicationCluster,
-    eventually,
     fetch_request,
     produce,
     produce_request,
@@ -41,12 +41,12 @@ async def test_produced_batches_replicate_byte_for_byte(tmp_path: Path) -> None:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         for i in range(5):
             assert (await produce(cluster, 1, TOPIC, [b"a%d" % i, b"b%d" % i], acks=-1 if i % 2 else 1)).error_code == 0
-        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to catch up")
         cluster.controller.elect(TOPIC, 0, 2)  # a clean leader change: a second leader epoch
-        await eventually(lambda: cluster.partition(2, TOPIC).is_leader, "broker 2 to lead")
+        await wait_until_async(lambda: cluster.partition(2, TOPIC).is_leader, message="broker 2 to lead")
         response = await produce(cluster, 2, TOPIC, [b"c"])
         assert response.error_code == 0 and response.base_offset == 10
-        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up again")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to catch up again")
         batches = {b: stored_batches(cluster.log(b, TOPIC)) for b in (1, 2, 3)}
         assert [(base, epoch) for base, epoch, _, _ in batches[1]] == [(0, 0), (2, 0), (4, 0), (6, 0), (8, 0), (10, 1)]
         assert batches[1] == batches[2] == batches[3]  # base offset, leader epoch, CRC and every byte
@@ -61,22 +61,23 @@ async def test_the_log_start_offset_reaches_followers(tmp_path: Path) -> None:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         for i in range(5):
             assert (await produce(cluster, 1, TOPIC, [b"%d" % i])).error_code == 0
-        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to catch up")
         assert cluster.replica_manager(1).delete_records((TOPIC, 0), 3) == 3  # DeleteRecords on the leader
-        await eventually(lambda: all(cluster.log(b, TOPIC).log_start_offset == 3 for b in (2, 3)),
-                         "the followers' log start offsets to follow the leader's")
+        await wait_until_async(lambda: all(cluster.log(b, TOPIC).log_start_offset == 3 for b in (2, 3)),
+                               message="the followers' log start offsets to follow the leader's")
 
 
 async def test_the_high_watermark_follows_the_slowest_isr_member(tmp_path: Path) -> None:
     async with running_cluster(tmp_path, config=SLOW_SHRINK) as cluster:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         assert (await produce(cluster, 1, TOPIC, [b"x"])).error_code == 0
-        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to catch up")
         cluster.replica_manager(3).fetcher_manager.pause_fetching()
         for _ in range(3):
             assert (await produce(cluster, 1, TOPIC, [b"y"], acks=1)).error_code == 0
         leader = cluster.partition(1, TOPIC)
-        await eventually(lambda: leader.remote_log_end_offsets[2] == 4, "broker 2 to replicate everything")
+        await wait_until_async(lambda: leader.remote_log_end_offsets[2] == 4,
+                               message="broker 2 to replicate everything")
         assert leader.high_watermark == 1  # broker 3, in the ISR, is still at 1
         client = await cluster.client(1)
         consumed = await client.request(fetch_request(TOPIC, 1))
@@ -84,7 +85,8 @@ async def test_the_high_watermark_follows_the_slowest_isr_member(tmp_path: Path)
         assert part.high_watermark == 1 and not part.records
         await client.aclose()
         cluster.replica_manager(3).fetcher_manager.resume_fetching()
-        await eventually(lambda: leader.high_watermark == 4, "the HW to reach the log end once broker 3 caught up")
+        await wait_until_async(lambda: leader.high_watermark == 4,
+                               message="the HW to reach the log end once broker 3 caught up")
 
 
 async def test_a_parked_consumer_fetch_completes_when_the_high_watermark_moves(tmp_path: Path) -> None:
@@ -116,7 +118,8 @@ async def test_acks_all_waits_for_the_isr(tmp_path: Path) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(produce_all)
             leader = cluster.partition(1, TOPIC)
-            await eventually(lambda: leader.remote_log_end_offsets[2] == 1, "broker 2 to replicate the record")
+            await wait_until_async(lambda: leader.remote_log_end_offsets[2] == 1,
+                                   message="broker 2 to replicate the record")
             assert leader.high_watermark == 0 and "response" not in outcome  # broker 3 has not got it
             cluster.replica_manager(3).fetcher_manager.resume_fetching()
         response = outcome["response"]
@@ -130,8 +133,10 @@ async def test_acks_all_refused_below_min_insync_replicas(tmp_path: Path) -> Non
         cluster.replica_manager(3).fetcher_manager.pause_fetching()
         # A follower at the leader's log end counts as in sync however long it is silent: move the end.
         assert (await produce(cluster, 1, TOPIC, [b"first"], acks=1)).error_code == 0
-        await eventually(lambda: cluster.controller.state(TOPIC, 0).isr == [1, 2], "broker 3 to leave the ISR")
-        await eventually(lambda: cluster.partition(1, TOPIC).isr == [1, 2], "the leader to apply the shrink")
+        await wait_until_async(lambda: cluster.controller.state(TOPIC, 0).isr == [1, 2],
+                               message="broker 3 to leave the ISR")
+        await wait_until_async(lambda: cluster.partition(1, TOPIC).isr == [1, 2],
+                               message="the leader to apply the shrink")
         refused = await produce(cluster, 1, TOPIC, [b"no"], acks=-1)
         assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
         assert cluster.log(1, TOPIC).log_end_offset == 1  # refused before appending
@@ -156,7 +161,7 @@ async def test_acks_all_answers_not_leader_when_leadership_moves(tmp_path: Path)
         client = await cluster.client(1)
         await client.send(produce_request(TOPIC, [b"moved"], version=10))
         leader = cluster.partition(1, TOPIC)
-        await eventually(lambda: leader.log_end_offset == 1, "the append")
+        await wait_until_async(lambda: leader.log_end_offset == 1, message="the append")
         cluster.controller.elect(TOPIC, 0, 2, isr=[2, 3])
         with trio.fail_after(10):
             response = await client.receive(produce_request(TOPIC, [], version=10))
@@ -173,12 +178,12 @@ async def test_a_parked_produce_is_dropped_when_its_client_leaves(tmp_path: Path
         for broker in (2, 3):
             cluster.replica_manager(broker).fetcher_manager.pause_fetching()
         purgatory = cluster.servers[1].purgatory
-        await eventually(lambda: purgatory.delayed_operations == 0, "the followers' last fetches to end")
+        await wait_until_async(lambda: purgatory.delayed_operations == 0, message="the followers' last fetches to end")
         client = await cluster.client(1)
         await client.send(produce_request(TOPIC, [b"abandoned"]))
-        await eventually(lambda: purgatory.delayed_operations == 1, "the produce to wait for the ISR")
+        await wait_until_async(lambda: purgatory.delayed_operations == 1, message="the produce to wait for the ISR")
         await client.aclose()
-        await eventually(lambda: purgatory.delayed_operations == 0, "the produce to be dropped")
+        await wait_until_async(lambda: purgatory.delayed_operations == 0, message="the produce to be dropped")
 
 
 async def test_isr_shrinks_when_a_follower_stops_and_expands_when_it_resumes(tmp_path: Path) -> None:
@@ -186,18 +191,20 @@ async def test_isr_shrinks_when_a_follower_stops_and_expands_when_it_resumes(tmp
     async with running_cluster(tmp_path) as cluster:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         assert (await produce(cluster, 1, TOPIC, [b"before"])).error_code == 0
-        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to catch up")
         cluster.replica_manager(3).fetcher_manager.pause_fetching()
         stopped = trio.current_time()
         # A follower at the leader's log end counts as in sync however long it is silent: move the end.
         assert (await produce(cluster, 1, TOPIC, [b"unseen"], acks=1)).error_code == 0
-        await eventually(lambda: cluster.controller.state(TOPIC, 0).isr == [1, 2], "broker 3 to leave the ISR")
+        await wait_until_async(lambda: cluster.controller.state(TOPIC, 0).isr == [1, 2],
+                               message="broker 3 to leave the ISR")
         assert trio.current_time() - stopped < 1.5 * lag_ms / 1000 + 1.0  # checked every lag / 2
         for _ in range(3):
             assert (await produce(cluster, 1, TOPIC, [b"while out"], acks=-1)).error_code == 0
         cluster.replica_manager(3).fetcher_manager.resume_fetching()
-        await eventually(lambda: cluster.controller.state(TOPIC, 0).isr == [1, 2, 3], "broker 3 to rejoin the ISR")
-        await eventually(lambda: replicas_agree(cluster), "the replicas to agree")
+        await wait_until_async(lambda: cluster.controller.state(TOPIC, 0).isr == [1, 2, 3],
+                               message="broker 3 to rejoin the ISR")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to agree")
         assert cluster.partition(1, TOPIC).isr == [1, 2, 3]
 
 
@@ -223,7 +230,8 @@ async def test_leader_epoch_fencing_in_kafkas_order(tmp_path: Path) -> None:
     async with running_cluster(tmp_path, config=SLOW_SHRINK) as cluster:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         cluster.controller.elect(TOPIC, 0, 2)  # leader epoch 1
-        await eventually(lambda: cluster.partition(1, TOPIC).leader_epoch == 1, "broker 1 to follow at epoch 1")
+        await wait_until_async(lambda: cluster.partition(1, TOPIC).leader_epoch == 1,
+                               message="broker 1 to follow at epoch 1")
         old_leader, leader = await cluster.client(1), await cluster.client(2)
         cases = [(old_leader, 0, ErrorCode.FENCED_LEADER_EPOCH),  # a stale epoch, even on a follower
                  (old_leader, 1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
@@ -274,14 +282,16 @@ async def test_a_fetch_in_flight_when_fetching_is_paused_brings_nothing_back(tmp
     async with running_cluster(tmp_path, config=SLOW_SHRINK) as cluster:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         assert (await produce(cluster, 1, TOPIC, [b"x"])).error_code == 0
-        await eventually(lambda: replicas_agree(cluster), "the replicas to catch up")
+        await wait_until_async(lambda: replicas_agree(cluster), message="the replicas to catch up")
         leader = cluster.partition(1, TOPIC)
-        await eventually(lambda: cluster.replica_manager(1).purgatory.delayed_operations == 2,
-                         "both followers' fetches parked at the leader")
+        await wait_until_async(lambda: cluster.replica_manager(1).purgatory.delayed_operations == 2,
+                               message="both followers' fetches parked at the leader")
         cluster.replica_manager(3).fetcher_manager.pause_fetching()
         assert (await produce(cluster, 1, TOPIC, [b"after the pause"], acks=1)).error_code == 0
         # Broker 2's next fetch tells the leader it has the record: the parked fetches were answered before it.
-        await eventually(lambda: leader.remote_log_end_offsets[2] == 2, "broker 2 to replicate the record")
+        await wait_until_async(lambda: leader.remote_log_end_offsets[2] == 2,
+                               message="broker 2 to replicate the record")
         assert cluster.log(3, TOPIC).log_end_offset == 1
         cluster.replica_manager(3).fetcher_manager.resume_fetching()
-        await eventually(lambda: cluster.log(3, TOPIC).log_end_offset == 2, "broker 3 to fetch it once resumed")
+        await wait_until_async(lambda: cluster.log(3, TOPIC).log_end_offset == 2,
+                               message="broker 3 to fetch it once resumed")

@@ -11,7 +11,8 @@ from kafka.protocol.consumer.fetch import FetchRequest
 
 from minikafka.broker.replication.replication_quota_manager import UNLIMITED
 from minikafka.protocol.errors import ErrorCode
-from tests.unit.replication_cluster import REPLICATION, ReplicationCluster, eventually, produce, running_cluster
+from tests.helpers import wait_until_async
+from tests.unit.replication_cluster import REPLICATION, ReplicationCluster, produce, running_cluster
 
 TOPIC = "throttled"
 ALL = {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
@@ -33,7 +34,7 @@ async def test_the_leader_holds_back_only_a_throttled_follower_outside_the_isr(t
     async with running_cluster(tmp_path, broker_ids=(1, 2), config=SLOW_SHRINK) as cluster:
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         cluster.controller.elect(TOPIC, 0, 1, isr=[1, 2])  # broker 3 is down: outside the ISR
-        await eventually(lambda: cluster.partition(1, TOPIC).is_leader, "broker 1 to lead")
+        await wait_until_async(lambda: cluster.partition(1, TOPIC).is_leader, message="broker 1 to lead")
         for i in range(5):
             assert (await produce(cluster, 1, TOPIC, [b"record-%d" % i])).error_code == 0
         quotas = cluster.replica_manager(1).replication_quotas
@@ -74,13 +75,15 @@ async def test_the_follower_leaves_a_throttled_partition_out_of_its_fetches(tmp_
         quotas.update_topic(TOPIC, ALL)
         quotas.update_rates(UNLIMITED, 100)
         quotas.follower.record(100_000)
-        await eventually(lambda: cluster.log(3, TOPIC).log_end_offset > 0, "broker 3's first fetch")
-        await eventually(lambda: all(s.lag > 0 for f in follower.replica_manager.fetcher_manager.fetchers.values()
-                                     for s in f.partition_states.values()), "broker 3 to know it lags")
+        await wait_until_async(lambda: cluster.log(3, TOPIC).log_end_offset > 0, message="broker 3's first fetch")
+        await wait_until_async(
+            lambda: all(s.lag > 0 for f in follower.replica_manager.fetcher_manager.fetchers.values()
+                        for s in f.partition_states.values()),
+            message="broker 3 to know it lags")
         held_at = cluster.log(3, TOPIC).log_end_offset
         await trio.sleep(0.5)  # fetchers retry every 50 ms here: several rounds in which nothing may come
         assert cluster.log(3, TOPIC).log_end_offset <= held_at + 2  # at most a fetch already on its way
         assert held_at + 2 < 20
 
         quotas.update_rates(UNLIMITED, UNLIMITED)
-        await eventually(lambda: cluster.log(3, TOPIC).log_end_offset == 20, "broker 3 to catch up")
+        await wait_until_async(lambda: cluster.log(3, TOPIC).log_end_offset == 20, message="broker 3 to catch up")

@@ -13,7 +13,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from minikafka.storage.log_dir import LogDir
-from tests.unit.replication_cluster import ReplicationCluster, eventually, produce, running_cluster, stored_batches
+from tests.helpers import wait_until_async
+from tests.unit.replication_cluster import ReplicationCluster, produce, running_cluster, stored_batches
 
 TOPIC = "truncated"
 TP = (TOPIC, 0)
@@ -48,19 +49,21 @@ async def test_kip101_a_follower_restarting_with_a_stale_hw_keeps_its_records(tm
         cluster.controller.create_topic(TOPIC, {0: [1, 2]})
         for value in (b"m0", b"m1"):
             assert (await produce(cluster, 1, TOPIC, [value])).error_code == 0
-        await eventually(lambda: cluster.log(2, TOPIC).log_end_offset == 2, "broker 2 to replicate")
+        await wait_until_async(lambda: cluster.log(2, TOPIC).log_end_offset == 2, message="broker 2 to replicate")
         await cluster.crash(2)  # no checkpoint written: its high watermark on restart is 0
         await cluster.start(2)
         assert cluster.partition(2, TOPIC).high_watermark == 0 and cluster.log(2, TOPIC).log_end_offset == 2
         fetchers = cluster.replica_manager(2).fetcher_manager
-        await eventually(lambda: fetchers.fetch_state(TP) is not None and fetchers.fetch_state(TP).fetch_offset == 2
-                         and fetchers.fetch_state(TP).state.value == "fetching", "broker 2 to finish truncating")
+        await wait_until_async(
+            lambda: fetchers.fetch_state(TP) is not None and fetchers.fetch_state(TP).fetch_offset == 2
+            and fetchers.fetch_state(TP).state.value == "fetching",
+            message="broker 2 to finish truncating")
         await cluster.crash(1)
         cluster.controller.elect(TOPIC, 0, 2, isr=[2])
         assert cluster.log(2, TOPIC).log_end_offset == 2  # both acknowledged records survive
         assert (await produce(cluster, 2, TOPIC, [b"m2"])).base_offset == 2
         await cluster.start(1)
-        await eventually(lambda: in_sync(cluster, (1, 2)), "broker 1 to catch up as follower")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="broker 1 to catch up as follower")
         assert assert_identical(cluster, (1, 2)) == [(0, 0), (1, 0), (2, 1)]
 
 
@@ -71,7 +74,7 @@ async def test_kip101_the_old_leader_truncates_by_epoch_after_both_crash(tmp_pat
         cluster.controller.create_topic(TOPIC, {0: [1, 2]})
         for value in (b"m0", b"m1"):
             assert (await produce(cluster, 1, TOPIC, [value])).error_code == 0
-        await eventually(lambda: in_sync(cluster, (1, 2)), "both replicas to hold both records")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="both replicas to hold both records")
         first_batch = len(stored_batches(cluster.log(2, TOPIC))[0][3])
         await cluster.crash(1)
         await cluster.crash(2)
@@ -83,7 +86,7 @@ async def test_kip101_the_old_leader_truncates_by_epoch_after_both_crash(tmp_pat
         assert cluster.log(2, TOPIC).log_end_offset == 1
         assert (await produce(cluster, 2, TOPIC, [b"m2"])).base_offset == 1
         await cluster.start(1)
-        await eventually(lambda: in_sync(cluster, (1, 2)), "broker 1 to truncate and catch up")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="broker 1 to truncate and catch up")
         assert assert_identical(cluster, (1, 2)) == [(0, 0), (1, 1)]
         assert values(cluster, 1) == [b"m0", b"m2"]
 
@@ -97,7 +100,7 @@ async def test_kip279_truncation_over_several_rounds(tmp_path: Path, caplog: pyt
         cluster.controller.create_topic(TOPIC, {0: [1, 2]})
         fetching = {b: cluster.replica_manager(b).fetcher_manager for b in (1, 2)}
         assert (await produce(cluster, 1, TOPIC, [b"m0"])).error_code == 0  # epoch 0, both replicas
-        await eventually(lambda: in_sync(cluster, (1, 2)), "both replicas to hold m0")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="both replicas to hold m0")
         fetching[2].pause_fetching()
         fetching[1].pause_fetching()
         assert (await produce(cluster, 1, TOPIC, [b"m1"], acks=1)).base_offset == 1  # only broker 1
@@ -111,7 +114,7 @@ async def test_kip279_truncation_over_several_rounds(tmp_path: Path, caplog: pyt
                                                                                                        (2, 2)]
         fetching[1].resume_fetching()
         fetching[2].resume_fetching()
-        await eventually(lambda: in_sync(cluster, (1, 2)), "broker 1 to converge on broker 2's log")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="broker 1 to converge on broker 2's log")
         assert assert_identical(cluster, (1, 2)) == [(0, 0), (1, 1), (2, 3)]
         assert values(cluster, 1) == [b"m0", b"m2", b"m4"]
     messages = [r.getMessage() for r in caplog.records]
@@ -126,7 +129,7 @@ async def test_a_restarted_follower_resumes_from_its_log_end(tmp_path: Path,
         cluster.controller.create_topic(TOPIC, {0: [1, 2, 3]})
         for i in range(5):
             assert (await produce(cluster, 1, TOPIC, [b"before %d" % i])).error_code == 0
-        await eventually(lambda: in_sync(cluster, (1, 2, 3)), "the replicas to catch up")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2, 3)), message="the replicas to catch up")
         await cluster.stop(3)
         segment = tmp_path / "broker-3" / f"{TOPIC}-0" / "00000000000000000000.log"
         kept = segment.read_bytes()
@@ -134,11 +137,11 @@ async def test_a_restarted_follower_resumes_from_its_log_end(tmp_path: Path,
             assert (await produce(cluster, 1, TOPIC, [b"after %d" % i], acks=1)).error_code == 0
         caplog.clear()
         await cluster.start(3)
-        await eventually(lambda: cluster.log(3, TOPIC).log_end_offset == 8, "broker 3 to catch up")
+        await wait_until_async(lambda: cluster.log(3, TOPIC).log_end_offset == 8, message="broker 3 to catch up")
         assert segment.read_bytes()[:len(kept)] == kept
         truncations = [r.getMessage() for r in caplog.records if "truncating to" in r.getMessage()]
         assert truncations == [f"{TOPIC}-0: truncating to 5 (leader's epoch 0 ends at 8)"]
-        await eventually(lambda: in_sync(cluster, (1, 2, 3)), "the replicas to agree")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2, 3)), message="the replicas to agree")
         assert_identical(cluster, (1, 2, 3))
 
 
@@ -149,14 +152,14 @@ async def test_a_log_without_epochs_truncates_to_its_high_watermark(tmp_path: Pa
         cluster.controller.create_topic(TOPIC, {0: [1, 2]})
         for i in range(3):
             assert (await produce(cluster, 1, TOPIC, [b"r%d" % i])).error_code == 0
-        await eventually(lambda: in_sync(cluster, (1, 2)), "the replicas to catch up")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="the replicas to catch up")
         await cluster.stop(2)
         data_dir = LogDir(tmp_path / "broker-2")
         data_dir.write_high_watermarks({TP: 1})  # a stale high watermark
         (tmp_path / "broker-2" / f"{TOPIC}-0" / "leader-epoch-checkpoint").unlink()
         caplog.clear()
         await cluster.start(2)
-        await eventually(lambda: in_sync(cluster, (1, 2)), "broker 2 to refetch past its high watermark")
+        await wait_until_async(lambda: in_sync(cluster, (1, 2)), message="broker 2 to refetch past its high watermark")
         assert [r.getMessage() for r in caplog.records if "truncating" in r.getMessage()] == [
             f"{TOPIC}-0: no leader epochs: truncating to the high watermark 1"]
         assert stored_batches(cluster.log(1, TOPIC)) == stored_batches(cluster.log(2, TOPIC))

@@ -8,13 +8,15 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from minikafka.broker.zk.kafka_zk_client import ZkClientConfig
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig
 from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled, ZooKeeperServer
 
 RAW_CONNECT_TIMEOUT_S = 30.0
 
 
-def _require_installation() -> None:
+@pytest.fixture(scope="session")
+def zookeeper_installed() -> None:
+    """Skips the test, naming the package to install, where the machine has no ZooKeeper (or no Java)."""
     try:
         ZooKeeperInstallation.find()
     except ZooKeeperNotInstalled as e:
@@ -22,17 +24,15 @@ def _require_installation() -> None:
 
 
 @pytest.fixture
-def zookeeper(tmp_path) -> Iterator[ZooKeeperServer]:
+def zookeeper(zookeeper_installed, tmp_path) -> Iterator[ZooKeeperServer]:
     """A server of this test's own (to stop, kill and restart), its data and log in the test's tmp dir."""
-    _require_installation()
     with ZooKeeperServer(data_dir=tmp_path / "zookeeper") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def shared_zookeeper(tmp_path_factory) -> Iterator[ZooKeeperServer]:
+def shared_zookeeper(zookeeper_installed, tmp_path_factory) -> Iterator[ZooKeeperServer]:
     """One server for a module's tests that leave it running; each test works under a chroot of its own."""
-    _require_installation()
     with ZooKeeperServer(data_dir=tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
 

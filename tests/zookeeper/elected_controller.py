@@ -8,8 +8,9 @@ from contextlib import asynccontextmanager
 
 from kazoo.client import KazooClient
 
+from minikafka.broker.controller.cluster_control import LiveBroker
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
-from minikafka.broker.controller.quorum_controller import LiveBroker, QuorumController
+from minikafka.broker.controller.quorum_controller import QuorumController
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
 from minikafka.broker.zk import zk_data
 from minikafka.broker.zk.controller.zk_metadata_store import ZkMetadataStore

@@ -18,8 +18,9 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.network.socket_server import ConnectionInfo, SocketServer
 from minikafka.broker.zk.controller.kafka_controller import KafkaController
-from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig
+from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
 from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import decode_request, encode_response

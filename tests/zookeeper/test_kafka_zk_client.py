@@ -13,16 +13,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from minikafka.broker.zk import zk_data
-from minikafka.broker.zk.kafka_zk_client import (
-    ControllerMovedError,
-    KafkaZkClient,
-    TopicExistsError,
-    ZkClientConfig,
-    ZkEvent,
-    ZkEventKind,
-    ZooKeeperClientTimeoutError,
-)
+from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, TopicExistsError
 from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint, LeaderIsrAndControllerEpoch
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig, ZkEvent, ZkEventKind, ZooKeeperClientTimeoutError
 
 EVENT_TIMEOUT_S = 30.0  # generous: the machine may be loaded; nothing here measures time
 RAW_CONNECT_TIMEOUT_S = 30.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 from minikafka.broker.controller.configuration_control import DELETE, SET, ConfigAlteration
 from minikafka.broker.controller.quorum_controller import ConfigResourceAlteration, QuorumController
 from minikafka.broker.metadata.metadata_image import BROKER_RESOURCE
-from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig
+from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
 from minikafka.broker.zk.zk_broker_configs import read_broker_configs
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig
 from tests.zookeeper.elected_controller import elected_controller, znode_json
 
 

@@ -29,9 +29,7 @@ def _source() -> tuple[ZkMetadataSource, FakeReplicaManager, list[MetadataChange
     config = BrokerConfig({"node.id": "1", "zookeeper.connect": "127.0.0.1:1/kafka",
                            "listeners": "PLAINTEXT://127.0.0.1:0"})
     replica_manager = FakeReplicaManager()
-    broker: Any = SimpleNamespace(replica_manager=replica_manager,
-                                  faults=SimpleNamespace(links=SimpleNamespace(is_cut=lambda _node: False)))
-    source = ZkMetadataSource(broker, config)
+    source = ZkMetadataSource(config, lambda _node: False, lambda: replica_manager)  # type: ignore[arg-type,return-value]
     source.zk.broker_epoch = 100
     published: list[MetadataChange] = []
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from minikafka.broker.controller.replication_control import NewTopic
 from minikafka.broker.metadata.metadata_image import NO_LEADER
-from minikafka.broker.zk.kafka_zk_client import KafkaZkClient, ZkClientConfig
+from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig
 from tests.zookeeper.elected_controller import elected_controller, live_brokers, register_broker
 
 REREGISTRATION_EPOCH_STEP = 1000  # a new session's czxid is higher than any before it

@@ -26,9 +26,8 @@ from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 
 import minikafka
 from minikafka.cluster_handle import zookeeper_test_defaults
-from minikafka.integration.metadata_client import cluster_view
+from minikafka.metadata_client import cluster_view
 from minikafka.protocol.errors import ErrorCode
-from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
 from tests.cluster.replication_checks import Acknowledgements, SteadyProducer, assert_every_acknowledged_record_kept
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
@@ -46,13 +45,7 @@ BATCH_PARTITIONS = 4
 # controller works on it, and most likely after it is done.
 KILL_DELAYS_S = (0.0, 0.03, 0.3)
 
-
-@pytest.fixture(autouse=True)
-def _zookeeper_installed() -> None:
-    try:
-        ZooKeeperInstallation.find()
-    except ZooKeeperNotInstalled as exc:
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("zookeeper_installed")
 
 
 @pytest.fixture

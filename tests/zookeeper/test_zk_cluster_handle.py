@@ -11,20 +11,12 @@ import sys
 import pytest
 
 import minikafka
-from minikafka.integration.metadata_client import cluster_view
-from minikafka.integration.zookeeper_state import ZooKeeperState
-from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
+from minikafka.metadata_client import cluster_view
+from minikafka.zookeeper_state import ZooKeeperState
 from tests.helpers import kill_process_group
 from tests.integration.test_cluster_handle import CLI_TIMEOUT_S, READY_LINE, produce, read_lines
 
 WAIT_S = 30.0
-
-
-def _require_installation() -> None:
-    try:
-        ZooKeeperInstallation.find()
-    except ZooKeeperNotInstalled as exc:
-        pytest.skip(str(exc))
 
 
 def test_zookeeper_mode_arguments_are_checked(tmp_path):
@@ -95,8 +87,7 @@ def test_cut_links_and_preferred_elections_in_zookeeper_mode(minikafka_cluster):
     assert cluster.leader_of("t", 0) == preferred
 
 
-def test_cluster_command_with_zookeeper_prints_each_server_and_stops_on_sigterm(tmp_path):
-    _require_installation()
+def test_cluster_command_with_zookeeper_prints_each_server_and_stops_on_sigterm(zookeeper_installed, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "minikafka", "cluster", "--brokers", "3", "--zookeeper",
                              "--data-dir", str(tmp_path / "data")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -6,7 +6,7 @@ import pytest
 from kafka import KafkaProducer
 
 import minikafka
-from minikafka.integration.subprocess_runner import BrokerStartError
+from minikafka.subprocess_runner import BrokerStartError
 
 KAFKA_SENTENCE = "A Kafka instance in another process or thread is using this directory."
 PRODUCE_TIMEOUT_S = 30.0

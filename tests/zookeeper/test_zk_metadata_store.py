@@ -14,7 +14,8 @@ from minikafka.broker.controller.quorum_controller import (
 )
 from minikafka.broker.controller.replication_control import CreatedTopic, NewTopic
 from minikafka.broker.metadata.metadata_image import TOPIC_RESOURCE
-from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkClientConfig
+from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from minikafka.broker.zk.zookeeper_client import ZkClientConfig
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from tests.zookeeper.elected_controller import elected_controller, register_broker, znode_json
 

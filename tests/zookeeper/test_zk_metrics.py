@@ -3,10 +3,7 @@
 of each replica come from the LeaderAndIsr states the controller sends."""
 from __future__ import annotations
 
-import pytest
-
 import minikafka
-from minikafka.zookeeper_server import ZooKeeperInstallation, ZooKeeperNotInstalled
 from tests.helpers import wait_until
 
 ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
@@ -20,11 +17,7 @@ def active_controllers(cluster: minikafka.Cluster) -> dict[int, float]:
     return {node: m[ACTIVE_CONTROLLER] for node, m in cluster.state.metrics().items()}
 
 
-def test_active_controller_count_is_one_on_the_elected_broker_only(tmp_path):
-    try:
-        ZooKeeperInstallation.find()
-    except ZooKeeperNotInstalled as exc:
-        pytest.skip(str(exc))
+def test_active_controller_count_is_one_on_the_elected_broker_only(zookeeper_installed, tmp_path):
     with minikafka.Cluster(brokers=2, zookeeper=True, data_dir=tmp_path / "cluster") as cluster:
         elected = cluster.wait_for_controller()
         expected = {b.node_id: (1 if b is elected else 0) for b in cluster.brokers}

@@ -64,7 +64,7 @@ class CoordinatorTimer:
             fired += 1
             try:
                 callback()
-            except Exception:  # noqa: BLE001 - one failing timer must not stop the others
+            except Exception:  # one failing timer must not stop the others
                 log.exception("group coordinator timer %s failed", key)
 
     async def run(self) -> None:

@@ -2,9 +2,9 @@
 
 It follows Kafka's rules for classic groups: JoinGroup (with MEMBER_ID_REQUIRED, static membership, the initial
 rebalance delay), SyncGroup, Heartbeat, LeaveGroup, session and rebalance timeouts and the group state machine,
-plus the group admin APIs (DescribeGroups, ListGroups, DeleteGroups). Everything runs on the broker's trio loop,
-so a request's state change is atomic between awaits. A JoinGroup or SyncGroup that must wait for the rest of the
-group gets a `Completion` that a later request or a timer fills.
+with the group admin APIs (DescribeGroups, ListGroups, DeleteGroups) from group_admin. Everything runs on the
+broker's trio loop, so a request's state change is atomic between awaits. A JoinGroup or SyncGroup that must wait
+for the rest of the group gets a `Completion` that a later request or a timer fills.
 
 The pieces it stands on, each in its own module: the group cache and what persists it (GroupMetadataManager),
 committed offsets (OffsetManager), and the keyed timer of delayed operations (CoordinatorTimer).
@@ -21,7 +21,6 @@ import trio
 
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minikafka.broker.coordinator.group.group import (
-    GROUP_TYPE_CLASSIC,
     Completion,
     Group,
     GroupState,
@@ -30,11 +29,13 @@ from minikafka.broker.coordinator.group.group import (
     Protocols,
     SyncResult,
 )
+from minikafka.broker.coordinator.group.group_admin import GroupAdmin
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
-from minikafka.broker.coordinator.group.group_metadata_log import GROUP_METADATA_TOPIC, GroupMetadataLog
+from minikafka.broker.coordinator.group.group_metadata_log import GroupMetadataLog
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, MetadataLog
 from minikafka.broker.coordinator.group.offset_manager import OffsetManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.group_coordinator")
 
@@ -67,16 +68,6 @@ class JoinRequest:
     reason: str | None = None
 
 
-@dataclass
-class DescribedGroup:
-    group_id: str
-    error: ErrorCode
-    state: str
-    protocol_type: str
-    protocol_data: str
-    members: list[tuple[Member, bytes]]
-
-
 def _join_error(code: ErrorCode, member_id: str = "") -> JoinResult:
     return JoinResult(code, member_id=member_id)
 
@@ -87,9 +78,9 @@ def _completed(result: T) -> Completion[T]:
     return done
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupAdmin):
     """Kafka's classic membership protocol over the groups of `group_manager`; committed offsets are
-    `offset_manager`'s."""
+    `offset_manager`'s. The admin APIs are GroupAdmin's."""
 
     def __init__(self, config: GroupCoordinatorConfig, metadata_log: MetadataLog,
                  clock_ms: Callable[[], int] = wall_clock_ms) -> None:
@@ -98,14 +89,6 @@ class GroupCoordinator:
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, metadata_log, clock_ms)
         self.offset_manager = OffsetManager(config, self.group_manager, clock_ms, self._reschedule_heartbeat)
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.group_manager.groups
-
-    @property
-    def active(self) -> bool:
-        return self.group_manager.active
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -658,63 +641,6 @@ class GroupCoordinator:
         log.info("member %s left group %s through LeaveGroup (%s)", member_id, group.group_id, reason)
         group.complete_join(member, _join_error(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member_id)
-
-    # ---- admin ---------------------------------------------------------------------------------------------
-
-    def describe_group(self, group_id: str, api_version: int) -> DescribedGroup:
-        if not self.active:
-            return DescribedGroup(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "", "", "", [])
-        if not group_id:
-            return DescribedGroup(group_id, ErrorCode.INVALID_GROUP_ID, "", "", "", [])
-        if not self.group_manager.is_owned(group_id):
-            return DescribedGroup(group_id, ErrorCode.NOT_COORDINATOR, "", "", "", [])
-        group = self.groups.get(group_id)
-        if group is None:
-            error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
-            return DescribedGroup(group_id, error, GroupState.DEAD.value, "", "", [])
-        if group.is_in(GroupState.STABLE):
-            members = [(m, m.metadata(group.protocol_name)) for m in group.members.values()]
-            return DescribedGroup(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "",
-                                  group.protocol_name or "", members)
-        return DescribedGroup(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "", "",
-                              [(m, b"") for m in group.members.values()])
-
-    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[Group]:
-        if not self.active:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        states = {s.strip().lower() for s in states_filter}
-        types = {t.strip().lower() for t in types_filter}
-        return [g for g in self.groups.values()
-                if (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE_CLASSIC in types)]
-
-    def delete_groups(self, group_ids: list[str | None]) -> list[tuple[str | None, ErrorCode]]:
-        results: list[tuple[str | None, ErrorCode]] = []
-        for group_id in group_ids:
-            if not self.active:
-                results.append((group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-                continue
-            if group_id is None:
-                results.append((group_id, ErrorCode.INVALID_GROUP_ID))
-                continue
-            if not self.group_manager.is_owned(group_id):
-                results.append((group_id, ErrorCode.NOT_COORDINATOR))
-                continue
-            group = self.groups.get(group_id)
-            if group is None or group.is_in(GroupState.DEAD):
-                results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
-                continue
-            if not group.is_empty:
-                results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
-                continue
-            offsets = len(group.offsets)
-            error = self.group_manager.delete_group(group)
-            if error != ErrorCode.NONE:
-                results.append((group_id, error))
-                continue
-            log.info("deleted group %s and %d committed offsets", group_id, offsets)
-            results.append((group_id, ErrorCode.NONE))
-        return results
-
 
 def load_group_coordinator(broker: Any) -> GroupCoordinator:
     """The coordinator, serving no group until this broker leads a partition of `__consumer_offsets`

@@ -21,14 +21,12 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minikafka.broker.coordinator.group.group import OffsetAndMetadata
 from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
-from minikafka.broker.replication.replica_manager import error_of
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
 from minikafka.storage.log import AppendInfo
 
 log = logging.getLogger("minikafka.group_metadata_log")
-
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -20,7 +20,6 @@ from typing import Protocol
 from minikafka.broker.coordinator.group.group import Group, GroupState, Member
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import (
-    GROUP_METADATA_TOPIC,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -32,6 +31,7 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     offset_commit_record,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.group_metadata_manager")
 

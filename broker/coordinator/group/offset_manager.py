@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from minikafka.broker.coordinator.group.group import Group, GroupState, Member, OffsetAndMetadata
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
-from minikafka.broker.coordinator.group.group_metadata_log import GROUP_METADATA_TOPIC, Record, offset_commit_record
+from minikafka.broker.coordinator.group.group_metadata_log import Record, offset_commit_record
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.offset_manager")
 

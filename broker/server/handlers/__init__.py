@@ -1,13 +1,13 @@
 """One handler module per Kafka API family; each maps ApiKey members to handlers in its HANDLERS, and its docstring
 says which versions of each API it serves and what changes between them. `controller_requests` (a ZooKeeper-mode
-broker's control-plane APIs) maps them in its CONTROL_PLANE_HANDLERS instead, served apart from MODULES."""
+broker's control-plane APIs) maps them in its CONTROL_PLANE_HANDLERS instead, served apart from MODULES (the wiring
+imports it in ZooKeeper mode)."""
 from minikafka.broker.server.handlers import (
     api_versions,
     client_quotas,
     cluster,
     configs,
     control,
-    controller_requests,  # noqa: F401 - served apart from MODULES, in ZooKeeper mode
     fetch,
     groups,
     log_dirs,

@@ -29,8 +29,8 @@ from minikafka.broker.metadata.client_quota_entity import (
     describe_entity,
     quota_entity,
 )
-from minikafka.broker.server.forwarding import forward
-from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.broker.server.broker_services import RequestContext
+from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -97,7 +97,7 @@ def describe_client_quotas(quotas: ClientQuotas, components: list,
 async def handle_describe_client_quotas(ctx: RequestContext, request: DescribeClientQuotasRequest) -> ApiMessage:
     R = ctx.response_class
     try:
-        found = describe_client_quotas(ctx.broker.metadata_cache.image.client_quotas, request.components,
+        found = describe_client_quotas(ctx.services.metadata_cache.image.client_quotas, request.components,
                                        request.strict)
     except KafkaError as exc:
         return ctx.response(throttle_time_ms=0, error_code=exc.code, error_message=exc.message, entries=[])
@@ -117,7 +117,7 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: AlterClientQu
                     for e in entry.entity]) for entry in request.entries])
 
     response = await forward(ctx, request, failed)
-    if ctx.broker.config.zookeeper_mode and not request.validate_only:
+    if ctx.services.config.zookeeper_mode and not request.validate_only:
         await _read_back(ctx, [entry for entry, answer in zip(request.entries, response.entries, strict=True)
                                if answer.error_code == ErrorCode.NONE])
     return response
@@ -129,14 +129,14 @@ async def _read_back(ctx: RequestContext, entries: list) -> None:
     it from the change notifications."""
     from minikafka.broker.zk.zk_broker_metadata import ZkMetadataSource  # kazoo is needed in this mode only
 
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     assert isinstance(metadata, ZkMetadataSource)
     for entry in entries:
         entity = quota_entity((e.entity_type, e.entity_name) for e in entry.entity)
         try:
             await metadata.client_quotas_changed(entity)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the change notification brings it later
-            log.info("quotas of %s not read back: %r", describe_entity(entity), exc)
+            log.warning("quotas of %s not read back: %r", describe_entity(entity), exc)
 
 
 HANDLERS = {ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,

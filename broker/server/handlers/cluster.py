@@ -12,8 +12,8 @@ from __future__ import annotations
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import CLUSTER_OPERATIONS, NOT_REQUESTED
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -23,7 +23,7 @@ INCLUDE_FENCED_MIN_VERSION = 2
 
 async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> ApiMessage:
     R = ctx.response_class
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     if ctx.version >= 1 and request.endpoint_type != BROKER_ENDPOINT_TYPE:
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                             error_message="only broker endpoints are served", endpoint_type=request.endpoint_type,

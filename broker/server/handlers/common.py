@@ -1,16 +1,22 @@
-"""Lookups several handler families share: topics by name or id, and authorized-operation bitfields."""
+"""What several handler families share: topics by name or id, authorized-operation bitfields, per-partition
+answering, and forwarding a request to the controller."""
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafka.protocol.api_message import ApiMessage
+
 from minikafka.broker.metadata.metadata_image import TopicInfo
-from minikafka.broker.replication.replica_manager import error_of
-from minikafka.broker.server.kafka_apis import RequestContext
-from minikafka.protocol.errors import ErrorCode
+from minikafka.broker.server.broker_services import RequestContext
+from minikafka.broker.server.forwarding import ForwardingError
+from minikafka.protocol.errors import ErrorCode, error_of
 
 ZERO_UUID = uuid.UUID(int=0)
+# A purgatory key nothing checks: only the shutdown's wake_all ends a wait on it.
+SHUTDOWN_KEY = "shutdown"
 
 # Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without authorization every operation is allowed.
@@ -28,7 +34,7 @@ def operations_int32(operations: frozenset[int]) -> int:
 def resolve_topic(ctx: RequestContext, name: str | None,
                   topic_id: uuid.UUID | None) -> tuple[TopicInfo | None, ErrorCode]:
     """A topic named by id (newer versions) or by name, with the error Kafka gives when it is not there."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     if topic_id is not None and topic_id != ZERO_UUID:
         topic = cache.topics_by_id.get(topic_id)
         return topic, ErrorCode.NONE if topic else ErrorCode.UNKNOWN_TOPIC_ID
@@ -50,3 +56,20 @@ def per_partition(topics: list, answer: Callable[[Any, Any], Any],
                 parts.append(failed(p, error_of(exc).code))
         out.append((t, parts))
     return out
+
+
+async def forward(ctx: RequestContext, request: ApiMessage,
+                  failed: Callable[[ErrorCode, str], ApiMessage]) -> ApiMessage:
+    """A handler's whole work for a forwarded request: the controller's answer, or `failed`'s (every entry with
+    the error and message); waiting for this broker's metadata to catch up ends once it begins to shut down."""
+    try:
+        return await ctx.services.forwarding.forward(request, ctx.version, lambda: shutdown_begins(ctx))
+    except ForwardingError as exc:
+        return failed(exc.code, str(exc))
+
+
+async def shutdown_begins(ctx: RequestContext) -> None:
+    """Returns once the broker begins to shut down: when it stops taking requests, its purgatory's wake_all ends
+    every wait in it, this one too."""
+    if not ctx.draining():
+        await ctx.services.purgatory.wait_any([SHUTDOWN_KEY], math.inf)

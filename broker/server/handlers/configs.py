@@ -22,8 +22,8 @@ from typing import Any
 from kafka.protocol.admin.configs import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.server.broker_services import BrokerServices, RequestContext
 from minikafka.broker.server.forwarding import ForwardingError
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.log_config import ConfigEntry, LogConfig
@@ -32,41 +32,41 @@ TOPIC = 2
 BROKER = 4
 
 
-def _topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigEntry]:
-    entries = LogConfig.from_props(overrides, broker.log_defaults).describe()
-    return [broker.dynamic_config.topic_entry(e) for e in entries]
+def _topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[ConfigEntry]:
+    entries = LogConfig.from_props(overrides, services.log_defaults).describe()
+    return [services.dynamic_config.topic_entry(e) for e in entries]
 
 
-def _broker_name_error(broker, name: str) -> str | None:
+def _broker_name_error(services: BrokerServices, name: str) -> str | None:
     """Why a BROKER resource name is not this broker's nor the cluster default's (Kafka's message), or None."""
     if name == "":
         return None
     if not name.lstrip("-").isdigit():
         return f"Node id must be an integer, but it is: {name}"
-    if int(name) != broker.node_id:
-        return f"Unexpected broker id, expected {broker.node_id}, but received {name}"
+    if int(name) != services.node_id:
+        return f"Unexpected broker id, expected {services.node_id}, but received {name}"
     return None
 
 
 async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> ApiMessage:
     R = ctx.response_class
     CR = R.DescribeConfigsResult.DescribeConfigsResourceResult
-    broker = ctx.broker
+    services = ctx.services
     results = []
     for res in request.resources:
         code, message, entries = ErrorCode.NONE, None, []
         if res.resource_type == TOPIC:
-            cache = broker.metadata_cache
+            cache = services.metadata_cache
             if res.resource_name not in cache.topics:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
             else:
-                entries = _topic_config_entries(broker, cache.topic_configs(res.resource_name))
+                entries = _topic_config_entries(services, cache.topic_configs(res.resource_name))
         elif res.resource_type == BROKER:
-            message = _broker_name_error(broker, res.resource_name)
+            message = _broker_name_error(services, res.resource_name)
             if message is not None:
                 code = ErrorCode.INVALID_REQUEST
             else:
-                entries = broker.dynamic_config.describe(res.resource_name)
+                entries = services.dynamic_config.describe(res.resource_name)
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
         if res.configuration_keys is not None:
@@ -84,13 +84,13 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
 def _relays_for_other_brokers(ctx: RequestContext) -> bool:
     """Whether this broker is the ZooKeeper-mode controller, which gets the other brokers' forwarded alterations
     through its client API (their broker resources name them, not it)."""
-    broker = ctx.broker
-    return bool(broker.config.zookeeper_mode and broker.metadata.controller_id() == broker.node_id)
+    services = ctx.services
+    return bool(services.config.zookeeper_mode and services.metadata.controller_id() == services.node_id)
 
 
 def _local_refusal(ctx: RequestContext, resource: Any) -> tuple[ErrorCode, str]:
     if resource.resource_type == BROKER:
-        return ErrorCode.INVALID_REQUEST, _broker_name_error(ctx.broker, resource.resource_name) or ""
+        return ErrorCode.INVALID_REQUEST, _broker_name_error(ctx.services, resource.resource_name) or ""
     return ErrorCode.INVALID_REQUEST, f"altering configs of resource type {resource.resource_type} is not supported"
 
 
@@ -99,12 +99,12 @@ async def _alter_configs(ctx: RequestContext, request: AlterConfigsRequest | Inc
     R = ctx.response_class
     relaying = _relays_for_other_brokers(ctx)
     forwarded_resources = [res for res in request.resources if res.resource_type == TOPIC or (
-        res.resource_type == BROKER and (relaying or _broker_name_error(ctx.broker, res.resource_name) is None))]
+        res.resource_type == BROKER and (relaying or _broker_name_error(ctx.services, res.resource_name) is None))]
     answers: dict[int, tuple[ErrorCode, str | None]] = {}
     if forwarded_resources:
         forwarded = type(request)(resources=forwarded_resources, validate_only=request.validate_only)
         try:
-            response = await ctx.broker.forwarding.forward(forwarded, ctx.version)
+            response = await ctx.services.forwarding.forward(forwarded, ctx.version)
             for res, answer in zip(forwarded_resources, response.responses, strict=True):
                 answers[id(res)] = (ErrorCode(answer.error_code), answer.error_message)
         except ForwardingError as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
@@ -24,15 +24,14 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import is_internal
 from minikafka.broker.network.control_api import Operation, answer_control
+from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.network_client import DisconnectedError
+from minikafka.broker.network.request_channel import Request
 from minikafka.broker.network.socket_server import ConnectionInfo
-from minikafka.broker.server.metrics import as_dict, broker_families
+from minikafka.broker.server.broker_services import BrokerServices
+from minikafka.broker.server.metrics import broker_families
 from minikafka.protocol.control import CONTROL_API_KEY
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.request_header import RequestHeader
-
-if TYPE_CHECKING:
-    from minikafka.broker.server.broker_server import BrokerServer
 
 log = logging.getLogger("minikafka.control")
 
@@ -41,9 +40,9 @@ CONTROLLER_ENDPOINT_TYPE = 2  # DescribeCluster asks a controller about the cont
 CONTROLLER_LOOKUP_S = 5.0
 
 
-async def process_control(broker: BrokerServer, header: RequestHeader, frame: bytes, body_pos: int,
-                          conn: ConnectionInfo) -> bytes:
-    return await answer_control(OPERATIONS, broker, header, frame, body_pos, conn)
+async def process_control(services: BrokerServices, request: Request) -> bytes:
+    return await answer_control(OPERATIONS, services, request.header, request.frame, request.body_pos,
+                                request.context)
 
 
 def _optional_int(request: dict[str, Any], name: str) -> int | None:
@@ -51,10 +50,10 @@ def _optional_int(request: dict[str, Any], name: str) -> int | None:
     return None if value is None else int(value)
 
 
-async def _describe(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+async def _describe(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     wanted = request.get("topics")
     topics = []
-    cache = broker.metadata_cache
+    cache = services.metadata_cache
     for name, topic in sorted(cache.topics.items()):
         if wanted is not None and name not in wanted:
             continue
@@ -63,26 +62,27 @@ async def _describe(broker: BrokerServer, request: dict[str, Any], _conn: Connec
             state: dict[str, Any] = {"partition": index, "leader": reg.leader, "leader_epoch": reg.leader_epoch,
                                      "replicas": list(reg.replicas), "isr": list(reg.isr),
                                      "high_watermark": None, "log_start_offset": None, "log_end_offsets": {}}
-            hosted = broker.replica_manager.get_partition(name, index)
+            hosted = services.replica_manager.get_partition(name, index)
             if hosted is not None:
                 state.update(leader=hosted.leader_id, leader_epoch=hosted.leader_epoch,
                              replicas=list(hosted.replicas), isr=list(hosted.isr),
                              high_watermark=hosted.high_watermark, log_start_offset=hosted.log_start_offset)
-                ends = {str(r): hosted.remote_log_end_offsets.get(r) for r in hosted.replicas if r != broker.node_id}
-                ends[str(broker.node_id)] = hosted.log_end_offset
+                ends = {str(r): hosted.remote_log_end_offsets.get(r) for r in hosted.replicas
+                        if r != services.node_id}
+                ends[str(services.node_id)] = hosted.log_end_offset
                 state["log_end_offsets"] = ends
             partitions.append(state)
         topics.append({"name": name, "topic_id": str(topic.topic_id), "internal": is_internal(name),
                        "configs": cache.topic_configs(name), "partitions": partitions})
-    return {"node_id": broker.node_id, "cluster_id": cache.cluster_id, "pid": os.getpid(),
-            "endpoints": [{"host": e.host, "port": e.port} for e in broker.endpoints],
-            "log_dirs": [str(d) for d in broker.config.log_dirs], "faults": broker.faults.describe(),
-            "disk_usage_bytes": broker.disk_quota.used_bytes(),
-            "delayed_operations": broker.purgatory.delayed_operations, "topics": topics}
+    return {"node_id": services.node_id, "cluster_id": cache.cluster_id, "pid": os.getpid(),
+            "endpoints": [{"host": e.host, "port": e.port} for e in services.endpoints],
+            "log_dirs": [str(d) for d in services.config.log_dirs], "faults": services.faults.describe(),
+            "disk_usage_bytes": services.disk_quota.used_bytes(),
+            "delayed_operations": services.purgatory.delayed_operations, "topics": topics}
 
 
-async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    faults = broker.faults
+async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    faults = services.faults
     kind = request.get("kind")
     if kind == "error":
         count = request.get("count", 1)
@@ -95,71 +95,71 @@ async def _fault_add(broker: BrokerServer, request: dict[str, Any], _conn: Conne
                                      None if count is None else int(count), request.get("source"))
         return {"fault": latency.describe()}
     if kind == "disk":
-        return {"fault": broker.disk_quota.set(_optional_int(request, "quota_bytes"))}
+        return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
     if kind == "link":
         to = int(request["to"])
-        peer = await _control_address(broker, to)
-        link = await broker.faults.cut_link(broker.node_id, to, peer, bool(request.get("both_ways", True)))
+        peer = await _control_address(services, to)
+        link = await services.faults.cut_link(services.node_id, to, peer, bool(request.get("both_ways", True)))
         return {"fault": link.describe()}
     if kind == "fetch-pause":
         topic, partition = request.get("topic"), _optional_int(request, "partition")
-        pause = broker.faults.pause_fetching(broker.replica_manager.fetcher_manager, topic, partition,
-                                             _followed_partitions(broker, topic, partition))
+        pause = services.faults.pause_fetching(services.replica_manager.fetcher_manager, topic, partition,
+                                               _followed_partitions(services, topic, partition))
         return {"fault": pause.describe()}
     if kind == "log-dir":
-        return {"fault": _fail_log_dir(broker, str(request.get("path")))}
+        return {"fault": _fail_log_dir(services, str(request.get("path")))}
     raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause or log-dir")
 
 
-def _fail_log_dir(broker: BrokerServer, path: str) -> dict[str, Any]:
+def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
     """A log dir failing as on an I/O error; it cannot be cleared (Kafka brings a failed dir back on restart)."""
-    log_dir = next((d for d in broker.log_manager.log_dirs if str(d.path) == path), None)
+    log_dir = next((d for d in services.log_manager.log_dirs if str(d.path) == path), None)
     if log_dir is None:
-        raise FaultError(f"{path!r} is not a log dir of broker {broker.node_id}")
-    broker.replica_manager.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir.path, "fault injection")
+        raise FaultError(f"{path!r} is not a log dir of broker {services.node_id}")
+    services.replica_manager.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir.path, "fault injection")
     return {"kind": "log-dir", "path": path}
 
 
-def _followed_partitions(broker: BrokerServer, topic: str | None,
+def _followed_partitions(services: BrokerServices, topic: str | None,
                          partition: int | None) -> frozenset[tuple[str, int]] | None:
     """The partitions a fetch pause covers: all (None), or those named that this broker has a replica of."""
     if topic is None:
         if partition is not None:
             raise FaultError("a partition needs its topic")
         return None
-    info = broker.metadata_cache.topics.get(topic)
+    info = services.metadata_cache.topics.get(topic)
     if info is None:
         raise FaultError(f"unknown topic {topic!r}")
     if partition is not None and partition not in info.partitions:
         raise FaultError(f"topic {topic!r} has no partition {partition}")
     hosted = frozenset((topic, index) for index, state in info.partitions.items()
-                       if broker.node_id in state.replicas and partition in (None, index))
+                       if services.node_id in state.replicas and partition in (None, index))
     if not hosted:
         where = topic if partition is None else f"{topic}-{partition}"
-        raise FaultError(f"broker {broker.node_id} has no replica of {where} to stop fetching")
+        raise FaultError(f"broker {services.node_id} has no replica of {where} to stop fetching")
     return hosted
 
 
-async def _control_address(broker: BrokerServer, node_id: int) -> tuple[str, int]:
+async def _control_address(services: BrokerServices, node_id: int) -> tuple[str, int]:
     """Where node `node_id`'s control API listens: a broker's inter-broker listener, or the controller's. A
     controller known only by address is asked its node id (DescribeCluster, KIP-919), which is then kept so that
     the channels to it count as links to that node."""
-    if node_id == broker.node_id:
+    if node_id == services.node_id:
         raise FaultError(f"node {node_id} is this broker: a link joins two nodes")
-    peer = broker.metadata.image.brokers.get(node_id)
+    peer = services.metadata.image.brokers.get(node_id)
     if peer is not None:
-        endpoint = peer.endpoint(broker.config.inter_broker_listener_name) or next(iter(peer.endpoints), None)
+        endpoint = peer.endpoint(services.config.inter_broker_listener_name) or next(iter(peer.endpoints), None)
         if endpoint is None:
             raise FaultError(f"broker {node_id} has no listener registered")
         return endpoint.host, endpoint.port
-    voter = next((a for a in broker.config.controller_addresses if a.node_id == node_id), None)
+    voter = next((a for a in services.config.controller_addresses if a.node_id == node_id), None)
     if voter is not None:
         return voter.host, voter.port
     R = DescribeClusterRequest[DESCRIBE_CLUSTER_VERSION]
     response = None
     with trio.move_on_after(CONTROLLER_LOOKUP_S):
         try:
-            response = await broker.controller_channel.send(
+            response = await services.controller_channel.send(
                 R(include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE),
                 DESCRIBE_CLUSTER_VERSION)
         except DisconnectedError as exc:
@@ -172,37 +172,38 @@ async def _control_address(broker: BrokerServer, node_id: int) -> tuple[str, int
     if response.controller_id != node_id or controller is None:
         raise FaultError(f"node {node_id} is neither a broker of this cluster nor its controller "
                          f"(node {response.controller_id})")
-    broker.faults.links.controller_ids.add(node_id)
+    services.faults.links.controller_ids.add(node_id)
     return controller.host, controller.port
 
 
-async def _fault_clear(broker: BrokerServer, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    return {"cleared": await broker.faults.clear(request.get("kind"), _optional_int(request, "id"))}
+async def _fault_clear(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"cleared": await services.faults.clear(request.get("kind"), _optional_int(request, "id"))}
 
 
-async def _fault_list(broker: BrokerServer, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    return {"faults": broker.faults.describe()}
+async def _fault_list(services: BrokerServices, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    return {"faults": services.faults.describe()}
 
 
-async def _connections_close(broker: BrokerServer, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
-    others = [(cid, s) for cid, s in list(broker.socket_server.connections.items()) if cid != conn.connection_id]
-    for _cid, stream in others:
-        await stream.aclose()
-    log.warning("fault: closed %d client connection(s)", len(others))
-    return {"closed": len(others)}
+async def _connections_close(services: BrokerServices, _request: dict[str, Any],
+                             conn: ConnectionInfo) -> dict[str, Any]:
+    closed = await services.close_connections(conn.connection_id)
+    log.warning("fault: closed %d client connection(s)", closed)
+    return {"closed": closed}
 
 
-async def _shutdown(broker: BrokerServer, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
+async def _shutdown(services: BrokerServices, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
     log.info("shutdown requested through the control API by %s", conn.peer)
-    broker.stop()  # a clean stop as on SIGTERM; the answer still goes out, since shutdown drains requests
+    services.stop()  # a clean stop as on SIGTERM; the answer still goes out, since shutdown drains requests
     return {}
 
 
-async def _metrics(broker: BrokerServer, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    return {"node_id": broker.node_id, "metrics": as_dict(broker_families(broker))}
+async def _metrics(services: BrokerServices, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    replica_manager = getattr(services, "replica_manager", None)  # built once the broker has caught up
+    return {"node_id": services.node_id, "metrics": as_dict(broker_families(
+        services.metrics, services.purgatory, services.fetch_sessions, services.metadata, replica_manager))}
 
 
-OPERATIONS: dict[str, Operation[BrokerServer]] = {
+OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "describe": _describe,
     "fault.add": _fault_add,
     "fault.clear": _fault_clear,
@@ -212,6 +213,6 @@ OPERATIONS: dict[str, Operation[BrokerServer]] = {
     "metrics": _metrics,
 }
 
-# Served by KafkaApis.process outside the Kafka API table: never advertised, raw frames in and out.
+# Served by KafkaApis outside the Kafka API table: never advertised, raw frames in and out.
 HANDLERS: dict = {}
 PRIVATE_HANDLERS = {CONTROL_API_KEY: process_control}

@@ -22,12 +22,12 @@ from kafka.protocol.api_message import ApiMessage
 from minikafka.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
-    from minikafka.broker.server.kafka_apis import RequestContext
+    from minikafka.broker.server.broker_services import RequestContext
     from minikafka.broker.zk.zk_broker_metadata import ZkMetadataSource
 
 
 def _source(ctx: RequestContext) -> ZkMetadataSource:
-    source: Any = ctx.broker.metadata
+    source: Any = ctx.services.metadata
     return source
 
 

@@ -54,10 +54,9 @@ from minikafka.broker.replication.fetch_session import (
     PartitionResponse,
     new_context,
 )
-from minikafka.broker.server.client_quota_manager import consumer_fetch_max_bytes, fetch_throttle_time_ms
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import resolve_topic
 from minikafka.broker.server.handlers.leader_hints import node_endpoints
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -88,7 +87,7 @@ def fetch_context(ctx: RequestContext, request: FetchRequest, is_follower: bool)
     to_forget: list[PartitionKey] = [(t.topic_id if by_id else t.topic, index)
                                      for t in request.forgotten_topics_data or [] for index in t.partitions]
     session_id, epoch = (request.session_id, request.session_epoch) if ctx.version >= 7 else (0, -1)
-    return new_context(ctx.broker.fetch_sessions, ctx.version, session_id, epoch, is_follower, fetch_data,
+    return new_context(ctx.services.fetch_sessions, ctx.version, session_id, epoch, is_follower, fetch_data,
                        to_forget, trio.current_time() * 1000)
 
 
@@ -100,7 +99,7 @@ def is_quiet(ctx: RequestContext, context: FetchContext, params: FetchParams, ke
     holds. A follower's fetch state then stays as recorded at its last read, which, at the log end, keeps it
     caught up; each partition is still read every half replica.lag.time.max.ms, so that the time it was last
     caught up stays recent, as the ISR check wants; a follower outside the ISR is always read, so it can rejoin."""
-    partition = ctx.broker.replica_manager.partitions.get(fr.topic_partition)
+    partition = ctx.services.replica_manager.partitions.get(fr.topic_partition)
     if partition is None or not partition.is_leader or fr.current_leader_epoch not in (-1, partition.leader_epoch):
         return False
     if params.is_from_follower:
@@ -111,7 +110,29 @@ def is_quiet(ctx: RequestContext, context: FetchContext, params: FetchParams, ke
         end = partition.last_fetchable_offset(params.isolation_level)
     return fr.fetch_offset == end and context.answered_unchanged(
         key, partition.high_watermark, partition.last_stable_offset(), partition.log.log_start_offset,
-        ctx.broker.replica_manager.config.replica_lag_time_max_ms / 2)
+        ctx.services.replica_manager.config.replica_lag_time_max_ms / 2)
+
+
+def consumer_fetch_max_bytes(ctx: RequestContext, max_bytes: int) -> int:
+    """A consumer's fetch asks for no more than its consumer_byte_rate could ever let through in one go."""
+    most = ctx.services.client_quotas.fetch.max_value_in_quota_window(ctx.user, ctx.client_id)
+    return max_bytes if most >= max_bytes else int(most)
+
+
+def fetch_throttle_time_ms(ctx: RequestContext, response_bytes: int, is_follower: bool) -> int:
+    """A fetch's throttle (consumer_byte_rate and request_percentage; a follower's is exempt). A throttled fetch
+    is answered without records, so its bytes are taken back from the consumer's rate."""
+    if is_follower:
+        ctx.request_throttle_time_ms(exempt=True)
+        return 0
+    quota = ctx.services.client_quotas.fetch
+    now = quota.now_ms()
+    bandwidth = quota.record_and_get_throttle_time_ms(ctx.user, ctx.client_id, response_bytes, now)
+    throttle = max(bandwidth, ctx.request_throttle_time_ms())
+    if throttle > 0:
+        quota.unrecord(ctx.user, ctx.client_id, response_bytes, now)
+    ctx.throttle_time_ms = throttle
+    return throttle
 
 
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage:
@@ -141,8 +162,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
                     data.last_fetched_epoch, data.log_start_offset), ErrorCode.NONE))
         plan.append((t, parts))
     unresolved = any(fr is None for _, parts in plan for _, fr, _ in parts)
-    broker = ctx.broker
-    max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))
+    services = ctx.services
+    max_bytes = min(request.max_bytes, services.config.get("fetch.max.bytes"))
     if replica_id < 0:
         max_bytes = consumer_fetch_max_bytes(ctx, max_bytes)
     params = FetchParams(replica_id, replica_epoch, 0 if unresolved else request.max_wait_ms,
@@ -157,19 +178,19 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
                     quiet.append((key, fr))
                 else:
                     wanted.append(fr)
-    replica_manager = broker.replica_manager
-    client = broker.socket_server.connections.get(ctx.conn.connection_id)
+    replica_manager = services.replica_manager
+    client = ctx.client
     watched = [fr for _, fr in quiet]
     deadline = trio.current_time() + params.max_wait_ms / 1000
     results = await replica_manager.fetch_messages(params, wanted, client=client,
-                                                   stop_early=lambda: broker.socket_server.draining, watched=watched)
+                                                   stop_early=ctx.draining, watched=watched)
     # A quiet partition whose change ended the wait is read now. When the wait ran out, or the partitions read
     # had enough to answer, whatever changed meanwhile is seen by the client's next fetch instead.
     woken = [fr for key, fr in quiet if not is_quiet(ctx, context, params, key, fr)] \
         if quiet and not any(r.records for r in results) and trio.current_time() < deadline else []
     # Only quiet partitions, and the change that ended the wait gave none of them anything to answer (an append a
     # consumer may not read yet): wait on, until the fetch's own deadline.
-    while not wanted and quiet and not woken and not broker.socket_server.draining:
+    while not wanted and quiet and not woken and not ctx.draining():
         remaining_ms = int((deadline - trio.current_time()) * 1000)
         if remaining_ms <= 0:
             break

@@ -43,12 +43,12 @@ from typing import Any
 
 from minikafka.broker.coordinator.group.group import SyncResult
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
-from minikafka.broker.coordinator.group.group_metadata_log import GROUP_METADATA_TOPIC
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry, OffsetManager
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import ZERO_UUID, resolve_topic
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.groups")
 
@@ -68,11 +68,11 @@ _MESSAGES = {
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.group_coordinator
+    return ctx.services.group_coordinator
 
 
 def _offset_manager(ctx: RequestContext) -> OffsetManager:
-    return ctx.broker.group_coordinator.offset_manager
+    return ctx.services.group_coordinator.offset_manager
 
 
 async def _committed(ctx: RequestContext, group_id: str) -> ErrorCode:
@@ -83,8 +83,8 @@ async def _committed(ctx: RequestContext, group_id: str) -> ErrorCode:
 async def _ensure_offsets_topic(ctx: RequestContext) -> None:
     """A group request may come before any coordinator lookup (from a client that remembers its coordinator): the
     coordinator's partitions come into being with it, as they would with the lookup."""
-    if GROUP_METADATA_TOPIC not in ctx.broker.metadata_cache.topics:
-        await ctx.broker.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
+    if GROUP_METADATA_TOPIC not in ctx.services.metadata_cache.topics:
+        await ctx.services.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -97,11 +97,11 @@ def _client_host(ctx: RequestContext) -> str:
 
 def _this_broker(ctx: RequestContext) -> tuple[ErrorCode, int, str, int]:
     """This broker, on the listener the request came in on."""
-    broker = ctx.broker
-    endpoint = broker.metadata_cache.alive_endpoint(broker.node_id, ctx.conn.listener)
+    services = ctx.services
+    endpoint = services.metadata_cache.alive_endpoint(services.node_id, ctx.conn.listener)
     if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return ErrorCode.NONE, broker.node_id, endpoint.host, endpoint.port
+    return ErrorCode.NONE, services.node_id, endpoint.host, endpoint.port
 
 
 async def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
@@ -111,14 +111,14 @@ async def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tup
         return _this_broker(ctx)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    broker = ctx.broker
+    services = ctx.services
     coordinator = _coordinator(ctx)
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    cache = broker.metadata_cache
+    cache = services.metadata_cache
     # Clients look up their coordinator before any other group API: the first lookup creates the topic.
     if GROUP_METADATA_TOPIC not in cache.topics:
-        errors = await broker.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
+        errors = await services.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
         if GROUP_METADATA_TOPIC in errors:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     topic = cache.topics.get(GROUP_METADATA_TOPIC)
@@ -288,7 +288,7 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: 
                  ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
     """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
     offset_manager = _offset_manager(ctx)
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     requested = None
     unknown: list[tuple[uuid.UUID, list[int], ErrorCode]] = []
     if topics is not None:
@@ -354,7 +354,7 @@ async def handle_offset_delete(ctx: RequestContext, request) -> object:
     R = ctx.response_class
     TopicR = R.OffsetDeleteResponseTopic
     PartR = TopicR.OffsetDeleteResponsePartition
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     known: list[tuple[str, list[int]]] = []
     refused: dict[tuple[str, int], ErrorCode] = {}
     for t in request.topics:

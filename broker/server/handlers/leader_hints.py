@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.broker.server.broker_services import RequestContext
 
 
 def node_endpoints(ctx: RequestContext, node_endpoint: Any, leaders: set[int]) -> list:
@@ -12,7 +12,7 @@ def node_endpoints(ctx: RequestContext, node_endpoint: Any, leaders: set[int]) -
     out = []
     for leader in sorted(leaders):
         # The endpoint on the listener the client came in on, not the inter-broker one.
-        endpoint = ctx.broker.metadata_cache.leader_endpoint(leader, ctx.conn.listener)
+        endpoint = ctx.services.metadata_cache.leader_endpoint(leader, ctx.conn.listener)
         if endpoint is not None:
             out.append(node_endpoint(node_id=leader, host=endpoint.host, port=endpoint.port, rack=None))
     return out

@@ -24,7 +24,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.log.log_manager import future_dir_name
 from minikafka.broker.replication.replica_manager import ReplicaManager
-from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log_dir import LogDir
@@ -42,7 +42,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirs
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     results = [_describe_dir(ctx, replica_manager, log_dir, wanted)
                for log_dir in replica_manager.log_manager.log_dirs]
     fields: dict[str, object] = {"throttle_time_ms": 0, "results": results}
@@ -92,7 +92,7 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, request: AlterRepli
         for topic in entry.topics:
             for index in topic.partitions:
                 destinations[(topic.name, index)] = entry.path
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     errors = {tp: alter_replica_log_dir(replica_manager, tp, path) for tp, path in destinations.items()}
     if any(code == ErrorCode.NONE for code in errors.values()):
         replica_manager.alter_log_dirs_manager.wake()

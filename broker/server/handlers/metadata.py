@@ -39,8 +39,8 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.metadata.metadata_cache import MetadataCache, is_internal
 from minikafka.broker.metadata.metadata_image import PartitionInfo, TopicInfo
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import NOT_REQUESTED, TOPIC_OPERATIONS, ZERO_UUID, operations_int32
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import RecordsSplicer
 from minikafka.protocol.errors import ErrorCode
@@ -73,7 +73,7 @@ def partition_state(cache: MetadataCache, partition: PartitionInfo, listener: st
 
 
 def _partition_entries(cls: Any, ctx: RequestContext, topic: TopicInfo) -> list:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     out = []
     for index in sorted(topic.partitions):
         partition = topic.partitions[index]
@@ -88,8 +88,8 @@ def _partition_entries(cls: Any, ctx: RequestContext, topic: TopicInfo) -> list:
 
 
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiMessage:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     include_ops = ctx.version >= 8 and request.include_topic_authorized_operations
     allow_auto_create = request.allow_auto_topic_creation if ctx.version >= 4 else True
     every_topic = request.topics is None or (ctx.version == 0 and not request.topics)
@@ -98,8 +98,8 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiM
                if name not in cache.topics and not validate_topic_name(name)]
     creation_errors: dict[str, ErrorCode] = {}
     if missing and allow_auto_create:
-        creation_errors = await broker.auto_topic_creation.create_topics(missing)
-    if broker.faults.error_rules:
+        creation_errors = await services.auto_topic_creation.create_topics(missing)
+    if services.faults.error_rules:
         if every_topic:
             wanted = [(name, None) for name in sorted(cache.topics)]
         topics = [_topic_response(ctx, include_ops, name, topic_id, creation_errors) for name, topic_id in wanted]
@@ -117,7 +117,7 @@ def _topic_response(ctx: RequestContext, include_ops: bool, name: str | None, to
                     creation_errors: dict[str, ErrorCode]) -> Any:
     """One topic's entry: the topic as the cache has it, or the error of looking it up (or creating it)."""
     cls = ctx.response_class.MetadataResponseTopic
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     error = ErrorCode.NONE
     topic = None
     if name is None and topic_id is not None and topic_id != ZERO_UUID:
@@ -150,7 +150,7 @@ def _encoded_topics(ctx: RequestContext, include_ops: bool, every_topic: bool,
                     wanted: list[tuple[str | None, uuid.UUID | None]],
                     creation_errors: dict[str, ErrorCode]) -> EncodedTopics:
     """The response's topics array, from the topics' entries encoded for this image, listener and version."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     per_image = (ctx.version, ctx.conn.listener, include_ops)
 
     def encoded(name: str) -> bytes:  # of a topic the cache has
@@ -222,7 +222,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
     """KIP-966's paginated topic description (used by the Java AdminClient's describeTopics)."""
     R = ctx.response_class
     PR = R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     listener = ctx.conn.listener
     # Kafka pages through the topics in name order, whatever order the request lists them in.
     names = sorted({t.name for t in request.topics} if request.topics else cache.topics)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import per_partition
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -30,7 +30,7 @@ from minikafka.protocol.errors import ErrorCode
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ApiMessage:
     R = ctx.response_class
     PR = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     isolation = request.isolation_level if ctx.version >= 2 else IsolationLevel.READ_UNCOMMITTED
     isolation_level = None if request.replica_id >= 0 else isolation
 
@@ -51,7 +51,7 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> ApiMessage:
     R = ctx.response_class
     EO = R.OffsetForLeaderTopicResult.EpochEndOffset
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
 
     def answer(t, p):
         epoch, end_offset = replica_manager.last_offset_for_leader_epoch((t.topic, p.partition), p.leader_epoch,

@@ -34,10 +34,9 @@ from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from minikafka.broker.network.socket_server import CloseConnection
-from minikafka.broker.server.client_quota_manager import produce_throttle_time_ms
+from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import resolve_topic
 from minikafka.broker.server.handlers.leader_hints import node_endpoints
-from minikafka.broker.server.kafka_apis import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.record_batch import HEADER_SIZE, parse_header
@@ -66,6 +65,15 @@ def _record_errors(PR: Any, error: KafkaError, version: int) -> list:
             for e in error.record_errors]
 
 
+def produce_throttle_time_ms(ctx: RequestContext, acks: int) -> int:
+    """A produce's throttle: its request bytes against producer_byte_rate, and, unless acks=0 (no response to
+    carry it), its handling time against request_percentage."""
+    bandwidth = ctx.services.client_quotas.produce.record_and_get_throttle_time_ms(ctx.user, ctx.client_id,
+                                                                                   ctx.request_size)
+    ctx.throttle_time_ms = max(bandwidth, ctx.request_throttle_time_ms(exempt=acks == 0))
+    return ctx.throttle_time_ms
+
+
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMessage | None:
     R = ctx.response_class
     PR = R.TopicProduceResponse.PartitionProduceResponse
@@ -91,11 +99,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
             else:
                 targets[(ti, p.index)] = (topic.name, p.index)
                 entries[(topic.name, p.index)] = bytearray(p.records)
-    broker = ctx.broker
-    replica_manager = broker.replica_manager
-    results = await replica_manager.append_records(
-        request.timeout_ms, acks, entries, client=broker.socket_server.connections.get(ctx.conn.connection_id),
-        stop_early=lambda: broker.socket_server.draining)
+    replica_manager = ctx.services.replica_manager
+    results = await replica_manager.append_records(request.timeout_ms, acks, entries, client=ctx.client,
+                                                   stop_early=ctx.draining)
     throttle_time_ms = produce_throttle_time_ms(ctx, acks)
     if acks == 0:
         if errors or any(r.error for r in results.values()):
@@ -151,7 +157,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
                             producer_id=-1, producer_epoch=-1)
     # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
     try:
-        producer_id = await ctx.broker.producer_ids.generate_producer_id()
+        producer_id = await ctx.services.producer_ids.generate_producer_id()
     except KafkaError as exc:
         return ctx.response(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.server.forwarding import forward
-from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.broker.server.broker_services import RequestContext
+from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 

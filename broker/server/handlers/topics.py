@@ -25,9 +25,8 @@ from kafka.protocol.admin.topics import (
 )
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.server.forwarding import forward
-from minikafka.broker.server.handlers.common import ZERO_UUID, per_partition
-from minikafka.broker.server.kafka_apis import RequestContext
+from minikafka.broker.server.broker_services import RequestContext
+from minikafka.broker.server.handlers.common import ZERO_UUID, forward, per_partition
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -78,7 +77,7 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
     """Move log start offsets forward; -1 means up to the high watermark, as in Kafka."""
     R = ctx.response_class
     PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
 
     def answer(t, p):
         low = replica_manager.delete_records((t.name, p.partition_index), p.offset)

@@ -27,8 +27,9 @@ import trio
 from kafka.protocol.api_message import ApiMessage
 from kazoo.exceptions import KazooException
 
+from minikafka.broker.controller.cluster_control import LiveBroker
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
-from minikafka.broker.controller.quorum_controller import LiveBroker, QuorumController
+from minikafka.broker.controller.quorum_controller import QuorumController
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from minikafka.broker.network.network_client import NetworkClientConfig
 from minikafka.broker.zk.controller.controller_channel_manager import (
@@ -39,14 +40,9 @@ from minikafka.broker.zk.controller.controller_channel_manager import (
 from minikafka.broker.zk.controller.topic_deletion_manager import TopicDeletionManager
 from minikafka.broker.zk.controller.zk_controller_apis import ZkControllerApis
 from minikafka.broker.zk.controller.zk_metadata_store import SECURITY_PROTOCOL_IDS, ZkMetadataStore
-from minikafka.broker.zk.kafka_zk_client import (
-    BrokerAndEpoch,
-    ControllerMovedError,
-    KafkaZkClient,
-    ZkEvent,
-    ZkEventKind,
-)
+from minikafka.broker.zk.kafka_zk_client import BrokerAndEpoch, ControllerMovedError, KafkaZkClient
 from minikafka.broker.zk.zk_data import BROKER_IDS_PATH, CONTROLLER_PATH
+from minikafka.broker.zk.zookeeper_client import ZkEvent, ZkEventKind
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.metadata_records import MetadataRecord
@@ -80,7 +76,7 @@ class KafkaController:
         self.controller_epoch = -1
         self.active_controller_id: int | None = None
         self.quorum: QuorumController | None = None  # while active
-        self.apis = ZkControllerApis(self)
+        self.apis = ZkControllerApis(self._active_quorum, self.wait_propagated)
         self._store: ZkMetadataStore | None = None
         self._channel: ControllerChannelManager | None = None
         self._batch: ControllerBrokerRequestBatch | None = None
@@ -93,6 +89,10 @@ class KafkaController:
     @property
     def request_timeout_s(self) -> float:
         return self._network_config.request_timeout_ms / 1000
+
+    def _active_quorum(self) -> QuorumController | None:
+        """The quorum controller while this broker is the active controller, None otherwise."""
+        return self.quorum if self.is_active else None
 
     async def wait_propagated(self) -> None:
         """Until the brokers answered the requests of the latest commit (bounded by request.timeout.ms)."""

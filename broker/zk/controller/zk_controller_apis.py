@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 from kazoo.exceptions import KazooException
@@ -27,9 +28,6 @@ from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from minikafka.broker.zk.controller.kafka_controller import KafkaController
-
 log = logging.getLogger("minikafka.controller")
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -42,8 +40,13 @@ SERVED_KEYS = SHARED_KEYS | {ApiKey.CONTROLLED_SHUTDOWN}
 
 
 class ZkControllerApis:
-    def __init__(self, controller: KafkaController) -> None:
-        self._controller = controller
+    """Takes from its KafkaController only the quorum controller it holds while active (None otherwise) and the wait
+    for the brokers' answers, so the APIs need not know the controller that owns them."""
+
+    def __init__(self, active_quorum: Callable[[], QuorumController | None],
+                 wait_propagated: Callable[[], Awaitable[None]]) -> None:
+        self._active_quorum = active_quorum
+        self._wait_propagated = wait_propagated
         self._shared: tuple[QuorumController, ControllerApis] | None = None
 
     def _kraft_apis(self, quorum: QuorumController) -> ControllerApis:
@@ -56,8 +59,8 @@ class ZkControllerApis:
         key = request.API_KEY
         if key not in SERVED_KEYS:
             raise ValueError(f"the controller does not serve {type(request).__name__}")
-        quorum = self._controller.quorum
-        if not self._controller.is_active or quorum is None:
+        quorum = self._active_quorum()
+        if quorum is None:
             return error_response(request, version, ErrorCode.NOT_CONTROLLER)
         try:
             if key == ApiKey.CONTROLLED_SHUTDOWN:
@@ -70,7 +73,7 @@ class ZkControllerApis:
             log.exception("the controller could not carry out %s", type(request).__name__)
             return error_response(request, version, ErrorCode.UNKNOWN_SERVER_ERROR)
         if key in ADMIN_KEYS:
-            await self._controller.wait_propagated()
+            await self._wait_propagated()
         return response
 
     async def _controlled_shutdown(self, quorum: QuorumController, request: Any, version: int) -> ApiMessage:

@@ -1,0 +1,90 @@
+"""The group admin APIs of Kafka's GroupCoordinator (handleDescribeGroup, handleListGroups, handleDeleteGroups):
+they read and delete the groups of the coordinator's GroupMetadataManager and take no part in membership."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from minikafka.broker.coordinator.group.group import GROUP_TYPE_CLASSIC, Group, GroupState, Member
+from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("minikafka.group_coordinator")
+
+
+@dataclass
+class DescribedGroup:
+    group_id: str
+    error: ErrorCode
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[tuple[Member, bytes]]
+
+
+class GroupAdmin:
+    """DescribeGroups, ListGroups and DeleteGroups over `group_manager`'s groups (the GroupCoordinator's)."""
+
+    group_manager: GroupMetadataManager
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.group_manager.groups
+
+    @property
+    def active(self) -> bool:
+        return self.group_manager.active
+
+    def describe_group(self, group_id: str, api_version: int) -> DescribedGroup:
+        if not self.active:
+            return DescribedGroup(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "", "", "", [])
+        if not group_id:
+            return DescribedGroup(group_id, ErrorCode.INVALID_GROUP_ID, "", "", "", [])
+        if not self.group_manager.is_owned(group_id):
+            return DescribedGroup(group_id, ErrorCode.NOT_COORDINATOR, "", "", "", [])
+        group = self.groups.get(group_id)
+        if group is None:
+            error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
+            return DescribedGroup(group_id, error, GroupState.DEAD.value, "", "", [])
+        if group.is_in(GroupState.STABLE):
+            members = [(m, m.metadata(group.protocol_name)) for m in group.members.values()]
+            return DescribedGroup(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "",
+                                  group.protocol_name or "", members)
+        return DescribedGroup(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "", "",
+                              [(m, b"") for m in group.members.values()])
+
+    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[Group]:
+        if not self.active:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        states = {s.strip().lower() for s in states_filter}
+        types = {t.strip().lower() for t in types_filter}
+        return [g for g in self.groups.values()
+                if (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE_CLASSIC in types)]
+
+    def delete_groups(self, group_ids: list[str | None]) -> list[tuple[str | None, ErrorCode]]:
+        results: list[tuple[str | None, ErrorCode]] = []
+        for group_id in group_ids:
+            if not self.active:
+                results.append((group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                continue
+            if group_id is None:
+                results.append((group_id, ErrorCode.INVALID_GROUP_ID))
+                continue
+            if not self.group_manager.is_owned(group_id):
+                results.append((group_id, ErrorCode.NOT_COORDINATOR))
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(GroupState.DEAD):
+                results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
+                continue
+            if not group.is_empty:
+                results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                continue
+            offsets = len(group.offsets)
+            error = self.group_manager.delete_group(group)
+            if error != ErrorCode.NONE:
+                results.append((group_id, error))
+                continue
+            log.info("deleted group %s and %d committed offsets", group_id, offsets)
+            results.append((group_id, ErrorCode.NONE))
+        return results
