@@ -13,6 +13,7 @@ from minikafka.broker.network.request_metrics import RequestMetrics
 
 if TYPE_CHECKING:
     from minikafka.broker.metadata.metadata_image import MetadataImage
+    from minikafka.broker.replication.delayed_fetch import FetchPartitionRequest, FetchPartitionResult
 
 
 class TopicMetrics:
@@ -63,3 +64,18 @@ class BrokerMetrics(RequestMetrics):
         if topic_metrics is None:
             topic_metrics = self.topics[name] = TopicMetrics()
         return topic_metrics
+
+    def update_bytes_out(self, is_from_follower: bool, requests: list[FetchPartitionRequest],
+                         results: list[FetchPartitionResult]) -> None:
+        """Kafka's updateBytesOut: BytesOut (a consumer's fetch, per topic too) or ReplicationBytesOut (a
+        follower's) of the records a fetch answers with."""
+        if is_from_follower:
+            self.replication_bytes_out += sum(len(r.records) for r in results)
+            return
+        for request, result in zip(requests, results, strict=True):
+            size = len(result.records)
+            if size:
+                self.bytes_out += size
+                topic_metrics = self.topics.get(request.topic_partition[0])
+                if topic_metrics is not None:
+                    topic_metrics.bytes_out += size

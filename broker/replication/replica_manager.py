@@ -582,45 +582,14 @@ class ReplicaManager:
         readable = sum(len(r.records) for r in results)
         if (params.max_wait_ms <= 0 or not (requests or watched) or readable >= params.min_bytes
                 or any(r.error is not None or r.diverging_epoch is not None for r in results)):
-            self.count_bytes_out(params, requests, results)
+            self.metrics.update_bytes_out(params.is_from_follower, requests, results)
             return results
         del results  # a parked fetch holds no records: it reads again when it completes
-        delayed = DelayedFetch(self, self.should_leader_throttle, params, requests + watched)
+        delayed = DelayedFetch(self, self.replication_quotas.should_leader_throttle, params, requests + watched)
         await delayed.wait(self.purgatory, trio.current_time() + params.max_wait_ms / 1000, client, stop_early)
         results = await self.read_from_log(params, requests, update_fetch_state=False)
-        self.count_bytes_out(params, requests, results)
+        self.metrics.update_bytes_out(params.is_from_follower, requests, results)
         return results
-
-    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
-        """Kafka's shouldLeaderThrottle: a follower outside the ISR fetching a throttled partition gets nothing
-        while the leader's replication quota is exceeded."""
-        quota = self.replication_quotas.leader
-        return (replica_id not in partition.isr and quota.is_throttled((partition.topic, partition.index))
-                and quota.is_quota_exceeded())
-
-    def record_leader_throttled_bytes(self, params: FetchParams, sent: dict[TopicPartition, FetchPartitionResult]
-                                      ) -> None:
-        """Count toward the leader's quota what a follower fetch answers for throttled partitions, in the ISR or
-        not (Kafka records the whole throttled traffic)."""
-        if params.is_from_follower:
-            quota = self.replication_quotas.leader
-            quota.record(sum(len(r.records) for tp, r in sent.items() if quota.is_throttled(tp)))
-
-    def count_bytes_out(self, params: FetchParams, requests: list[FetchPartitionRequest],
-                        results: list[FetchPartitionResult]) -> None:
-        """Kafka's BytesOut (a consumer's fetch, per topic too) or ReplicationBytesOut (a follower's) of the
-        records a fetch answers with."""
-        metrics = self.metrics
-        if params.is_from_follower:
-            metrics.replication_bytes_out += sum(len(r.records) for r in results)
-            return
-        for request, result in zip(requests, results, strict=True):
-            size = len(result.records)
-            if size:
-                metrics.bytes_out += size
-                topic_metrics = metrics.topics.get(request.topic_partition[0])
-                if topic_metrics is not None:
-                    topic_metrics.bytes_out += size
 
     async def read_from_log(self, params: FetchParams, requests: list[FetchPartitionRequest],
                             update_fetch_state: bool) -> list[FetchPartitionResult]:
@@ -671,7 +640,7 @@ class ReplicaManager:
                 max_offset = partition.last_fetchable_offset(params.isolation_level)
             read = functools.partial(the_log.read_records, offset, min(limit, request.max_bytes), max_offset=max_offset,
                                      min_one_message=min_one_message)
-            if replica is not None and self.should_leader_throttle(partition, params.replica_id):
+            if replica is not None and self.replication_quotas.should_leader_throttle(partition, params.replica_id):
                 result.records = b""  # throttled: the follower's position still counts
             elif offset < the_log.active_segment.base_offset:
                 result.records = await trio.to_thread.run_sync(read)

@@ -15,10 +15,14 @@ windows' worth before it holds back.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from minikafka.broker.replication.partition import Partition
 
 TopicPartition = tuple[str, int]
 UNLIMITED = 2**63 - 1  # Kafka's Long.MAX_VALUE: no bound
@@ -153,3 +157,15 @@ class ReplicationQuotas:
     def update_rates(self, leader_bytes_per_second: int, follower_bytes_per_second: int) -> None:
         self.leader.update_quota(leader_bytes_per_second)
         self.follower.update_quota(follower_bytes_per_second)
+
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a follower outside the ISR fetching a throttled partition gets nothing
+        while the leader's replication quota is exceeded."""
+        quota = self.leader
+        return (replica_id not in partition.isr and quota.is_throttled((partition.topic, partition.index))
+                and quota.is_quota_exceeded())
+
+    def record_leader_throttled_bytes(self, sent: Mapping[TopicPartition, Sized]) -> None:
+        """Count toward the leader's quota the records a follower fetch answers for throttled partitions, in the
+        ISR or not (Kafka records the whole throttled traffic)."""
+        self.leader.record(sum(len(records) for tp, records in sent.items() if self.leader.is_throttled(tp)))

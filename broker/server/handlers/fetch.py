@@ -199,11 +199,12 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
         woken = [fr for key, fr in quiet if not is_quiet(ctx, context, params, key, fr)]
     if woken:
         woken_results = await replica_manager.read_from_log(params, woken, update_fetch_state=True)
-        replica_manager.count_bytes_out(params, woken, woken_results)
+        replica_manager.metrics.update_bytes_out(params.is_from_follower, woken, woken_results)
         results += woken_results
         wanted += woken
     by_tp = {fr.topic_partition: res for fr, res in zip(wanted, results, strict=True)}
-    replica_manager.record_leader_throttled_bytes(params, by_tp)
+    if params.is_from_follower:
+        replica_manager.replication_quotas.record_leader_throttled_bytes({tp: r.records for tp, r in by_tp.items()})
     throttle_time_ms = fetch_throttle_time_ms(ctx, sum(len(r.records) for r in results), replica_id >= 0)
     if throttle_time_ms:
         # Kafka's throttled fetch response: nothing, and the session's state as before this fetch.
