@@ -11,6 +11,7 @@ import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.broker.metadata.broker_lifecycle_manager import BrokerLifecycleManager
+from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity
 from minikafka.broker.metadata.metadata_cache import random_alive_broker_id
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
 from minikafka.broker.metadata.metadata_loader import LoaderCatchUp, MetadataLoader, Preparer, Publisher
@@ -133,6 +134,9 @@ class KRaftMetadataSource:
 
     def install_publisher(self, publisher: Publisher, prepare: Preparer) -> None:
         self.loader.install_publisher(publisher, prepare)
+
+    async def client_quotas_altered(self, entities: list[ClientQuotaEntity]) -> None:
+        pass  # the metadata log brought them before the controller answered
 
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         started = time.monotonic()

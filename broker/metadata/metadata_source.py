@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 import trio
 
 from minikafka.broker.metadata.broker_lifecycle_manager import RegistrationError
+from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
 from minikafka.broker.metadata.metadata_loader import Preparer, Publisher
 from minikafka.broker.network.controller_channel import ControllerChannel
@@ -84,6 +85,12 @@ class MetadataSource(Protocol):
         ...
 
     def install_publisher(self, publisher: Publisher, prepare: Preparer) -> None: ...
+
+    async def client_quotas_altered(self, entities: list[ClientQuotaEntity]) -> None:
+        """The controller accepted new quotas of these entities through this broker: a ZooKeeper-mode broker reads
+        them back from ZooKeeper (as Kafka's did to describe them), so a client describing them through it sees
+        its change at once; a KRaft broker has caught up with the controller by then."""
+        ...
 
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         """With the listeners serving: until the controller counts this broker in and its replicas are set."""

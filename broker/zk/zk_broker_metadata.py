@@ -482,6 +482,15 @@ class ZkMetadataSource:
         if self._publisher is not None:
             self._publisher(self.image, MetadataChange(broker_configs={resource_name}))
 
+    async def client_quotas_altered(self, entities: list[ClientQuotaEntity]) -> None:
+        """Read back at once what this broker had altered; the other brokers learn it from the change
+        notifications."""
+        for entity in entities:
+            try:
+                await self.client_quotas_changed(entity)
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the change notification brings it later
+                log.warning("quotas of %s not read back: %r", describe_entity(entity), exc)
+
     async def client_quotas_changed(self, entity: ClientQuotaEntity) -> None:
         """Kafka's ClientIdConfigHandler / UserConfigHandler: the entity's quotas are read again; the quota
         managers resolve quotas from the image on every request, so the change applies at once."""

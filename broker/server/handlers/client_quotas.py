@@ -14,8 +14,6 @@ Both are flexible from v1.
 """
 from __future__ import annotations
 
-import logging
-
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.api_message import ApiMessage
 
@@ -26,15 +24,12 @@ from minikafka.broker.metadata.client_quota_entity import (
     USER,
     ClientQuotaEntity,
     ClientQuotas,
-    describe_entity,
     quota_entity,
 )
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-log = logging.getLogger("minikafka.client_quotas")
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 # A filter: the names wanted by entity type (None: the default), and the types wanted with any name.
@@ -117,26 +112,12 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: AlterClientQu
                     for e in entry.entity]) for entry in request.entries])
 
     response = await forward(ctx, request, failed)
-    if ctx.services.config.zookeeper_mode and not request.validate_only:
-        await _read_back(ctx, [entry for entry, answer in zip(request.entries, response.entries, strict=True)
-                               if answer.error_code == ErrorCode.NONE])
+    if not request.validate_only:
+        await ctx.services.metadata.client_quotas_altered(
+            [quota_entity((e.entity_type, e.entity_name) for e in entry.entity)
+             for entry, answer in zip(request.entries, response.entries, strict=True)
+             if answer.error_code == ErrorCode.NONE])
     return response
-
-
-async def _read_back(ctx: RequestContext, entries: list) -> None:
-    """A ZooKeeper-mode broker reads the quotas it just had altered back from ZooKeeper (Kafka's read them there
-    to describe them), so a client describing them through it sees its change at once; the other brokers learn
-    it from the change notifications."""
-    from minikafka.broker.zk.zk_broker_metadata import ZkMetadataSource  # kazoo is needed in this mode only
-
-    metadata = ctx.services.metadata
-    assert isinstance(metadata, ZkMetadataSource)
-    for entry in entries:
-        entity = quota_entity((e.entity_type, e.entity_name) for e in entry.entity)
-        try:
-            await metadata.client_quotas_changed(entity)
-        except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the change notification brings it later
-            log.warning("quotas of %s not read back: %r", describe_entity(entity), exc)
 
 
 HANDLERS = {ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
