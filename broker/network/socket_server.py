@@ -187,7 +187,7 @@ class SocketServer:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass
-        except Exception:
+        except Exception:  # a bug met by one request closes its connection only, as Kafka's Processor does
             log.exception("closing connection %s from %s after an unexpected error", conn_id, peer)
         finally:
             self.connections.pop(conn_id, None)

@@ -166,7 +166,7 @@ class KafkaZkClient(ZooKeeperClient):
         if self._broker_registration is not None:
             try:
                 await self.register_broker(self._broker_registration)
-            except Exception:
+            except Exception:  # the session's other handlers still run; Kafka logs this and carries on too
                 log.exception("Failed to register broker %d again in the new ZooKeeper session",
                               self._broker_registration.broker_id)
 
