@@ -27,14 +27,8 @@ from minikafka.broker.controller.quorum_controller import QuorumController
 from minikafka.broker.faults.link_faults import LinkFaults
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataImage
 from minikafka.broker.network.metrics_endpoint import as_dict
-from minikafka.broker.network.socket_server import (
-    CloseConnection,
-    ConnectionInfo,
-    SocketServer,
-    decode_or_close,
-    open_listeners,
-    parse_header_or_close,
-)
+from minikafka.broker.network.request_channel import decode_or_close, parse_header_or_close
+from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo, SocketServer, open_listeners
 from minikafka.config import BrokerConfig, Endpoint
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import encode_response

@@ -16,15 +16,26 @@ from dataclasses import dataclass, field
 import trio
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.network.socket_server import (
-    CloseConnection,
-    ConnectionInfo,
-    decode_or_close,
-    parse_header_or_close,
-)
+from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import ApiSchema, Response
-from minikafka.protocol.request_header import RequestHeader
+from minikafka.protocol.codec import ApiSchema, Response, decode_request
+from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
+
+
+def parse_header_or_close(frame: bytes) -> tuple[RequestHeader, int]:
+    """The request header and where the body starts; a header that does not parse closes the connection."""
+    try:
+        return RequestHeader.parse(frame)
+    except InvalidRequestError as exc:
+        raise CloseConnection(str(exc)) from None
+
+
+def decode_or_close(schema: ApiSchema, header: RequestHeader, frame: bytes, body_pos: int) -> ApiMessage:
+    """The request; one that does not parse closes the connection, as Kafka's parser does."""
+    try:
+        return decode_request(schema, header, frame, body_pos)
+    except InvalidRequestError as exc:
+        raise CloseConnection(str(exc)) from None
 
 
 class RequestKind(enum.Enum):

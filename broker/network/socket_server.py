@@ -28,15 +28,13 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import trio
-from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.network.client_disconnect import unless_client_disconnects
 from minikafka.broker.network.file_send import send_pieces
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import ApiSchema, Records, RecordsSend, Response, decode_request
+from minikafka.protocol.codec import Records, RecordsSend, Response
 from minikafka.protocol.file_records import TruncatedFileError
 from minikafka.protocol.framing import FrameDecoder, FrameError
-from minikafka.protocol.request_header import InvalidRequestError, RequestHeader
 
 log = logging.getLogger("minikafka.server")
 
@@ -85,22 +83,6 @@ async def open_listeners(purpose: str, host: str, port: int) -> list[trio.Socket
         return await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
         raise ListenerBindError(purpose, host, port, exc) from exc
-
-
-def parse_header_or_close(frame: bytes) -> tuple[RequestHeader, int]:
-    """The request header and where the body starts; a header that does not parse closes the connection."""
-    try:
-        return RequestHeader.parse(frame)
-    except InvalidRequestError as exc:
-        raise CloseConnection(str(exc)) from None
-
-
-def decode_or_close(schema: ApiSchema, header: RequestHeader, frame: bytes, body_pos: int) -> ApiMessage:
-    """The request; one that does not parse closes the connection, as Kafka's parser does."""
-    try:
-        return decode_request(schema, header, frame, body_pos)
-    except InvalidRequestError as exc:
-        raise CloseConnection(str(exc)) from None
 
 
 class ConnectionInfo:

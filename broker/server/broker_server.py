@@ -240,7 +240,7 @@ class BrokerServer:
             self.dynamic_config.replication_throttled_rate, REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND)
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
                                               lambda: self.metadata.broker_epoch)
-        self.group_coordinator = load_group_coordinator(self)
+        self.group_coordinator = load_group_coordinator(self.config, self.metadata_cache, self.replica_manager)
         self.replica_manager.on_become_leader.append(self._on_become_leader)
         self.replica_manager.on_become_follower.append(self._on_become_follower)
         everything = MetadataChange(

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -36,6 +36,11 @@ from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetad
 from minikafka.broker.coordinator.group.offset_manager import OffsetManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
+
+if TYPE_CHECKING:
+    from minikafka.broker.metadata.metadata_cache import MetadataCache
+    from minikafka.broker.replication.replica_manager import ReplicaManager
+    from minikafka.config import BrokerConfig
 
 log = logging.getLogger("minikafka.group_coordinator")
 
@@ -642,19 +647,20 @@ class GroupCoordinator(GroupAdmin):
         group.complete_join(member, _join_error(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member_id)
 
-def load_group_coordinator(broker: Any) -> GroupCoordinator:
+
+def load_group_coordinator(config: BrokerConfig, metadata_cache: MetadataCache,
+                           replica_manager: ReplicaManager) -> GroupCoordinator:
     """The coordinator, serving no group until this broker leads a partition of `__consumer_offsets`
-    (`on_elected`). `broker` is the BrokerServer (typed loosely: this module sits below it), with its metadata
-    caught up. A fresh cluster has no such topic until a group first looks up its coordinator, as in Kafka, so it
-    starts without creating 50 partitions."""
-    config = GroupCoordinatorConfig.from_broker_config(broker.config)
-    topic = broker.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
-    if topic is not None and len(topic.partitions) != config.num_partitions:
+    (`on_elected`); built once the broker's metadata has caught up. A fresh cluster has no such topic until a group
+    first looks up its coordinator, as in Kafka, so it starts without creating 50 partitions."""
+    coordinator_config = GroupCoordinatorConfig.from_broker_config(config)
+    topic = metadata_cache.topics.get(GROUP_METADATA_TOPIC)
+    if topic is not None and len(topic.partitions) != coordinator_config.num_partitions:
         log.warning("%s has %d partitions but offsets.topic.num.partitions is %d; using the topic's count",
-                    GROUP_METADATA_TOPIC, len(topic.partitions), config.num_partitions)
-        config.num_partitions = len(topic.partitions)
-    coordinator = GroupCoordinator(config, GroupMetadataLog(broker.replica_manager,
-                                                            broker.config.get("offsets.commit.timeout.ms")))
+                    GROUP_METADATA_TOPIC, len(topic.partitions), coordinator_config.num_partitions)
+        coordinator_config.num_partitions = len(topic.partitions)
+    coordinator = GroupCoordinator(coordinator_config, GroupMetadataLog(replica_manager,
+                                                                        config.get("offsets.commit.timeout.ms")))
     coordinator.group_manager.active = True
     return coordinator
 
