@@ -40,14 +40,13 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, ApiSchema
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.internal_topics import METADATA_TOPIC
+from minikafka.protocol.internal_topics import METADATA_TOPIC, METADATA_TOPIC_ID
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LOST_DIRECTORY_ID
 from minikafka.storage.metadata_log import METADATA_PARTITION
 
 log = logging.getLogger("minikafka.controller")
 
-METADATA_TOPIC_ID = uuid.UUID(int=1)  # KRaft's fixed id of __cluster_metadata
 ZERO_UUID = uuid.UUID(int=0)
 BROKER_ENDPOINT_TYPE = 1  # DescribeCluster endpoint types (KIP-919)
 CONTROLLER_ENDPOINT_TYPE = 2

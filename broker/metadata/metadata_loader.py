@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -32,14 +31,13 @@ from minikafka.broker.network.controller_channel import ControllerChannel
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.network.network_client import DisconnectedError
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.internal_topics import METADATA_TOPIC
+from minikafka.protocol.internal_topics import METADATA_TOPIC, METADATA_TOPIC_ID
 from minikafka.protocol.metadata_records import MetadataRecordError
 from minikafka.protocol.record_batch import iter_batches
 from minikafka.storage.metadata_log import METADATA_PARTITION, MetadataEntry, decode_entries
 
 log = logging.getLogger("minikafka.metadata_loader")
 
-METADATA_TOPIC_ID = uuid.UUID(int=1)  # KRaft's fixed id of `__cluster_metadata`
 FETCH_VERSION = 17
 FETCH_MAX_WAIT_MS = 500  # KRaft's observer fetch long-poll
 FETCH_MAX_BYTES = 8 * 1024 * 1024  # one metadata batch is at most 8 MiB

@@ -16,7 +16,7 @@ from kafka.protocol.consumer.fetch import FetchResponse
 
 from minikafka.broker.metadata.broker_lifecycle_manager import BrokerLifecycleManager, RegistrationError
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
-from minikafka.broker.metadata.metadata_loader import METADATA_TOPIC_ID, MetadataLoader
+from minikafka.broker.metadata.metadata_loader import MetadataLoader
 from minikafka.broker.network.controller_channel import NetworkControllerChannel
 from minikafka.broker.network.network_client import DisconnectedError, NetworkClientConfig
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
@@ -29,6 +29,7 @@ from minikafka.protocol.control_plane import (
     BrokerRegistrationResponse,
 )
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.internal_topics import METADATA_TOPIC_ID
 from minikafka.protocol.metadata_records import PartitionRecord, RegisterBrokerRecord, TopicRecord
 from minikafka.storage.metadata_log import MetadataLog
 from tests.helpers import held_free_port

@@ -26,7 +26,6 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.controller import ControllerApis, ControllerServer, QuorumController
-from minikafka.broker.controller.controller_apis import METADATA_TOPIC_ID
 from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.network.network_client import DisconnectedError, NetworkClient, NetworkClientConfig
 from minikafka.broker.network.socket_server import ConnectionInfo
@@ -39,7 +38,7 @@ from minikafka.protocol.control_plane import (
     BrokerRegistrationRequest,
 )
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.internal_topics import METADATA_TOPIC
+from minikafka.protocol.internal_topics import METADATA_TOPIC, METADATA_TOPIC_ID
 from minikafka.protocol.metadata_records import BrokerRegistrationChangeRecord, RegisterBrokerRecord, TopicRecord
 from minikafka.storage.metadata_log import decode_entries
 
