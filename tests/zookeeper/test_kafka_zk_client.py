@@ -336,7 +336,9 @@ async def test_watches_fire_into_trio(zk_connect):
 
 async def test_zookeeper_killed_and_restarted_within_the_session(zookeeper, raw):
     connect = zookeeper.connect_string + "/kafka"
-    async with KafkaZkClient.open(_config(connect, session_timeout_ms=15000)) as client:
+    # A session long enough to outlast a restart of ZooKeeper's JVM on a loaded machine (a restart and the client's
+    # reconnection have taken over 15 s there); the server's maxSessionTimeout is 60 s.
+    async with KafkaZkClient.open(_config(connect, session_timeout_ms=45000)) as client:
         await client.create_top_level_paths()
         events = client.subscribe()
         epoch = await client.register_broker(_broker(1))
