@@ -61,8 +61,14 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, cache: Lea
 
     for i, segment in enumerate(segments):
         is_last = i == len(segments) - 1
-        end = segment.next_offset if is_last else segments[i + 1].base_offset
-        if end <= recovery_point and (not is_last or segment.ends_cleanly()):
+        # An earlier segment ends where the next one's name says; the last one's end is read from its tail batch,
+        # which is not yet validated: only a clean end exactly at the recovery point spares it (a damaged header
+        # can put its end anywhere, even below its base offset).
+        if is_last:
+            flushed = segment.next_offset == recovery_point and segment.ends_cleanly()
+        else:
+            flushed = segments[i + 1].base_offset <= recovery_point
+        if flushed:
             continue
         logger.info("%s: recovering segment %s (recovery point %d)", name, segment.log_path.name, recovery_point)
         truncated = segment.recover(note_epoch)

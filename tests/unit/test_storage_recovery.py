@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecordsBuilder
 
@@ -169,6 +169,7 @@ def batch_bounds(data: bytes) -> list[tuple[int, int, int]]:
 
 @settings(max_examples=120, deadline=None)
 @given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["truncate", "flip"]), st.integers(1, 255))
+@example(where=41879, damage="flip", xor=128)  # the last batch's lastOffsetDelta made negative: its end below 0
 def test_recovery_keeps_exactly_the_valid_prefix(where: int, damage: str, xor: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "t-0"
