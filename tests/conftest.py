@@ -42,6 +42,26 @@ def broker(broker_factory) -> minikafka.Broker:
     return broker_factory()
 
 
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def record_walk(request) -> Iterator[str]:
+    """Runs a module's tests with each of the log validator's record walks, in this process and in the brokers
+    they start: the compiled one (skipped where it is not built) and the Python fallback."""
+    from minikafka.storage import log_validator
+
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "compiled":
+            try:
+                from minikafka.storage._record_walk import walk
+            except ImportError:
+                pytest.skip("the compiled record walk (storage/_record_walk.c) is not built")
+            patch.setattr(log_validator, "_walk", walk)
+            patch.delenv(log_validator.PURE_PYTHON_ENV, raising=False)
+        else:
+            patch.setattr(log_validator, "_walk", log_validator._python_walk)
+            patch.setenv(log_validator.PURE_PYTHON_ENV, "1")
+        yield request.param
+
+
 @pytest.fixture
 def unique_topic(request) -> str:
     return "t-" + request.node.name.replace("[", "-").replace("]", "").replace("/", "-")[:150]

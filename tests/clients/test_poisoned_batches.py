@@ -14,6 +14,9 @@ from tests.helpers import DEFAULT_WAIT_S, create_topic, fetch, produce
 from tests.raw_client import RawConnection
 from tests.record_bytes import COMPRESSORS, batch, record
 
+# Each test with the compiled record walk and with the Python one.
+pytestmark = pytest.mark.usefixtures("record_walk")
+
 UNKNOWN_SERVER_ERROR = -1
 INVALID_TIMESTAMP = 32
 INVALID_RECORD = 87

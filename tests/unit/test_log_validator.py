@@ -23,6 +23,9 @@ from minikafka.storage.log_validator import RecordValidationError, validate_reco
 from tests import record_bytes
 from tests.record_bytes import COMPRESSORS, record, varint
 
+# Each test with the compiled record walk and with the Python one.
+pytestmark = pytest.mark.usefixtures("record_walk")
+
 NOW = 1_700_000_000_000
 CODECS = (0, 1, 2, 3, 4)
 
@@ -184,6 +187,7 @@ def _with_body(body: bytes, length: int | None = None) -> bytes:
     ("varint longer than five bytes", [_with_body(b"\x00\x00" + b"\x80" * 5 + b"\x00\x01\x02a\x00")]),
     ("varlong longer than ten bytes", [_with_body(b"\x00" + b"\x80" * 10 + b"\x00\x00\x01\x02a\x00")]),
     ("record cut by the batch end", [record(0, b"a") + b"\x10\x00"]),
+    ("no header count", [_with_body(b"\x00\x00\x00\x01\x02a")]),
 ])
 def test_records_that_do_not_parse_are_invalid_record(name, records):
     error = refusal(batch(records, count=1))
