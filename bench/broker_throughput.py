@@ -64,11 +64,8 @@ def start_broker(data_dir: str) -> tuple[subprocess.Popen, str, float]:
     return proc, f"127.0.0.1:{port}", ready
 
 
-def produce(bootstrap: str, topic: str, count: int, record: int, **conf) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20, "batch.size": 1_000_000,
-                         "queue.buffering.max.kbytes": 1_000_000, "message.max.bytes": 10_000_000, **conf})
-    value = os.urandom(record)
-    started = time.perf_counter()
+def produce_all(producer: Producer, topic: str, count: int, value: bytes) -> None:
+    """`count` records of `value`, as fast as the producer's queue takes them (a full queue waits for deliveries)."""
     for i in range(count):
         while True:
             try:
@@ -78,6 +75,13 @@ def produce(bootstrap: str, topic: str, count: int, record: int, **conf) -> floa
                 producer.poll(0.01)
         if i % 10000 == 0:
             producer.poll(0)
+
+
+def produce(bootstrap: str, topic: str, count: int, record: int, **conf) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.kbytes": 1_000_000, "message.max.bytes": 10_000_000, **conf})
+    started = time.perf_counter()
+    produce_all(producer, topic, count, os.urandom(record))
     left = producer.flush(120)
     if left:
         raise SystemExit(f"{left} records not delivered")

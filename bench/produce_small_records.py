@@ -21,7 +21,7 @@ from array import array
 from pathlib import Path
 from typing import NamedTuple
 
-from broker_throughput import cpu_s, start_broker
+from broker_throughput import cpu_s, produce_all, start_broker
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -58,17 +58,8 @@ def produce_with_librdkafka(bootstrap: str, topic: str, count: int, size: int) -
 
     producer = Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.kbytes": 1_000_000,
                          "on_delivery": delivered, **PRODUCER_CONFIG})
-    value = os.urandom(size)
     started = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:  # the queue is full: let deliveries drain it
-                producer.poll(0.01)
-        if i % 10000 == 0:
-            producer.poll(0)
+    produce_all(producer, topic, count, os.urandom(size))
     left = producer.flush(300)
     elapsed = time.perf_counter() - started
     if left or failures:
