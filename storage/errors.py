@@ -11,12 +11,14 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
 ]
 
@@ -61,6 +63,19 @@ class InvalidProducerEpochError(StorageError):
     """A batch from a producer epoch older than the one already seen (a fenced producer)."""
 
     CODE = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer whose transaction in this partition is still open."""
+
+    CODE = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """An end-transaction marker from a coordinator epoch older than one this partition has seen (a zombie
+    coordinator)."""
+
+    CODE = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class KafkaStorageError(StorageError):

@@ -12,6 +12,7 @@ under them keeps its file descriptors until they let go of it.
 
 from __future__ import annotations
 
+import enum
 import logging
 import shutil
 import time
@@ -23,13 +24,16 @@ from typing import NamedTuple
 
 from kafka.record.default_records import DefaultRecordBatch
 
+from minikafka.protocol.end_transaction_marker import EndTransactionMarker, parse_marker
 from minikafka.protocol.file_records import FileRecords
 from minikafka.protocol.record_batch import (
+    HEADER_SIZE,
     NO_TIMESTAMP,
     BatchHeader,
     assign_offsets,
     batch_crc_ok,
     iter_batches,
+    parse_header,
     validate_batches,
 )
 
@@ -37,6 +41,7 @@ from .checkpoint import fsync_dir
 from .errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
+    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -52,6 +57,7 @@ from .partition_metadata import read_partition_metadata, uuid_to_str, write_part
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from .segment import LogSegment
 from .special_timestamps import SpecialTimestamp
+from .transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +67,25 @@ SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _end_markers(data: bytes | bytearray | memoryview,
+                 headers: list[BatchHeader]) -> list[EndTransactionMarker | None]:
+    """The end-transaction marker of each control batch of `data`, None for the other batches."""
+    markers: list[EndTransactionMarker | None] = []
+    position = 0
+    for header in headers:
+        markers.append(parse_marker(data[position:position + header.size], header) if header.is_control else None)
+        position += header.size
+    return markers
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends as leader (Kafka's AppendOrigin): a producer, or a coordinator of this cluster, which alone
+    may write control batches. A follower's appends are append_as_follower."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 class TimestampAndOffset(NamedTuple):
@@ -184,21 +209,42 @@ class Log:
         log._recovery_point = min(recovery_point, log.log_end_offset)
         cache.truncate_from_end(log.log_end_offset)
         cache.truncate_from_start(log._log_start_offset)
-        log._rebuild_producer_state(now_ms)
+        log._rebuild_producer_state(now_ms, rebuild_txn_index_from=recovery_point)
         return log
 
-    def _rebuild_producer_state(self, now_ms: int) -> None:
-        """Replay batch headers into producer state, skipping segments older than the producer
-        id expiration (every producer seen only there would be expired anyway)."""
+    def _rebuild_producer_state(self, now_ms: int, rebuild_txn_index_from: int | None = None) -> None:
+        """Replay batch headers (and end markers) into producer state, skipping segments older than the producer
+        id expiration (every producer seen only there would be expired anyway, and no transaction lives that
+        long). The transaction indexes of segments holding offsets from `rebuild_txn_index_from` on are rebuilt
+        on the way, as recovery does in Kafka; the others are trusted."""
         self.producer_state.clear()
         horizon = now_ms - DEFAULT_PRODUCER_ID_EXPIRATION_MS
-        for segment in self._segments:
-            if segment is not self._segments[-1] and segment.largest_timestamp < horizon:
+        segments = self._segments
+        for i, segment in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            rebuild = rebuild_txn_index_from is not None and (upper is None or upper > rebuild_txn_index_from)
+            if rebuild:
+                segment.txn_index.reset()
+            elif upper is not None and segment.largest_timestamp < horizon:
                 continue
-            for _, header in segment.batches():
+            for position, header in segment.batches():
                 if header.producer_id >= 0:
-                    self.producer_state.update(header)
+                    marker = parse_marker(segment.read_bytes(position, header.size), header) \
+                        if header.is_control else None
+                    self._update_producer_state(segment, header, marker, index_aborts=rebuild)
         self.producer_state.remove_expired(now_ms)
+
+    def _update_producer_state(self, segment: LogSegment, header: BatchHeader, marker: EndTransactionMarker | None,
+                               *, index_aborts: bool = True) -> None:
+        """Kafka's order: a transaction an end marker closes is indexed (if aborted) before it is completed, so
+        the index records the last stable offset as of the marker."""
+        completed = self.producer_state.update(header, marker)
+        if completed is not None:
+            if completed.is_aborted and index_aborts:
+                segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                    completed.last_offset,
+                                                    self.producer_state.last_stable_offset(completed)))
+            self.producer_state.complete_txn(completed)
 
     # ----------------------------------------------------------------- offsets
 
@@ -225,18 +271,29 @@ class Log:
         return self._segments[-1]
 
     @property
+    def first_unstable_offset(self) -> int | None:
+        """Where the earliest transaction not yet stable starts (never below the log start offset); None when
+        every record is stable. The last stable offset is this or the high watermark, whichever is lower."""
+        offset = self.producer_state.first_unstable_offset()
+        return None if offset is None else max(offset, self._log_start_offset)
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
     # ----------------------------------------------------------------- appending
 
-    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int, now_ms: int, *,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Validate a produce request's records for this partition, assign offsets and append.
 
         A bytearray is stamped in place; other buffers are copied first. Raises the storage
-        errors of the checks (corrupt/invalid batches, sizes, timestamps, idempotence).
+        errors of the checks (corrupt/invalid batches, sizes, timestamps, idempotence). The
+        transaction coordinator (origin COORDINATOR) appends end-transaction markers here too.
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
+        if origin is AppendOrigin.COORDINATOR and len(buf) >= HEADER_SIZE and parse_header(buf).is_control:
+            return self._append_end_txn_marker(buf, leader_epoch, now_ms)
         headers = validate_batches(buf)
         self._check_sizes(headers, len(buf))
         headers = validate_records(buf, headers, self.config, now_ms, self.name)
@@ -254,6 +311,22 @@ class Log:
             )
         append_time = now_ms if self.config.log_append_time else None
         headers = assign_offsets(buf, headers, self.log_end_offset, leader_epoch, append_time)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, headers[0].base_offset)
+        return self._append(buf, headers, now_ms, NO_TIMESTAMP if append_time is None else append_time)
+
+    def _append_end_txn_marker(self, buf: bytearray, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """One COMMIT or ABORT marker batch (built by build_marker_batch). Raises InvalidProducerEpochError or
+        TransactionCoordinatorFencedError for a marker of an older producer or coordinator epoch."""
+        header = parse_header(buf)
+        if not batch_crc_ok(buf, 0, header) or header.size != len(buf):
+            raise CorruptRecordError(f"End transaction marker for {self.name} is not one sound batch")
+        marker = parse_marker(buf, header)
+        if marker is None:
+            raise InvalidRecordError(f"Control batch for {self.name} is not an end transaction marker")
+        self.producer_state.check_end_txn_marker(header.producer_id, header.producer_epoch, marker)
+        append_time = now_ms if self.config.log_append_time else None
+        headers = assign_offsets(buf, [header], self.log_end_offset, leader_epoch, append_time)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, headers[0].base_offset)
         return self._append(buf, headers, now_ms, NO_TIMESTAMP if append_time is None else append_time)
@@ -321,10 +394,11 @@ class Log:
             records_count += header.records_count
         first_offset, last_offset = headers[0].base_offset, headers[-1].last_offset
         segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset, now_ms)
+        markers = _end_markers(data, headers)  # read before the write: a marker that cannot be read is refused
         segment.append(data, headers)
-        for header in headers:
+        for header, marker in zip(headers, markers, strict=True):
             if header.producer_id >= 0:
-                self.producer_state.update(header)
+                self._update_producer_state(segment, header, marker)
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             self.flush()
         return AppendInfo(
@@ -401,6 +475,34 @@ class Log:
         response sends with sendfile; b"" when there are none."""
         found = self._slice(offset, max_bytes, max_offset, min_one_message)
         return found[0].file_records(found[1], found[2]) if found is not None else b""
+
+    def read_committed_records(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> tuple[FileRecords | bytes, list[AbortedTxn]]:
+        """As `read_records`, with the aborted transactions that overlap what is read (a read_committed fetch)."""
+        found = self._slice(offset, max_bytes, max_offset, min_one_message)
+        if found is None:
+            return b"", []
+        segment, position, size = found
+        upper = segment.offset_index.fetch_upper_bound_offset(position + size)
+        if upper is None:
+            i = bisect_right(self._segments, segment.base_offset, key=_base_offset)
+            upper = self._segments[i].base_offset if i < len(self._segments) else self.log_end_offset
+        return segment.file_records(position, size), self.collect_aborted_transactions(offset, upper)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from `start_offset` needs to know of: those that end
+        at or after it and start below `upper_bound_offset` (the end of what it reads), from the transaction
+        indexes of the segments from the one holding `start_offset` on."""
+        segments = self._segments
+        start = max(bisect_right(segments, start_offset, key=_base_offset) - 1, 0)
+        aborted: list[AbortedTxn] = []
+        for segment in segments[start:]:
+            found = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            aborted.extend(found.aborted)
+            if found.is_complete:
+                break
+        return aborted
 
     def _slice(self, offset: int, max_bytes: int, max_offset: int | None,
                min_one_message: bool) -> tuple[LogSegment, int, int] | None:
@@ -558,6 +660,7 @@ class Log:
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset_incremented(offset)
             self._delete_segments(
                 self._deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= offset, offset),
                 f"below the log start offset {offset}",
@@ -627,6 +730,7 @@ class Log:
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
         for segment in deletable:
             segment.delete()
         return len(deletable)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from itertools import islice
 from operator import lt
 from pathlib import Path
@@ -78,6 +78,13 @@ class OffsetIndex(IndexFile):
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
         return OffsetPosition(self.base_offset + self._relative[slot], self._positions[slot])
+
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or after `position`: no batch before it ends later (Kafka's
+        fetchUpperBoundOffset, which bounds the aborted transactions a fetch of the bytes before `position`
+        needs); None when no entry is that far."""
+        slot = bisect_left(self._positions, position)
+        return self.base_offset + self._relative[slot] if slot < len(self._positions) else None
 
     def append(self, offset: int, position: int) -> None:
         relative = self.relative(offset)

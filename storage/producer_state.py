@@ -1,9 +1,14 @@
-"""Idempotent-producer state of one partition, as Kafka's ProducerStateManager.
+"""Producer state of one partition, as Kafka's ProducerStateManager: idempotence and open transactions.
 
 For each producer id the partition remembers the producer epoch and the metadata of the last
 five batches it appended. That is enough to answer a retried batch with its original offsets
 (instead of writing it twice), to reject sequence gaps, and to fence older producer epochs.
-The state is rebuilt from batch headers when a log is opened, so no snapshot files are kept.
+
+A transactional producer's first batch in the partition opens its transaction there; the end
+marker the coordinator writes closes it. The first offset of the earliest transaction not yet
+closed, or closed by a marker not yet below the high watermark, is the first unstable offset:
+read_committed readers stop there (the last stable offset). The state is rebuilt from batch
+headers (and the markers' records) when a log is opened.
 """
 
 from __future__ import annotations
@@ -13,9 +18,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from minikafka.protocol.end_transaction_marker import EndTransactionMarker
 from minikafka.protocol.record_batch import INT32_MAX, NO_SEQUENCE, BatchHeader
 
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -32,6 +43,24 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction an end marker closed in this partition: from its first batch to the marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass
+class TxnMetadata:
+    """A transaction open in this partition (last_offset None) or closed by a marker above the high watermark."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None
+
+
 @dataclass
 class ProducerStateEntry:
     """State of one producer id: its epoch and its most recent batches, oldest first."""
@@ -40,6 +69,8 @@ class ProducerStateEntry:
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None
 
     @property
     def last_seq(self) -> int:
@@ -53,9 +84,7 @@ class ProducerStateEntry:
         return next((b for b in self.batches if b.first_seq == first and b.last_seq == last), None)
 
     def add(self, header: BatchHeader) -> None:
-        if header.producer_epoch != self.producer_epoch:
-            self.batches.clear()
-            self.producer_epoch = header.producer_epoch
+        self.maybe_update_epoch(header.producer_epoch)
         if not header.is_control:
             self.batches.append(
                 BatchMetadata(
@@ -68,6 +97,11 @@ class ProducerStateEntry:
             )
         self.last_timestamp = header.max_timestamp
 
+    def maybe_update_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
@@ -78,6 +112,9 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
+        # By first offset. Transactions open in offset order, so the first key is the smallest.
+        self._ongoing: dict[int, TxnMetadata] = {}
+        self._unreplicated: dict[int, TxnMetadata] = {}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
@@ -94,7 +131,8 @@ class ProducerStateManager:
         an epoch older than the producer's, OutOfOrderSequenceError for a sequence that does not
         follow the producer's last one. Several batches of one producer are checked in order.
         """
-        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq) after earlier batches
+        # producer id -> (epoch, last seq, in a transaction) after earlier batches of the append
+        pending: dict[int, tuple[int, int, bool]] = {}
         for header in headers:
             if not header.has_producer_id:
                 continue
@@ -103,13 +141,36 @@ class ProducerStateManager:
                 duplicate = entry.find_duplicate(header)
                 if duplicate is not None:
                     return duplicate
-            current_epoch, last_seq = pending.get(
+            current_epoch, last_seq, in_txn = pending.get(
                 header.producer_id,
-                (entry.producer_epoch, entry.last_seq) if entry is not None else (NO_PRODUCER_EPOCH, NO_SEQUENCE),
+                (entry.producer_epoch, entry.last_seq, entry.current_txn_first_offset is not None)
+                if entry is not None else (NO_PRODUCER_EPOCH, NO_SEQUENCE, False),
             )
             self._check_sequence(header, current_epoch, last_seq)
-            pending[header.producer_id] = (header.producer_epoch, header.last_sequence)
+            if in_txn and not header.is_transactional:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {header.producer_id}: its transaction in this "
+                    "partition is still open"
+                )
+            pending[header.producer_id] = (header.producer_epoch, header.last_sequence,
+                                           in_txn or header.is_transactional)
         return None
+
+    def check_end_txn_marker(self, producer_id: int, producer_epoch: int, marker: EndTransactionMarker) -> None:
+        """Refuse a coordinator's marker from an older producer epoch or an older coordinator epoch."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {producer_id} is {producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}"
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producerId {producer_id}: {marker.coordinator_epoch} (zombie), "
+                f"{entry.coordinator_epoch} (current)"
+            )
 
     @staticmethod
     def _check_sequence(header: BatchHeader, current_epoch: int, last_seq: int) -> None:
@@ -134,20 +195,79 @@ class ProducerStateManager:
                 f"{header.base_sequence} (incoming seq. number), {last_seq} (current end sequence number)"
             )
 
-    def update(self, header: BatchHeader) -> None:
-        """Record an appended batch (with its final offsets); batches without producer id are ignored."""
-        if header.producer_id < 0:
-            return
-        entry = self._producers.get(header.producer_id)
+    def update(self, header: BatchHeader, marker: EndTransactionMarker | None = None) -> CompletedTxn | None:
+        """Record an appended batch (with its final offsets); batches without producer id are ignored.
+
+        A transactional data batch opens its producer's transaction here if none is open; an end marker (`marker`,
+        read from a control batch) closes it and returns it, to be completed with complete_txn once its abort, if
+        it is one, is in the transaction index. An empty control batch changes nothing.
+        """
+        producer_id = header.producer_id
+        if producer_id < 0 or (header.is_control and marker is None):
+            return None
+        entry = self._producers.get(producer_id)
         if entry is None:
-            entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
-        entry.add(header)
+            entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
+        if marker is None:
+            entry.add(header)
+            if header.is_transactional and entry.current_txn_first_offset is None:
+                entry.current_txn_first_offset = header.base_offset
+                self._ongoing[header.base_offset] = TxnMetadata(producer_id, header.base_offset)
+            return None
+        first_offset = entry.current_txn_first_offset
+        entry.maybe_update_epoch(header.producer_epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = header.max_timestamp
+        entry.current_txn_first_offset = None
+        if first_offset is None:
+            return None  # a marker with no data of the transaction here: nothing to close
+        return CompletedTxn(producer_id, first_offset, header.base_offset, marker.is_abort)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The last stable offset once `completed` is closed: the start of the earliest other open transaction,
+        else the offset after its marker (what the transaction index records with an abort)."""
+        other = next((t for t in self._ongoing.values() if t.producer_id != completed.producer_id), None)
+        return other.first_offset if other is not None else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Close a transaction; it stays unstable until its marker is below the high watermark."""
+        txn = self._ongoing.pop(completed.first_offset)
+        txn.last_offset = completed.last_offset
+        self._unreplicated[completed.first_offset] = txn
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open or unreplicated transaction; None when every one is stable."""
+        firsts = [next(iter(self._ongoing))] if self._ongoing else []
+        if self._unreplicated:
+            firsts.append(min(self._unreplicated))
+        return min(firsts) if firsts else None
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is below the high watermark are stable."""
+        self._remove_unreplicated_before(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated_before(log_start_offset)
+
+    def _remove_unreplicated_before(self, offset: int) -> None:
+        if self._unreplicated:
+            for first in [f for f, t in self._unreplicated.items() if t.last_offset is not None
+                          and t.last_offset < offset]:
+                del self._unreplicated[first]
+
+    def ongoing_transactions(self) -> list[TxnMetadata]:
+        """The transactions open in this partition, oldest first (DescribeProducers, inspection)."""
+        return list(self._ongoing.values())
 
     def remove_expired(self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
-        """Forget producers idle for `expiration_ms` (Kafka's producer.id.expiration.ms)."""
-        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        """Forget producers idle for `expiration_ms` (Kafka's producer.id.expiration.ms), except those with a
+        transaction open here."""
+        expired = [pid for pid, e in self._producers.items()
+                   if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self._producers[pid]
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()

@@ -33,6 +33,7 @@ from .index_file import CorruptIndexError
 from .log_config import LogConfig
 from .offset_index import OffsetIndex
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .transaction_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class LogSegment:
         self.log_path = directory / (file_prefix(base_offset) + LOG_SUFFIX)
         self.index_path = directory / (file_prefix(base_offset) + INDEX_SUFFIX)
         self.time_index_path = directory / (file_prefix(base_offset) + TIME_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(directory / (file_prefix(base_offset) + TXN_INDEX_SUFFIX))
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if new else 0)
         self._fd = os.open(self.log_path, flags, 0o644)
         # See IndexFile: the descriptor outlives delete() while a reader still holds the segment.
@@ -86,6 +88,7 @@ class LogSegment:
         if new:
             for path in (self.index_path, self.time_index_path):
                 path.unlink(missing_ok=True)
+            self.txn_index.reset()
             self._load_indexes()
 
     @classmethod
@@ -280,6 +283,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if found is None:
             return 0
         removed = self.size - found.position
@@ -310,6 +314,7 @@ class LogSegment:
                 self._offset_index.flush()
             if self._time_index is not None:
                 self._time_index.flush()
+            self.txn_index.flush()
         except OSError as e:
             raise KafkaStorageError(f"Error while flushing {self.log_path}: {e}") from e
 

@@ -25,6 +25,7 @@ from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.protocol.codec import Records
 from minikafka.protocol.errors import KafkaError
 from minikafka.storage.log_offset_metadata import LogOffsetMetadata
+from minikafka.storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
     from minikafka.broker.replication.partition import Partition, PartitionLookup
@@ -76,6 +77,8 @@ class FetchPartitionResult:
     diverging_epoch: tuple[int, int] | None = None
     leader_id: int = -1
     leader_epoch: int = -1
+    # read_committed: the aborted transactions overlapping `records`; None for other readers
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 class DelayedFetch:

@@ -169,6 +169,7 @@ class Partition:
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = offset
         self._high_watermark_metadata = None
+        self.log.producer_state.on_high_watermark_updated(offset)
 
     def high_watermark_metadata(self) -> LogOffsetMetadata:
         """The high watermark with its place in the log, as Kafka keeps it: worked out once per move (nothing to
@@ -185,11 +186,13 @@ class Partition:
         return self.log.offset_metadata(offset)
 
     def last_stable_offset(self) -> int:
-        """Without transactions every record below the high watermark is stable."""
-        return self.high_watermark
+        """Where read_committed readers stop (Kafka's lastStableOffset): the first unstable offset, if below the
+        high watermark, else the high watermark."""
+        unstable = self.log.first_unstable_offset
+        return unstable if unstable is not None and unstable < self._high_watermark else self._high_watermark
 
     def last_stable_offset_metadata(self) -> LogOffsetMetadata:
-        return self.high_watermark_metadata()
+        return self.offset_metadata(self.last_stable_offset())
 
     # ---- leadership -----------------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
+from kafka.protocol.consumer.offsets import IsolationLevel
 
 from minikafka.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from minikafka.broker.log.log_manager import LogManager, NewLog
@@ -55,11 +56,13 @@ from minikafka.broker.replication.replica_fetcher import InitialFetchState
 from minikafka.broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
+from minikafka.protocol.codec import Records
 from minikafka.protocol.control_plane import AssignReplicasToDirsRequest
 from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
-from minikafka.storage.log import TimestampAndOffset
+from minikafka.storage.log import AppendOrigin, TimestampAndOffset
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_dir import LOST_DIRECTORY_ID
+from minikafka.storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
     from minikafka.broker.metadata.metadata_image import MetadataChange, MetadataImage
@@ -430,8 +433,8 @@ class ReplicaManager:
 
     # ---- produce -------------------------------------------------------------------------------------------------
 
-    def append_to_local_log(self, required_acks: int,
-                            entries: dict[TopicPartition, bytearray]) -> dict[TopicPartition, AppendResult]:
+    def append_to_local_log(self, required_acks: int, entries: dict[TopicPartition, bytearray],
+                            origin: AppendOrigin = AppendOrigin.CLIENT) -> dict[TopicPartition, AppendResult]:
         """Append to leaders' logs (Kafka's appendToLocalLog); acks=all is refused before appending while the ISR
         is smaller than min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
         results: dict[TopicPartition, AppendResult] = {}
@@ -453,7 +456,7 @@ class ReplicaManager:
                 if refused is not None:  # a full disk (the quota logs its refusals itself, once per episode)
                     results[tp] = AppendResult(refused, None)
                     continue
-                info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp)
+                info = partition.log.append_as_leader(records, partition.leader_epoch, timestamp, origin=origin)
                 results[tp] = AppendResult(None, info)
                 if not info.duplicate:
                     size = len(records)
@@ -550,11 +553,12 @@ class ReplicaManager:
 
     async def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytearray], *,
                              client: trio.SocketStream | None = None,
-                             stop_early: Callable[[], bool] | None = None) -> dict[TopicPartition, AppendResult]:
+                             stop_early: Callable[[], bool] | None = None,
+                             origin: AppendOrigin = AppendOrigin.CLIENT) -> dict[TopicPartition, AppendResult]:
         """Append to leaders, and for acks=all wait (at most `timeout_ms`) until the ISR has every append (Kafka's
         appendRecords). `client` is the connection to drop the wait for when it closes; `stop_early` ends the
         wait when the broker shuts down."""
-        results = self.append_to_local_log(required_acks, entries)
+        results = self.append_to_local_log(required_acks, entries, origin)
         if required_acks != -1 or all(r.error is not None for r in results.values()):
             return results
         delayed = DelayedProduce(self, results)
@@ -638,14 +642,20 @@ class ReplicaManager:
                 max_offset = None
             else:
                 max_offset = partition.last_fetchable_offset(params.isolation_level)
-            read = functools.partial(the_log.read_records, offset, min(limit, request.max_bytes), max_offset=max_offset,
-                                     min_one_message=min_one_message)
+            read_committed = replica is None and params.isolation_level == IsolationLevel.READ_COMMITTED
+            read: Callable[[], Records | tuple[Records, list[AbortedTxn]]] = functools.partial(
+                the_log.read_committed_records if read_committed else the_log.read_records, offset,
+                min(limit, request.max_bytes), max_offset=max_offset, min_one_message=min_one_message)
             if replica is not None and self.replication_quotas.should_leader_throttle(partition, params.replica_id):
-                result.records = b""  # throttled: the follower's position still counts
+                read_result: Records | tuple[Records, list[AbortedTxn]] = b""  # throttled: its position still counts
             elif offset < the_log.active_segment.base_offset:
-                result.records = await trio.to_thread.run_sync(read)
+                read_result = await trio.to_thread.run_sync(read)
             else:
-                result.records = read()
+                read_result = read()
+            if isinstance(read_result, tuple):
+                result.records, result.aborted_transactions = read_result
+            else:
+                result.records = read_result
             if replica is not None and update_fetch_state and self.partitions.get(tp) is partition \
                     and partition.is_leader and partition.leader_epoch == result.leader_epoch:
                 moved, expansion = partition.update_follower_fetch_state(

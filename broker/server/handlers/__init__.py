@@ -16,7 +16,8 @@ from minikafka.broker.server.handlers import (
     produce,
     reassignments,
     topics,
+    transactions,
 )
 
 MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas, cluster,
-           groups, log_dirs, control]
+           groups, log_dirs, transactions, control]

@@ -2,7 +2,8 @@
 replica manager until min_bytes or max_wait.
 
 Versions 0-3 are gone since Kafka 4.0 (v4 brought the isolation level and message format v2). Per version:
-- v4+: read_committed gets an empty aborted-transactions list (there are no transactions), read_uncommitted none;
+- v4+: read_committed reads up to the last stable offset and gets the aborted transactions that overlap what it
+  read (from the segments' transaction indexes), read_uncommitted reads to the high watermark and gets none;
 - v5+: the log start offset in each partition's answer, and a follower's own log start offset in the request;
 - v7+: incremental fetch sessions (KIP-227, see fetch_session): a full fetch at epoch 0 opens a session, a fetch
   within one covers all its partitions and answers only those with something new (partitions known to have
@@ -228,7 +229,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
                 continue
             fields = dict(partition_index=p.partition, error_code=code, high_watermark=res.high_watermark,
                           last_stable_offset=res.last_stable_offset, log_start_offset=res.log_start_offset,
-                          aborted_transactions=[] if read_committed else None,
+                          aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id,
+                                                                      first_offset=a.first_offset)
+                                                for a in res.aborted_transactions or ()] if read_committed else None,
                           preferred_read_replica=-1, records=ctx.records(res.records))
             if ctx.version >= 12 and res.diverging_epoch is not None:
                 fields["diverging_epoch"] = PD.EpochEndOffset(epoch=res.diverging_epoch[0],

@@ -2,9 +2,11 @@
 
 Produce: Kafka 4 dropped v0-2 but still advertises them, because librdkafka needs to see them (KAFKA-18659); a
 v0-2 request closes the connection, as any version outside the accepted range does. Per version:
-- v3+: message format v2 only, exactly one record batch per partition (INVALID_RECORD otherwise); a transactional
-  id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as transactions are not served; acks must be 0, 1 or
-  -1 (INVALID_REQUIRED_ACKS);
+- v3+: message format v2 only, exactly one record batch per partition (INVALID_RECORD otherwise); transactional
+  batches need the request's transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
+  otherwise, as Kafka's authorization answers); a transactional batch opens its producer's transaction in the
+  partition, and a plain batch from a producer whose transaction there is open is refused (INVALID_TXN_STATE);
+  acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS);
 - v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467):
   a batch refused for some of its records (a timestamp out of range, no key on a compacted topic) lists each;
 - v9+: flexible; v10+: NOT_LEADER_OR_FOLLOWER carries the current leader and epoch and the leaders' endpoints
@@ -57,6 +59,10 @@ def _more_than_one_batch(records: bytes) -> bool:
     return header.magic == MAGIC_V2 and 0 <= header.size < len(records)
 
 
+def _is_transactional(records: bytes | None) -> bool:
+    return records is not None and len(records) >= HEADER_SIZE and parse_header(records).is_transactional
+
+
 def _record_errors(PR: Any, error: KafkaError, version: int) -> list:
     """v8+ (KIP-467): the records the log validator refused one by one, each with its index in the batch."""
     if version < 8 or not isinstance(error, RecordValidationError):
@@ -83,12 +89,15 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
     # Keyed by (topic's position in the request, partition): the error to answer, or the partition appended to.
     errors: dict[tuple[int, int], ErrorCode] = {}
     targets: dict[tuple[int, int], tuple[str, int]] = {}
+    # Kafka authorizes transactional records by the request's transactional id: without one they are refused.
+    transactional_without_id = request.transactional_id is None and any(
+        _is_transactional(p.records) for t in request.topic_data for p in t.partition_data)
     for ti, t in enumerate(request.topic_data):
         topic, err = resolve_topic(ctx, None if by_id else t.name, t.topic_id if by_id else None)
         for p in t.partition_data:
             if acks not in (0, 1, -1):
                 errors[(ti, p.index)] = ErrorCode.INVALID_REQUIRED_ACKS
-            elif request.transactional_id is not None:
+            elif transactional_without_id:
                 errors[(ti, p.index)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             elif topic is None:
                 errors[(ti, p.index)] = err
