@@ -1,9 +1,11 @@
 """The names (and fixed ids) of Kafka's internal topics (Kafka's `Topic`), in one place below every layer that
-treats them apart: the group coordinator writes to `__consumer_offsets`, auto topic creation makes it, the log
+treats them apart: the coordinators write to `__consumer_offsets` and `__transaction_state`, auto topic creation
+makes them, the log
 manager and the controller keep `__cluster_metadata` apart from the partitions brokers host."""
 
 import uuid
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # KRaft's fixed id of `__cluster_metadata`

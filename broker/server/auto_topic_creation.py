@@ -1,22 +1,26 @@
 """Topics created because a client asked for them (Kafka's AutoTopicCreationManager): a Metadata request naming
-an unknown topic when auto.create.topics.enable allows it, and the coordinator's internal `__consumer_offsets`
-the first time a group looks up its coordinator.
+an unknown topic when auto.create.topics.enable allows it, and the coordinators' internal `__consumer_offsets`
+and `__transaction_state` the first time a group or a transactional id looks up its coordinator.
 
 Creation goes to the controller as a CreateTopics request with this broker's settings (num.partitions and
 default.replication.factor; offsets.topic.num.partitions, offsets.topic.replication.factor and compaction for
-`__consumer_offsets`), and the broker waits until it has replayed the result, so the request that caused it is
-answered with the new topic. The controller refuses a replication factor above the brokers it has, as Kafka does.
+`__consumer_offsets`; the transaction.state.log.* settings, compaction and no compression for
+`__transaction_state`, as Kafka's transactionTopicConfigs), and the broker waits until it has replayed the result,
+so the request that caused it is answered with the new topic. The controller refuses a replication factor above
+the brokers it has, as Kafka does; `__transaction_state` asks for no more replicas than there are live brokers (and
+a min.insync.replicas no larger than that), so one broker serves transactions with Kafka's defaults.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from kafka.protocol.admin.topics import CreateTopicsRequest
 
 from minikafka.broker.server.forwarding import ForwardingError, ForwardingManager
 from minikafka.config import BrokerConfig
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger("minikafka.auto_topic_creation")
 
@@ -25,9 +29,10 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 
 class AutoTopicCreationManager:
-    def __init__(self, config: BrokerConfig, forwarding: ForwardingManager) -> None:
+    def __init__(self, config: BrokerConfig, forwarding: ForwardingManager, alive_brokers: Callable[[], int]) -> None:
         self._config = config
         self._forwarding = forwarding
+        self._alive_brokers = alive_brokers
 
     async def create_topics(self, names: list[str], internal: bool = False) -> dict[str, ErrorCode]:
         """Create `names`; the error of each that could not be created (a topic that now exists, made by this
@@ -65,4 +70,12 @@ class AutoTopicCreationManager:
         if name == GROUP_METADATA_TOPIC:
             return (self._config.get("offsets.topic.num.partitions"),
                     self._config.get("offsets.topic.replication.factor"), dict(OFFSETS_TOPIC_CONFIGS))
+        if name == TRANSACTION_STATE_TOPIC:
+            replication_factor = max(1, min(self._config.get("transaction.state.log.replication.factor"),
+                                            self._alive_brokers()))
+            return (self._config.get("transaction.state.log.num.partitions"), replication_factor, {
+                "cleanup.policy": "compact", "compression.type": "uncompressed",
+                "min.insync.replicas": str(min(self._config.get("transaction.state.log.min.isr"), replication_factor)),
+                "segment.bytes": str(self._config.get("transaction.state.log.segment.bytes")),
+                "unclean.leader.election.enable": "false"})
         return self._config.get("num.partitions"), self._config.get("default.replication.factor"), {}

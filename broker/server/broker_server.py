@@ -25,7 +25,18 @@ from pathlib import Path
 
 import trio
 
+from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
+from minikafka.broker.coordinator.transaction.transaction_config import TransactionConfig
+from minikafka.broker.coordinator.transaction.transaction_coordinator import (
+    TransactionCoordinator,
+    load_transaction_coordinator,
+)
+from minikafka.broker.coordinator.transaction.transaction_marker_channel_manager import (
+    TransactionMarkerChannelManager,
+)
+from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
+from minikafka.broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
 from minikafka.broker.log.log_manager import LogManager
@@ -40,6 +51,7 @@ from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, Metadat
 from minikafka.broker.metadata.metadata_loader import MetadataLoader
 from minikafka.broker.metadata.metadata_source import MetadataSource, StartDeadline
 from minikafka.broker.network.controller_channel import ControllerHandler
+from minikafka.broker.network.network_client import NetworkClientConfig
 from minikafka.broker.network.request_channel import RequestChannel
 from minikafka.broker.network.socket_server import SocketServer, open_listeners
 from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
@@ -58,7 +70,7 @@ from minikafka.broker.server.handlers import controller_requests
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.config import CONTROLLER_ROLE, BrokerConfig, ConfigError, Endpoint
-from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
 from minikafka.storage.log_dir import lock_log_dirs
@@ -100,12 +112,14 @@ class BrokerServer:
             lambda: metadata.image.client_quotas,
             QuotaConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000))
         self.forwarding = ForwardingManager(self.controller_channel, self.metadata.catch_up)
-        self.auto_topic_creation = AutoTopicCreationManager(config, self.forwarding)
+        self.auto_topic_creation = AutoTopicCreationManager(
+            config, self.forwarding, lambda: len(self.metadata_cache.image.live_brokers()))
         # Built once the broker has registered and caught up with the metadata, when run() starts.
         self.metadata_cache: MetadataCache
         self.log_manager: LogManager
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
+        self.transaction_coordinator: TransactionCoordinator
         self.producer_ids: ProducerIdManager
         # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
         # which are given this server as their BrokerServices.
@@ -198,6 +212,7 @@ class BrokerServer:
         phase = self._phase_done(f"loaded {len(self.log_manager.logs)} logs and applied the metadata to them", phase)
         await nursery.start(self.replica_manager.run)
         await nursery.start(self.group_coordinator.run)
+        await nursery.start(self.transaction_coordinator.run)
         await nursery.start(self.producer_ids.run)
         nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
         nursery.start_soon(self._periodic, self.config.get("log.flush.offset.checkpoint.interval.ms"),
@@ -241,6 +256,7 @@ class BrokerServer:
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
                                               lambda: self.metadata.broker_epoch)
         self.group_coordinator = load_group_coordinator(self.config, self.metadata_cache, self.replica_manager)
+        self.transaction_coordinator = self._transaction_coordinator()
         self.replica_manager.on_become_leader.append(self._on_become_leader)
         self.replica_manager.on_become_follower.append(self._on_become_follower)
         everything = MetadataChange(
@@ -298,13 +314,36 @@ class BrokerServer:
             self.dynamic_config.replication_throttled_rate(LEADER_REPLICATION_THROTTLED_RATE),
             self.dynamic_config.replication_throttled_rate(FOLLOWER_REPLICATION_THROTTLED_RATE))
 
+    def _transaction_coordinator(self) -> TransactionCoordinator:
+        config = self.config
+        transaction_config = TransactionConfig.from_broker_config(config)
+        topic = self.metadata_cache.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None:  # as Kafka: the topic's partition count wins over the setting
+            transaction_config.num_partitions = len(topic.partitions)
+        transaction_log = CoordinatorLog(self.replica_manager, TRANSACTION_STATE_TOPIC,
+                                         config.get("request.timeout.ms"))
+
+        def marker_manager(state_manager: TransactionStateManager) -> TransactionMarkerChannelManager:
+            return TransactionMarkerChannelManager(
+                self.node_id, self.metadata_cache, config.inter_broker_listener_name, state_manager,
+                NetworkClientConfig(request_timeout_ms=config.get("request.timeout.ms")), self.faults.links.is_cut)
+
+        return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
+                                            self.producer_ids.generate_producer_id, lambda: TransactionVersion.TV_0)
+
     def _on_become_leader(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:
             self.group_coordinator.on_elected(tp[1])
+        elif tp[0] == TRANSACTION_STATE_TOPIC:
+            partition = self.replica_manager.get_partition(*tp)
+            if partition is not None:
+                self.transaction_coordinator.on_elected(tp[1], partition.leader_epoch)
 
     def _on_become_follower(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:
             self.group_coordinator.on_resigned(tp[1])
+        elif tp[0] == TRANSACTION_STATE_TOPIC:
+            self.transaction_coordinator.on_resigned(tp[1])
 
     def _leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """Where followers fetch from: the leader's inter-broker listener."""

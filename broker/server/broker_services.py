@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import trio
 
     from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator
+    from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from minikafka.broker.faults.disk_quota import DiskQuota
     from minikafka.broker.faults.injector import FaultInjector
     from minikafka.broker.log.log_manager import LogManager
@@ -57,6 +58,7 @@ class BrokerServices(Protocol):
     purgatory: Purgatory
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
     producer_ids: ProducerIdManager
     client_quotas: QuotaManagers
     api_versions: ApiVersionManager

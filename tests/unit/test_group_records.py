@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
+from minikafka.broker.coordinator.coordinator_log import build_batch
 from minikafka.broker.coordinator.group.group import OffsetAndMetadata
 from minikafka.broker.coordinator.group.group_metadata_log import (
     GroupMetadataKey,
@@ -15,7 +16,6 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     MemberMetadata,
     OffsetCommitKey,
     RecordFormatError,
-    build_batch,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,

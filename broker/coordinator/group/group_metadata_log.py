@@ -6,8 +6,8 @@ Key version 0/1 is an OffsetCommitKey, 2 a GroupMetadataKey; a null value is a t
 the versions a current Kafka broker writes (OffsetCommitValue 3, or 1 when the commit carries an expire timestamp;
 GroupMetadataValue 3) and read in every version 0-4 (4 is the first flexible one).
 
-There is no log cleaner, so the offset manager asks for a partition to be rewritten once it is mostly superseded
-records: its live records go to a fresh segment and the log start offset moves past the old ones.
+The topic itself (appends, waits, replays, rewrites) is coordinator_log's, shared with the transaction
+coordinator.
 """
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import trio
-from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
-
+from minikafka.broker.coordinator.coordinator_log import CoordinatorLog, Record, RecordFormatError
 from minikafka.broker.coordinator.group.group import OffsetAndMetadata
-from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
-from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
+from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
-from minikafka.storage.log import AppendInfo
 
 log = logging.getLogger("minikafka.group_metadata_log")
 
@@ -36,17 +32,10 @@ GROUP_METADATA_VALUE_VERSION = 3
 FIRST_FLEXIBLE_VALUE_VERSION = 4
 MAX_VALUE_VERSION = 4
 
-READ_CHUNK_BYTES = 1 << 20
-# A rewrite is not one commit, so it goes in batches well below max.message.bytes.
-REWRITE_BATCH_BYTES = 256 * 1024
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a coordinator record this broker understands."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +74,6 @@ class GroupMetadataValue:
 
 RecordKey = OffsetCommitKey | GroupMetadataKey
 RecordValue = OffsetAndMetadata | GroupMetadataValue | None
-# A coordinator record as written to the log: key bytes and value bytes (None: a tombstone).
-Record = tuple[bytes, bytes | None]
 
 
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
@@ -349,149 +336,20 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Recor
     return encode_key(GroupMetadataKey(group)), None if value is None else encode_group_metadata_value(value)
 
 
-def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
-    """One uncompressed v2 batch holding the records: a commit is all-or-nothing, as in Kafka."""
-    size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
-    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=size)
-    for key, value in records:
-        if builder.append(timestamp=timestamp_ms, key=key, value=value, headers=[]) is None:
-            raise RecordFormatError("record batch builder refused a record")
-    builder.close()
-    return bytes(builder.buffer())
+class GroupMetadataLog(CoordinatorLog):
+    """`__consumer_offsets` as the group coordinator reads it: records decoded into offset commits and groups."""
 
-
-def _chunks(records: list[Record], max_bytes: int) -> Iterator[list[Record]]:
-    chunk: list[Record] = []
-    size = 0
-    for key, value in records:
-        record_size = len(key) + len(value or b"")
-        if chunk and size + record_size > max_bytes:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append((key, value))
-        size += record_size
-    if chunk:
-        yield chunk
-
-
-# ---- the topic ----------------------------------------------------------------------------------------------------
-
-# Append errors seen by the coordinator, as Kafka's coordinator turns them into group API errors.
-_APPEND_ERROR_MAP = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
-
-class GroupMetadataLog:
-    """Appends coordinator records to, and replays them from, the partitions of `__consumer_offsets`."""
-
-    def __init__(self, replica_manager, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
-        self._replica_manager = replica_manager
-        self._commit_timeout_ms = commit_timeout_ms
-
-    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
-        """Write records to one partition through the replica manager (acks=all); NONE or the group API error."""
-        if not records:
-            return ErrorCode.NONE
-        tp = (GROUP_METADATA_TOPIC, partition)
-        try:
-            batch = build_batch(records, now_ms)
-        except RecordFormatError as exc:
-            log.error("cannot build a coordinator batch for %s-%d: %s", *tp, exc)
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        result = self._replica_manager.append_to_local_log(-1, {tp: bytearray(batch)})[tp]
-        if result.error is None:
-            return ErrorCode.NONE
-        code = _APPEND_ERROR_MAP.get(result.error.code, result.error.code)
-        log.warning("writing %d coordinator records to %s-%d failed: %s -> %s", len(records), *tp,
-                    result.error.code.name, code.name)
-        return code
-
-    async def wait_replicated(self, partition: int) -> ErrorCode:
-        """Wait, at most offsets.commit.timeout.ms, until the ISR has everything appended to the partition so
-        far: the coordinator answers a write only once it is committed, as Kafka's acks=all coordinator appends
-        do. NONE or the group API error."""
-        tp = (GROUP_METADATA_TOPIC, partition)
-        hosted = self._replica_manager.get_partition(*tp)
-        if hosted is None:
-            return _APPEND_ERROR_MAP.get(self._replica_manager.unhosted_error(tp), ErrorCode.NOT_COORDINATOR)
-        end = hosted.log.log_end_offset
-        # The wait only needs the offset the high watermark must pass: the last one appended.
-        appended = AppendInfo(end - 1, end - 1, -1, end - 1, -1, hosted.log.log_start_offset, 0)
-        delayed = DelayedProduce(self._replica_manager, {tp: AppendResult(None, appended)})
-        if not delayed.try_complete():
-            await delayed.wait(self._replica_manager.purgatory,
-                               trio.current_time() + self._commit_timeout_ms / 1000)
-        error = delayed.results[tp].error
-        if error is None:
-            return ErrorCode.NONE
-        code = _APPEND_ERROR_MAP.get(error.code, error.code)
-        log.warning("coordinator records of %s-%d not replicated: %s -> %s", *tp, error.code.name, code.name)
-        return code
-
-    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
-        """Append `records` (a partition's whole live state) to a fresh segment, then move the log start offset
-        to them so the superseded segments before are deleted."""
-        hosted = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
-        if hosted is None:
-            return ErrorCode.NOT_COORDINATOR
-        the_log = hosted.log
-        try:
-            the_log.roll(now_ms)
-            start = the_log.log_end_offset
-            for chunk in _chunks(records, REWRITE_BATCH_BYTES):
-                error = self.append(partition, chunk, now_ms)
-                if error != ErrorCode.NONE:
-                    return error
-            the_log.maybe_increment_log_start_offset(start)
-        except (KafkaError, OSError) as exc:
-            code = error_of(exc).code
-            log.error("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, exc)
-            return code
-        return ErrorCode.NONE
+    def __init__(self, replica_manager: ReplicaManager, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
+        super().__init__(replica_manager, GROUP_METADATA_TOPIC, commit_timeout_ms)
 
     def replay(self, partition: int) -> Iterator[tuple[RecordKey, RecordValue]]:
         """Every coordinator record of one partition in log order; unreadable records are logged and skipped."""
-        hosted = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
-        if hosted is None:
-            return
-        the_log = hosted.log
-        offset = the_log.log_start_offset
-        end = the_log.log_end_offset
-        while offset < end:
-            data = the_log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
-            if not data:
-                break
-            next_offset = offset
-            records = MemoryRecords(bytes(data))
-            while records.has_next():
-                batch = records.next_batch()
-                if batch is None:
-                    break
-                next_offset = max(next_offset, batch.base_offset + batch.last_offset_delta + 1)
-                if batch.is_control_batch:
+        for offset, key_bytes, value in self.replay_records(partition):
+            try:
+                key = decode_key(key_bytes)
+                if key is None:
                     continue
-                for record in batch:
-                    if record.offset < offset or record.key is None:
-                        continue
-                    try:
-                        key = decode_key(record.key)
-                        if key is None:
-                            continue
-                        yield key, decode_value(key, record.value)
-                    except RecordFormatError as exc:
-                        log.error("skipping unreadable record at %s-%d offset %d: %s", GROUP_METADATA_TOPIC,
-                                  partition, record.offset, exc)
-            if next_offset <= offset:
-                log.error("replay of %s-%d made no progress at offset %d; stopping", GROUP_METADATA_TOPIC,
-                          partition, offset)
-                break
-            offset = next_offset
+                yield key, decode_value(key, value)
+            except RecordFormatError as exc:
+                log.error("skipping unreadable record at %s-%d offset %d: %s", GROUP_METADATA_TOPIC, partition,
+                          offset, exc)

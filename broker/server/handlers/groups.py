@@ -46,6 +46,7 @@ from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinato
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry, OffsetManager
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import ZERO_UUID, resolve_topic
+from minikafka.broker.server.handlers.transactions import find_transaction_coordinator
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
@@ -95,20 +96,9 @@ def _client_host(ctx: RequestContext) -> str:
 
 # ---- FindCoordinator ----------------------------------------------------------------------------------------
 
-def _this_broker(ctx: RequestContext) -> tuple[ErrorCode, int, str, int]:
-    """This broker, on the listener the request came in on."""
-    services = ctx.services
-    endpoint = services.metadata_cache.alive_endpoint(services.node_id, ctx.conn.listener)
-    if endpoint is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return ErrorCode.NONE, services.node_id, endpoint.host, endpoint.port
-
-
 async def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == TRANSACTION_KEY:
-        # Transactions are not served: InitProducerId refuses transactional ids with an error every client treats
-        # as fatal, so any live broker may answer for them; this one does.
-        return _this_broker(ctx)
+        return await find_transaction_coordinator(ctx, key)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     services = ctx.services

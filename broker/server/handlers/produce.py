@@ -1,4 +1,4 @@
-"""Produce (v3-13, advertised from v0) and InitProducerId (v0-6): appends to partition leaders, producer ids.
+"""Produce (v3-13, advertised from v0): appends to partition leaders.
 
 Produce: Kafka 4 dropped v0-2 but still advertises them, because librdkafka needs to see them (KAFKA-18659); a
 v0-2 request closes the connection, as any version outside the accepted range does. Per version:
@@ -20,11 +20,6 @@ otherwise; NOT_LEADER_OR_FOLLOWER if this broker stops leading the partition mea
 client closes its connection is dropped. The request's bytes count toward the client's producer_byte_rate and,
 but for acks=0, its handling time toward request_percentage; a client over either gets the throttle time in the
 response, and its connection is muted as long (client_quota_manager).
-
-InitProducerId: an idempotent producer gets a fresh producer id at epoch 0 on every call (so the v3+ producer id
-and epoch a producer sends to resume are read past); a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal. v2+ is flexible; v6's two-phase commit
-fields (KIP-939) are read past.
 """
 from __future__ import annotations
 
@@ -33,7 +28,6 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer.produce import ProduceRequest
-from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from minikafka.broker.network.socket_server import CloseConnection
 from minikafka.broker.server.broker_services import RequestContext
@@ -156,21 +150,5 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
     return ctx.response(responses=topics_out, throttle_time_ms=throttle_time_ms, **extra)
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> ApiMessage:
-    if request.transactional_id is not None:
-        # A fatal error in every client, so a transactional producer fails at once instead of retrying
-        # until its max.block.ms; the log says why.
-        log.warning("InitProducerId for transactional id %r refused: transactions are not supported",
-                    request.transactional_id)
-        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                            producer_id=-1, producer_epoch=-1)
-    # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
-    try:
-        producer_id = await ctx.services.producer_ids.generate_producer_id()
-    except KafkaError as exc:
-        return ctx.response(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
-    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
-
-
-HANDLERS = {ApiKey.PRODUCE: handle_produce, ApiKey.INIT_PRODUCER_ID: handle_init_producer_id}
+HANDLERS = {ApiKey.PRODUCE: handle_produce}
 VERSIONS = {ApiKey.PRODUCE: (PRODUCE_ADVERTISED_MIN, 13)}

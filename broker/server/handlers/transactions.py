@@ -1,13 +1,30 @@
-"""WriteTxnMarkers (v1-2): the transaction coordinator asks this broker, as partition leader, to end a producer's
-transaction in its partitions with a COMMIT or ABORT marker.
+"""The transaction APIs (KIP-98): InitProducerId (v0-6), AddPartitionsToTxn (v0-5), AddOffsetsToTxn (v0-4),
+EndTxn (v0-5), answered by the transaction coordinator, and WriteTxnMarkers (v1-2), answered by partition leaders.
 
-Per marker (one producer) the partitions are appended to as acks=all with origin COORDINATOR, waiting at most
-request.timeout.ms; each partition is answered with the append's error: NOT_LEADER_OR_FOLLOWER where this broker
-does not lead it (the coordinator retries at the current leader), UNKNOWN_TOPIC_OR_PARTITION where it has no
-replica, INVALID_PRODUCER_EPOCH for a marker of an older producer epoch and TRANSACTION_COORDINATOR_FENCED for one
-from an older coordinator epoch than the partition has seen (nothing is appended then). The markers of a request
-are written concurrently; the response comes when all are done. v1 is flexible; v2 adds the transaction version
-of KIP-890, which changes nothing in what is written.
+InitProducerId: without a transactional id, an idempotent producer gets a fresh producer id at epoch 0 on every
+call (the producer id and epoch a v3+ producer sends are read past, as Kafka does); with one, the coordinator of the
+id answers (NOT_COORDINATOR elsewhere): a bumped epoch, INVALID_TRANSACTION_TIMEOUT for a timeout above
+transaction.max.timeout.ms, CONCURRENT_TRANSACTIONS while a transaction of the id is being ended. v2+ is flexible;
+v3+ carries the producer id and epoch the producer had (KIP-360; one without the other is INVALID_REQUEST); v4+
+may answer PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH (KIP-588); v6's two-phase commit
+fields (KIP-939) are read past.
+
+AddPartitionsToTxn v0-3 is the producer's: its partitions join its transaction; a topic partition that does not
+exist is UNKNOWN_TOPIC_OR_PARTITION and an internal topic TOPIC_AUTHORIZATION_FAILED (offsets go through
+AddOffsetsToTxn), the others of that request then OPERATION_NOT_ATTEMPTED; v0-1 get PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH; v3+ is flexible. v4+ is the brokers' batched form (KIP-890 part 1): several transactional
+ids per request, each either added or, with verify_only, checked (TRANSACTION_ABORTABLE for a partition not in the
+transaction). AddOffsetsToTxn adds the group's `__consumer_offsets` partition. EndTxn commits or aborts; v5 answers
+with the producer id and epoch.
+
+WriteTxnMarkers: the coordinator asks this broker, as partition leader, to end a producer's transaction in its
+partitions with a COMMIT or ABORT marker. Per marker (one producer) the partitions are appended to as acks=all with
+origin COORDINATOR, waiting at most request.timeout.ms; each partition is answered with the append's error:
+NOT_LEADER_OR_FOLLOWER where this broker does not lead it (the coordinator retries at the current leader),
+UNKNOWN_TOPIC_OR_PARTITION where it has no replica, INVALID_PRODUCER_EPOCH for a marker of an older producer epoch
+and TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the partition has seen (nothing is
+appended then). The markers of a request are written concurrently; the response comes when all are done. v1 is
+flexible; v2 adds the transaction version of KIP-890, which changes nothing in what is written.
 """
 from __future__ import annotations
 
@@ -15,16 +32,158 @@ import time
 
 import trio
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    WriteTxnMarkersRequest,
+)
 
+from minikafka.broker.coordinator.coordinator_log import partition_for
+from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
 from minikafka.broker.replication.delayed_produce import AppendResult
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.protocol.record_batch import NO_PRODUCER_ID
 from minikafka.storage.log import AppendOrigin
+from minikafka.storage.producer_state import NO_PRODUCER_EPOCH
 
 TopicPartition = tuple[str, int]
+INTERNAL_TOPICS = frozenset((GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC))
+# Versions below these get PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (KIP-588): they predate the error.
+INIT_PRODUCER_ID_FENCED_VERSION = 4
+PRODUCER_FENCED_VERSION = 2
+BATCHED_ADD_PARTITIONS_VERSION = 4
+END_TXN_EPOCH_BUMP_VERSION = 5
+
+
+def _coordinator(ctx: RequestContext) -> TransactionCoordinator:
+    return ctx.services.transaction_coordinator
+
+
+def _fenced_as(error: ErrorCode, version: int, first_version: int) -> ErrorCode:
+    if error == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> ApiMessage:
+    def answer(error: ErrorCode, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> ApiMessage:
+        return ctx.response(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version,
+                                                                       INIT_PRODUCER_ID_FENCED_VERSION),
+                            producer_id=producer_id, producer_epoch=epoch)
+
+    expected: tuple[int, int] | None = None
+    if ctx.version >= 3:
+        pair = (request.producer_id, request.producer_epoch)
+        if pair != (NO_PRODUCER_ID, NO_PRODUCER_EPOCH):
+            if NO_PRODUCER_ID in pair[:1] or pair[1] == NO_PRODUCER_EPOCH:
+                return answer(ErrorCode.INVALID_REQUEST)
+            expected = pair
+    if request.transactional_id is None:
+        # As Kafka does for idempotent producers: every call gets a fresh producer id at epoch 0.
+        try:
+            return answer(ErrorCode.NONE, await ctx.services.producer_ids.generate_producer_id(), 0)
+        except KafkaError as exc:
+            return answer(exc.code)
+    await _ensure_transaction_state_topic(ctx)
+    result = await _coordinator(ctx).handle_init_producer_id(request.transactional_id,
+                                                             request.transaction_timeout_ms, expected)
+    return answer(result.error, result.producer_id, result.producer_epoch)
+
+
+async def _ensure_transaction_state_topic(ctx: RequestContext) -> None:
+    """A transactional request may come before any coordinator lookup: the coordinator's partitions come into
+    being with it, as with the lookup."""
+    if TRANSACTION_STATE_TOPIC not in ctx.services.metadata_cache.topics:
+        await ctx.services.auto_topic_creation.create_topics([TRANSACTION_STATE_TOPIC], internal=True)
+
+
+async def find_transaction_coordinator(ctx: RequestContext, transactional_id: str) -> tuple[ErrorCode, int, str, int]:
+    """FindCoordinator for a transactional id: the leader of its `__transaction_state` partition, on the listener
+    the request came in on; the first lookup creates the topic."""
+    services = ctx.services
+    cache = services.metadata_cache
+    await _ensure_transaction_state_topic(ctx)
+    topic = cache.topics.get(TRANSACTION_STATE_TOPIC)
+    if topic is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    partition = topic.partitions.get(partition_for(transactional_id, len(topic.partitions)))
+    endpoint = cache.alive_endpoint(partition.leader, ctx.conn.listener) if partition is not None else None
+    if partition is None or endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, partition.leader, endpoint.host, endpoint.port
+
+
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> ApiMessage:
+    R = ctx.response_class
+    if ctx.version < BATCHED_ADD_PARTITIONS_VERSION:
+        transactions = [(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                         request.v3_and_below_producer_epoch, False, request.v3_and_below_topics)]
+    else:
+        transactions = [(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)
+                        for t in request.transactions]
+    results = []
+    for transactional_id, producer_id, producer_epoch, verify_only, topics in transactions:
+        if transactional_id is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Transactional ID can not be null in request.")
+        partitions = {(t.name, p) for t in topics for p in t.partitions}
+        errors = await _add_partitions(ctx, transactional_id, producer_id, producer_epoch, verify_only, partitions)
+        by_topic: dict[str, list] = {}
+        for (topic, index), code in sorted(errors.items()):
+            by_topic.setdefault(topic, []).append(R.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
+                partition_index=index, partition_error_code=code))
+        results.append((transactional_id, [R.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts)
+                                           for name, parts in by_topic.items()]))
+    if ctx.version < BATCHED_ADD_PARTITIONS_VERSION:
+        return ctx.response(throttle_time_ms=0, results_by_topic_v3_and_below=results[0][1])
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=[
+        R.AddPartitionsToTxnResult(transactional_id=txn_id, topic_results=topic_results)
+        for txn_id, topic_results in results])
+
+
+async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
+                          verify_only: bool, partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    topics = ctx.services.metadata_cache.topics
+    refused: dict[TopicPartition, ErrorCode] = {}
+    for tp in partitions:
+        if ctx.version < BATCHED_ADD_PARTITIONS_VERSION and tp[0] in INTERNAL_TOPICS:
+            refused[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif tp[0] not in topics or tp[1] not in topics[tp[0]].partitions:
+            refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if refused:
+        return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
+    coordinator = _coordinator(ctx)
+    if verify_only:
+        return coordinator.handle_verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch,
+                                                                   partitions)
+    error = await coordinator.handle_add_partitions_to_transaction(transactional_id, producer_id, producer_epoch,
+                                                                   partitions, TransactionVersion.TV_0)
+    return dict.fromkeys(partitions, _fenced_as(error, ctx.version, PRODUCER_FENCED_VERSION))
+
+
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> ApiMessage:
+    num_partitions = ctx.services.config.get("offsets.topic.num.partitions")
+    offsets_topic = ctx.services.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
+    if offsets_topic is not None:
+        num_partitions = len(offsets_topic.partitions)
+    tp = (GROUP_METADATA_TOPIC, partition_for(request.group_id, num_partitions))
+    error = await _coordinator(ctx).handle_add_partitions_to_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, {tp}, TransactionVersion.TV_0)
+    return ctx.response(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, PRODUCER_FENCED_VERSION))
+
+
+async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> ApiMessage:
+    version = TransactionVersion.TV_2 if ctx.version >= END_TXN_EPOCH_BUMP_VERSION else TransactionVersion.TV_0
+    result = await _coordinator(ctx).handle_end_transaction(request.transactional_id, request.producer_id,
+                                                            request.producer_epoch, request.committed, version)
+    return ctx.response(throttle_time_ms=0, error_code=_fenced_as(result.error, ctx.version, PRODUCER_FENCED_VERSION),
+                        producer_id=result.producer_id, producer_epoch=result.producer_epoch)
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> ApiMessage:
@@ -69,4 +228,10 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
     return ctx.response(markers=markers)
 
 
-HANDLERS = {ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers}
+HANDLERS = {
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+}

@@ -1,0 +1,187 @@
+"""A coordinator's records in the partitions of its internal topic (`__consumer_offsets`, `__transaction_state`).
+
+Both coordinators write the same way in Kafka: a key and a value per record, one uncompressed batch per write
+(all or nothing), appended as leader with acks=all and answered only once the ISR has it, within a timeout; append
+errors become coordinator errors by one mapping. When a broker becomes leader of such a partition it replays the
+records to rebuild the coordinator's state. There is no log cleaner, so a partition that is mostly superseded
+records can be rewritten: its live records go to a fresh segment and the log start offset moves past the rest.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+
+import trio
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+
+from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
+from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
+from minikafka.storage.log import AppendInfo, AppendOrigin
+
+log = logging.getLogger("minikafka.coordinator_log")
+
+READ_CHUNK_BYTES = 1 << 20
+# A rewrite is not one commit, so it goes in batches well below max.message.bytes.
+REWRITE_BATCH_BYTES = 256 * 1024
+
+# A coordinator record as written to the log: key bytes and value bytes (None: a tombstone).
+Record = tuple[bytes, bytes | None]
+
+# Append errors seen by a coordinator, as Kafka's coordinators turn them into their APIs' errors.
+APPEND_ERROR_MAP = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+@functools.lru_cache(maxsize=65536)
+def java_string_hashcode(value: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow), which Kafka uses to place keys."""
+    h = 0
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """The partition a group id or transactional id lives on: Kafka's Utils.abs(key.hashCode()) % partitions."""
+    h = java_string_hashcode(key)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a coordinator record this broker understands."""
+
+
+def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
+    """One uncompressed v2 batch holding the records: a write is all-or-nothing, as in Kafka."""
+    size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=size)
+    for key, value in records:
+        if builder.append(timestamp=timestamp_ms, key=key, value=value, headers=[]) is None:
+            raise RecordFormatError("record batch builder refused a record")
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def _chunks(records: list[Record], max_bytes: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    size = 0
+    for key, value in records:
+        record_size = len(key) + len(value or b"")
+        if chunk and size + record_size > max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((key, value))
+        size += record_size
+    if chunk:
+        yield chunk
+
+
+class CoordinatorLog:
+    """Appends records to, and replays them from, the partitions of one internal topic."""
+
+    def __init__(self, replica_manager: ReplicaManager, topic: str, commit_timeout_ms: int) -> None:
+        self._replica_manager = replica_manager
+        self.topic = topic
+        self._commit_timeout_ms = commit_timeout_ms
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        """Write records to one partition through the replica manager (acks=all); NONE or the coordinator error."""
+        if not records:
+            return ErrorCode.NONE
+        tp = (self.topic, partition)
+        try:
+            batch = build_batch(records, now_ms)
+        except RecordFormatError as exc:
+            log.error("cannot build a coordinator batch for %s-%d: %s", *tp, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        result = self._replica_manager.append_to_local_log(-1, {tp: bytearray(batch)}, AppendOrigin.COORDINATOR)[tp]
+        if result.error is None:
+            return ErrorCode.NONE
+        code = APPEND_ERROR_MAP.get(result.error.code, result.error.code)
+        log.warning("writing %d coordinator records to %s-%d failed: %s -> %s", len(records), *tp,
+                    result.error.code.name, code.name)
+        return code
+
+    async def wait_replicated(self, partition: int) -> ErrorCode:
+        """Wait, at most the commit timeout, until the ISR has everything appended to the partition so far: a
+        coordinator answers a write only once it is committed, as Kafka's acks=all coordinator appends do. NONE
+        or the coordinator error."""
+        tp = (self.topic, partition)
+        hosted = self._replica_manager.get_partition(*tp)
+        if hosted is None:
+            return APPEND_ERROR_MAP.get(self._replica_manager.unhosted_error(tp), ErrorCode.NOT_COORDINATOR)
+        end = hosted.log.log_end_offset
+        # The wait only needs the offset the high watermark must pass: the last one appended.
+        appended = AppendInfo(end - 1, end - 1, -1, end - 1, -1, hosted.log.log_start_offset, 0)
+        delayed = DelayedProduce(self._replica_manager, {tp: AppendResult(None, appended)})
+        if not delayed.try_complete():
+            await delayed.wait(self._replica_manager.purgatory,
+                               trio.current_time() + self._commit_timeout_ms / 1000)
+        error = delayed.results[tp].error
+        if error is None:
+            return ErrorCode.NONE
+        code = APPEND_ERROR_MAP.get(error.code, error.code)
+        log.warning("coordinator records of %s-%d not replicated: %s -> %s", *tp, error.code.name, code.name)
+        return code
+
+    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
+        """Append `records` (a partition's whole live state) to a fresh segment, then move the log start offset
+        to them so the superseded segments before are deleted."""
+        hosted = self._replica_manager.get_partition(self.topic, partition)
+        if hosted is None:
+            return ErrorCode.NOT_COORDINATOR
+        the_log = hosted.log
+        try:
+            the_log.roll(now_ms)
+            start = the_log.log_end_offset
+            for chunk in _chunks(records, REWRITE_BATCH_BYTES):
+                error = self.append(partition, chunk, now_ms)
+                if error != ErrorCode.NONE:
+                    return error
+            the_log.maybe_increment_log_start_offset(start)
+        except (KafkaError, OSError) as exc:
+            code = error_of(exc).code
+            log.error("rewriting %s-%d failed: %s", self.topic, partition, exc)
+            return code
+        return ErrorCode.NONE
+
+    def replay_records(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """(offset, key, value) of every keyed record of one partition in log order, control batches skipped."""
+        hosted = self._replica_manager.get_partition(self.topic, partition)
+        if hosted is None:
+            return
+        the_log = hosted.log
+        offset = the_log.log_start_offset
+        end = the_log.log_end_offset
+        while offset < end:
+            data = the_log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
+            if not data:
+                break
+            next_offset = offset
+            records = MemoryRecords(bytes(data))
+            while records.has_next():
+                batch = records.next_batch()
+                if batch is None:
+                    break
+                next_offset = max(next_offset, batch.base_offset + batch.last_offset_delta + 1)
+                if batch.is_control_batch:
+                    continue
+                for record in batch:
+                    if record.offset >= offset and record.key is not None:
+                        yield record.offset, record.key, record.value
+            if next_offset <= offset:
+                log.error("replay of %s-%d made no progress at offset %d; stopping", self.topic, partition, offset)
+                break
+            offset = next_offset

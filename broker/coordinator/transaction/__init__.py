@@ -1,0 +1,1 @@
+"""Kafka's transaction coordinator: the transaction state of transactional ids, kept in `__transaction_state`."""
