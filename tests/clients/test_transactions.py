@@ -1,22 +1,207 @@
-"""Transactions are not served: a transactional producer is told so at once, not after max.block.ms."""
+"""Transactions with real clients on one broker: confluent-kafka, kafka-python and aiokafka transactional producers
+(each client's own transaction API), consumers at both isolation levels, zombie fencing, the coordinator's abort of
+a transaction past its timeout, and the coordinator's errors as Kafka answers them on the wire."""
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from aiokafka import AIOKafkaProducer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka import KafkaProducer
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+)
+
+from minikafka.protocol.errors import ErrorCode
+from tests.helpers import admin_create_topic
+from tests.raw_client import RawConnection
+
+TOPIC = "tx-out"
+PARTITIONS = 3
+CONSUME_S = 20
 
 
-def test_transactional_producer_fails_fast_and_the_broker_says_why(broker):
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "tx-1"})
+def consume(bootstrap: str, isolation: str, expected: int, topic: str = TOPIC) -> list[bytes]:
+    """Every value of the topic's partitions from the start, read until `expected` came (or the time is up)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
     try:
-        started = time.monotonic()
-        with pytest.raises(KafkaException) as raised:
-            producer.init_transactions(30)
-        assert time.monotonic() - started < 15
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + CONSUME_S
+        while len(got) < expected and time.monotonic() < deadline:
+            for message in consumer.consume(500, timeout=0.3):
+                assert message.error() is None, message.error()
+                got.append(message.value())
+        # Nothing more than expected arrives either.
+        got.extend(m.value() for m in consumer.consume(500, timeout=0.5) if m.error() is None)
+        return sorted(got)
     finally:
-        # The raised exception's traceback holds this frame: without the del, the producer (its threads and its
-        # connection) would live until a garbage collection, past the broker's end.
-        del producer
-    assert raised.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-    assert "transactions are not supported" in broker.log_path.read_text()
+        consumer.close()
+
+
+def values(prefix: str, count: int) -> list[bytes]:
+    return sorted(b"%s-%d" % (prefix.encode(), i) for i in range(count))
+
+
+@pytest.fixture
+def bootstrap(broker) -> str:
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    return broker.bootstrap_servers
+
+
+def confluent_producer(bootstrap: str, transactional_id: str, **config: object) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, **config})
+    producer.init_transactions(30)
+    return producer
+
+
+def test_confluent_commits_and_aborts_and_read_committed_sees_only_commits(bootstrap):
+    producer = confluent_producer(bootstrap, "confluent-tx")
+    for round_ in range(3):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(TOPIC, value=b"committed-%d" % (round_ * 20 + i), partition=i % PARTITIONS)
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        for i in range(7):
+            producer.produce(TOPIC, value=b"aborted-%d" % (round_ * 7 + i), partition=i % PARTITIONS)
+        producer.flush(30)
+        producer.abort_transaction(30)
+    producer.flush(30)
+    assert consume(bootstrap, "read_committed", 60) == values("committed", 60)
+    assert consume(bootstrap, "read_uncommitted", 81) == sorted(values("committed", 60) + values("aborted", 21))
+
+
+def test_kafka_python_transactional_producer(bootstrap):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kafka-python-tx")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(10):
+            producer.send(TOPIC, value=b"committed-%d" % i, partition=i % PARTITIONS)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(TOPIC, value=b"aborted-0", partition=0)
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+    assert consume(bootstrap, "read_committed", 10) == values("committed", 10)
+
+
+def test_aiokafka_transactional_producer(bootstrap):
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aiokafka-tx")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(10):
+                    await producer.send(TOPIC, value=b"committed-%d" % i, partition=i % PARTITIONS)
+            await producer.begin_transaction()
+            await (await producer.send(TOPIC, value=b"aborted-0", partition=1))
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert consume(bootstrap, "read_committed", 10) == values("committed", 10)
+
+
+def test_a_new_producer_fences_the_old_one_and_its_open_transaction_is_aborted(bootstrap):
+    zombie = confluent_producer(bootstrap, "fenced-tx")
+    zombie.begin_transaction()
+    zombie.produce(TOPIC, value=b"zombie-0", partition=0)
+    zombie.flush(30)
+    successor = confluent_producer(bootstrap, "fenced-tx")  # aborts the zombie's transaction, bumps the epoch
+    successor.begin_transaction()
+    successor.produce(TOPIC, value=b"successor-0", partition=0)
+    successor.commit_transaction(30)
+    with pytest.raises(KafkaException) as raised:
+        zombie.produce(TOPIC, value=b"zombie-1", partition=0)
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal()
+    assert consume(bootstrap, "read_committed", 1) == [b"successor-0"]
+
+
+def test_the_coordinator_aborts_a_transaction_past_its_timeout(broker_factory):
+    broker = broker_factory(transaction_abort_timed_out_transaction_cleanup_interval_ms=100)
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    stalled = confluent_producer(broker.bootstrap_servers, "slow-tx", **{"transaction.timeout.ms": 1000})
+    stalled.begin_transaction()
+    stalled.produce(TOPIC, value=b"stalled-0", partition=0)
+    stalled.flush(30)
+    # Later committed data stays invisible to read_committed readers only while the stalled transaction is open.
+    other = confluent_producer(broker.bootstrap_servers, "other-tx")
+    other.begin_transaction()
+    other.produce(TOPIC, value=b"later-0", partition=0)
+    other.commit_transaction(30)
+    assert consume(broker.bootstrap_servers, "read_committed", 1) == [b"later-0"]
+    with pytest.raises(KafkaException):
+        stalled.commit_transaction(30)
+    assert "aborting the transaction of 'slow-tx': it passed its timeout" in broker.log_path.read_text()
+
+
+def _init(conn: RawConnection, transactional_id: str, timeout_ms: int = 60000, version: int = 4):
+    return conn.request(InitProducerIdRequest[version](transactional_id=transactional_id,
+                                                       transaction_timeout_ms=timeout_ms, producer_id=-1,
+                                                       producer_epoch=-1))
+
+
+def _add(conn: RawConnection, version: int, transactional_id: str, pid: int, epoch: int,
+         partitions: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+    response = conn.request(AddPartitionsToTxnRequest[version](
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch, v3_and_below_topics=list(partitions.items())))
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def test_coordinator_errors_as_kafka_answers_them(bootstrap):
+    with RawConnection(bootstrap) as conn:
+        conn.find_coordinator("g")  # creates __consumer_offsets
+        assert _init(conn, "raw-tx", timeout_ms=900001).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert _init(conn, "", ).error_code == ErrorCode.INVALID_REQUEST
+        first = _init(conn, "raw-tx")
+        assert (first.error_code, first.producer_epoch) == (0, 0)
+        again = _init(conn, "raw-tx")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 1)
+        pid = first.producer_id
+        # The old epoch is fenced: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before (KIP-588).
+        assert _add(conn, 3, "raw-tx", pid, 0, {TOPIC: [0]}) == {(TOPIC, 0): ErrorCode.PRODUCER_FENCED}
+        assert _add(conn, 1, "raw-tx", pid, 0, {TOPIC: [0]}) == {(TOPIC, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+        assert _add(conn, 3, "raw-tx", pid + 1, 1, {TOPIC: [0]}) == {
+            (TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert _add(conn, 3, "unknown-tx", pid, 1, {TOPIC: [0]}) == {
+            (TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert _add(conn, 3, "raw-tx", pid, 1, {TOPIC: [0], "no-such-topic": [0]}) == {
+            (TOPIC, 0): ErrorCode.OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert _add(conn, 3, "raw-tx", pid, 1, {"__consumer_offsets": [0]}) == {
+            ("__consumer_offsets", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        end = conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
+                                            committed=True))
+        assert end.error_code == ErrorCode.INVALID_TXN_STATE  # nothing was added: the id is Empty
+        assert _add(conn, 3, "raw-tx", pid, 1, {TOPIC: [0, 1]}) == {(TOPIC, 0): 0, (TOPIC, 1): 0}
+        offsets = conn.request(AddOffsetsToTxnRequest[3](transactional_id="raw-tx", producer_id=pid,
+                                                         producer_epoch=1, group_id="g"))
+        assert offsets.error_code == ErrorCode.NONE
+        # A second producer takes the id over while the transaction is open: the coordinator aborts it first.
+        assert _init(conn, "raw-tx").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+        retried = None
+        for _ in range(100):
+            retried = _init(conn, "raw-tx")
+            if retried.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                break
+            time.sleep(0.05)
+        assert retried is not None and (retried.error_code, retried.producer_epoch) == (0, 3)
+        late = conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
+                                             committed=True))
+        assert late.error_code == ErrorCode.PRODUCER_FENCED
+        late_v1 = conn.request(EndTxnRequest[1](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
+                                                committed=True))
+        assert late_v1.error_code == ErrorCode.INVALID_PRODUCER_EPOCH

@@ -1,0 +1,125 @@
+"""Transactions on a three-broker cluster (replication factor 3, acks=all), in both controller modes, while the
+test kills -9 the transaction coordinator of the producer's transactional id and, later, a partition leader.
+
+The producer commits transactions of records over three partitions and aborts every third one; a transaction whose
+commit failed is aborted and written again, as an application does. Afterwards a read_committed consumer sees
+exactly the committed records, once each, and no aborted one; every replica holds identical batches, and identical
+aborted-transaction indexes (`.txnindex`), as Kafka's replicas do.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+import minikafka
+from tests.cluster.cluster_modes import CLUSTER_MODES
+from tests.cluster.replication_checks import assert_replicas_identical, partition_dir
+from tests.raw_client import RawConnection
+
+TOPIC = "eos"
+PARTITIONS = 3
+TRANSACTIONS = 30
+PER_TRANSACTION = 6
+TRANSACTIONAL_ID = "failover-tx"
+WAIT_S = 60.0
+CONSUME_S = 60.0
+
+
+def coordinator_of(cluster: minikafka.Cluster, transactional_id: str) -> int:
+    live = next(b for b in cluster.brokers if b.running)
+    with RawConnection(live.bootstrap_servers) as conn:
+        response = conn.request(FindCoordinatorRequest[3](key=transactional_id, key_type=1))
+    assert response.error_code == 0, response
+    return response.node_id
+
+
+def end(producer: Producer, commit: bool) -> bool:
+    """Commit or abort; False when the transaction could not be committed and was aborted instead."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+            return commit
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.fatal() or time.monotonic() > deadline:
+                raise
+            if error.txn_requires_abort():
+                producer.abort_transaction(30)
+                return False
+            time.sleep(0.1)  # retriable: call again to resume
+
+
+def read_committed(bootstrap: str, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + CONSUME_S
+        while len(got) < expected and time.monotonic() < deadline:
+            got.extend(m.value() for m in consumer.consume(500, timeout=0.3) if m.error() is None)
+        got.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
+        return got
+    finally:
+        consumer.close()
+
+
+def txn_indexes(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("*.txnindex"))}
+
+
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_exactly_the_committed_records_through_coordinator_and_leader_kills(tmp_path, zookeeper):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper) as cluster:
+        cluster.state.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
+                                   config={"min.insync.replicas": 2})
+        for p in range(PARTITIONS):
+            cluster.wait_for_isr(TOPIC, p, 3, timeout=WAIT_S)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": TRANSACTIONAL_ID,
+                             "transaction.timeout.ms": 60000})
+        producer.init_transactions(WAIT_S)
+        committed: list[bytes] = []
+        killed: list[int] = []
+        for n in range(TRANSACTIONS):
+            if n == TRANSACTIONS // 3:
+                victim = coordinator_of(cluster, TRANSACTIONAL_ID)
+                cluster.broker(victim).kill()
+                killed.append(victim)
+            if n == 2 * TRANSACTIONS // 3:
+                cluster.broker(killed[0]).start()
+                victim = cluster.leader_of(TOPIC, 0).node_id
+                cluster.broker(victim).kill()
+                killed.append(victim)
+            batch = [b"t%d-r%d" % (n, i) for i in range(PER_TRANSACTION)]
+            while True:
+                producer.begin_transaction()
+                for i, value in enumerate(batch):
+                    producer.produce(TOPIC, value=value, partition=i % PARTITIONS)
+                wanted = n % 3 != 2
+                if not wanted:
+                    producer.flush(30)  # the aborted records reach the log (abort would purge unsent ones)
+                if end(producer, wanted):
+                    committed.extend(batch)
+                    break
+                if not wanted:
+                    break
+        producer.flush(30)
+        cluster.broker(killed[-1]).start()
+        got = read_committed(cluster.bootstrap_servers, len(committed))
+        assert sorted(got) == sorted(committed), "read_committed must see each committed record once, no other"
+        assert len(set(got)) == len(got)
+        cluster.wait_for_replicas_caught_up(TOPIC, timeout=WAIT_S)
+        for p in range(PARTITIONS):
+            assert_replicas_identical(cluster, TOPIC, p)
+            replicas = cluster.state.partition(TOPIC, p).replicas
+            indexes = [txn_indexes(partition_dir(cluster.broker(r), TOPIC, p)) for r in replicas]
+            assert indexes[0], f"{TOPIC}-{p} has aborted transactions, so an index"
+            assert all(index == indexes[0] for index in indexes), f"{TOPIC}-{p}: .txnindex differs between replicas"
