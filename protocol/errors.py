@@ -133,6 +133,7 @@ class ErrorCode(IntEnum):
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class KafkaError(Exception):

@@ -9,7 +9,9 @@ import time
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.admin import AbortTransactionSpec
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -205,3 +207,36 @@ def test_coordinator_errors_as_kafka_answers_them(bootstrap):
         late_v1 = conn.request(EndTxnRequest[1](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
                                                 committed=True))
         assert late_v1.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_admin_lists_describes_and_aborts_a_hanging_transaction(bootstrap):
+    """KIP-664's workflow, as kafka-transactions.sh runs it: find the open transaction, the producer holding a
+    partition's last stable offset, and abort it at the partition leader with the producer's epochs."""
+    hanging = confluent_producer(bootstrap, "hanging-tx")
+    hanging.begin_transaction()
+    hanging.produce(TOPIC, value=b"hanging-0", partition=0)
+    hanging.flush(30)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    tp0 = KafkaTopicPartition(TOPIC, 0)
+    try:
+        listed = [t for ts in admin.list_transactions().values() for t in ts]
+        assert [(t.transactional_id, t.state.value) for t in listed] == [("hanging-tx", "Ongoing")]
+        assert [t for ts in admin.list_transactions(state_filters=["CompleteCommit"]).values() for t in ts] == []
+        assert [t.transactional_id for ts in admin.list_transactions(transactional_id_pattern="hang.*").values()
+                for t in ts] == ["hanging-tx"]
+        assert [t for ts in admin.list_transactions(duration_filter_ms=600_000).values() for t in ts] == []
+        description = admin.describe_transactions(["hanging-tx"])["hanging-tx"]
+        assert (description.state.value, description.topic_partitions) == ("Ongoing", {tp0})
+        [producer] = admin.describe_producers([tp0])[tp0].active_producers
+        assert (producer.producer_id, producer.current_transaction_start_offset) == (description.producer_id, 0)
+        admin.abort_transaction(AbortTransactionSpec(tp0, producer.producer_id,
+                                                     producer.producer_epoch, producer.coordinator_epoch))
+        [after] = admin.describe_producers([tp0])[tp0].active_producers
+        assert after.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+    other = confluent_producer(bootstrap, "after-abort-tx")
+    other.begin_transaction()
+    other.produce(TOPIC, value=b"after-0", partition=0)
+    other.commit_transaction(30)
+    assert consume(bootstrap, "read_committed", 1) == [b"after-0"]

@@ -1,5 +1,6 @@
 """The transaction APIs (KIP-98): InitProducerId (v0-6), AddPartitionsToTxn (v0-5), AddOffsetsToTxn (v0-4),
-EndTxn (v0-5), answered by the transaction coordinator, and WriteTxnMarkers (v1-2), answered by partition leaders.
+EndTxn (v0-5), DescribeTransactions (v0) and ListTransactions (v0-2), answered by the transaction coordinator;
+WriteTxnMarkers (v1-2) and DescribeProducers (v0), answered by partition leaders.
 
 InitProducerId: without a transactional id, an idempotent producer gets a fresh producer id at epoch 0 on every
 call (the producer id and epoch a v3+ producer sends are read past, as Kafka does); with one, the coordinator of the
@@ -24,13 +25,26 @@ NOT_LEADER_OR_FOLLOWER where this broker does not lead it (the coordinator retri
 UNKNOWN_TOPIC_OR_PARTITION where it has no replica, INVALID_PRODUCER_EPOCH for a marker of an older producer epoch
 and TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the partition has seen (nothing is
 appended then). The markers of a request are written concurrently; the response comes when all are done. v1 is
-flexible; v2 adds the transaction version of KIP-890, which changes nothing in what is written.
+flexible; v2 adds the transaction version of KIP-890, which changes nothing in what is written. An administrator's
+abort of a hanging transaction (KIP-664) is such a request, with the epochs DescribeProducers reported.
+
+The admin APIs of KIP-664: DescribeTransactions per transactional id (TRANSACTIONAL_ID_NOT_FOUND for one the
+coordinator does not know); ListTransactions lists the ids this broker coordinates, filtered by state (unknown
+state names are echoed back), producer id, v1+ running longer than a duration, and v2+ a transactional id regular
+expression matched in full (INVALID_REGULAR_EXPRESSION if it does not compile); DescribeProducers gives a partition
+leader's producers with their epochs, last sequences and the start offset of their open transaction.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import trio
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
@@ -43,6 +57,7 @@ from kafka.protocol.producer.transaction import (
 from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
+from minikafka.broker.coordinator.transaction.transaction_state import TransactionState
 from minikafka.broker.replication.delayed_produce import AppendResult
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
@@ -228,10 +243,110 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
     return ctx.response(markers=markers)
 
 
+async def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest) -> ApiMessage:
+    R = ctx.response_class
+    S = R.TransactionState
+    states = []
+    state_manager = _coordinator(ctx).state_manager
+    for transactional_id in request.transactional_ids:
+        state = dict(transactional_id=transactional_id, transaction_state="", transaction_timeout_ms=0,
+                     transaction_start_time_ms=-1, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
+                     topics=[])
+        try:
+            if transactional_id == "":
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "empty transactional id")
+            found = state_manager.get_transaction_state(transactional_id)
+        except KafkaError as exc:
+            states.append(S(error_code=exc.code, **state))
+            continue
+        if found is None:
+            states.append(S(error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, **state))
+            continue
+        metadata = found.metadata
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(metadata.topic_partitions):
+            by_topic.setdefault(topic, []).append(index)
+        states.append(S(error_code=ErrorCode.NONE, transactional_id=transactional_id,
+                        transaction_state=metadata.state.state_name, transaction_timeout_ms=metadata.txn_timeout_ms,
+                        transaction_start_time_ms=metadata.txn_start_timestamp, producer_id=metadata.producer_id,
+                        producer_epoch=metadata.producer_epoch,
+                        topics=[S.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+    return ctx.response(throttle_time_ms=0, transaction_states=states)
+
+
+async def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ApiMessage:
+    """Every broker answers for the transactional ids it coordinates; an admin client asks them all."""
+    R = ctx.response_class
+    state_manager = _coordinator(ctx).state_manager
+    if not state_manager.active:
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            unknown_state_filters=[], transaction_states=[])
+    pattern = request.transactional_id_pattern if ctx.version >= 2 else None
+    try:
+        matcher = re.compile(pattern) if pattern else None
+    except re.error:
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                            unknown_state_filters=[], transaction_states=[])
+    states = {}
+    unknown = []
+    for name in request.state_filters:
+        state = TransactionState.from_name(name)
+        if state is None:
+            unknown.append(name)
+        else:
+            states[state] = name
+    producer_ids = set(request.producer_id_filters)
+    duration_ms = request.duration_filter if ctx.version >= 1 else -1
+    now = time.time_ns() // 1_000_000
+    listed = [R.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                 transaction_state=m.state.state_name)
+              for m in state_manager.all_transactions()
+              if m.state is not TransactionState.DEAD
+              and (not producer_ids or m.producer_id in producer_ids)
+              and (not request.state_filters or m.state in states)
+              and (duration_ms < 0 or now - m.txn_start_timestamp > duration_ms)
+              and (matcher is None or matcher.fullmatch(m.transactional_id))]
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
+                        transaction_states=listed)
+
+
+async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> ApiMessage:
+    """The producers a partition leader knows (Kafka's activeProducerState): their epochs, last sequences and
+    open transactions."""
+    R = ctx.response_class
+    T = R.TopicResponse
+    P = T.PartitionResponse
+    replica_manager = ctx.services.replica_manager
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for index in t.partition_indexes:
+            try:
+                partition = replica_manager.partition_or_error(t.name, index)
+                partition.require_leader()
+            except KafkaError as exc:
+                partitions.append(P(partition_index=index, error_code=exc.code, error_message=exc.message,
+                                    active_producers=[]))
+                continue
+            producers = [P.ProducerState(producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                                         last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
+                                         coordinator_epoch=e.coordinator_epoch,
+                                         current_txn_start_offset=-1 if e.current_txn_first_offset is None
+                                         else e.current_txn_first_offset)
+                         for e in partition.log.producer_state.last_entries().values()]
+            partitions.append(P(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
+                                active_producers=producers))
+        topics.append(T(name=t.name, partitions=partitions))
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
 HANDLERS = {
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
     ApiKey.END_TXN: handle_end_txn,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
 }
