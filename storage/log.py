@@ -55,6 +55,7 @@ from .log_offset_metadata import LogOffsetMetadata
 from .log_validator import validate_records
 from .partition_metadata import read_partition_metadata, uuid_to_str, write_partition_metadata
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from .producer_state_snapshot import flush_snapshot, snapshot_file
 from .segment import LogSegment
 from .special_timestamps import SpecialTimestamp
 from .transaction_index import AbortedTxn
@@ -143,6 +144,7 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._dirs_to_flush: set[Path] = set()  # directories with entries created since the last flush
+        self._unflushed_snapshots: set[int] = set()  # offsets of producer snapshots a roll wrote without fsync
 
     # ----------------------------------------------------------------- opening
 
@@ -164,7 +166,7 @@ class Log:
         Segments holding offsets at or after `recovery_point` are re-validated batch by batch;
         a torn or corrupt tail is cut off (and any later segment dropped) and their indexes are
         rebuilt. Stray temporary files are removed, the leader-epoch cache is trimmed to the
-        log, and producer state is rebuilt from batch headers.
+        log, and producer state is loaded from the latest usable snapshot and the batches after it.
         """
         directory = Path(dir)
         created = not directory.exists()
@@ -184,10 +186,11 @@ class Log:
         name = f"{topic}-{partition}"
         segments = load_segments(directory, config, now_ms, name)
         new_segment = not segments
+        recovered_from = None
         if new_segment:
             segments = [LogSegment.create(directory, log_start_offset, config, now_ms)]
         else:
-            recover_segments(segments, recovery_point, cache, name)
+            recovered_from = recover_segments(segments, recovery_point, cache, name)
         log = cls(
             directory,
             topic,
@@ -198,7 +201,7 @@ class Log:
             recovery_point=0,
             topic_id=topic_id if topic_id is not None else stored_id,
             leader_epoch_cache=cache,
-            producer_state=ProducerStateManager(),
+            producer_state=ProducerStateManager(directory),
         )
         if created:
             log._dirs_to_flush.add(directory.parent)
@@ -209,30 +212,56 @@ class Log:
         log._recovery_point = min(recovery_point, log.log_end_offset)
         cache.truncate_from_end(log.log_end_offset)
         cache.truncate_from_start(log._log_start_offset)
-        log._rebuild_producer_state(now_ms, rebuild_txn_index_from=recovery_point)
+        log.producer_state.remove_stray_snapshots(segment.base_offset for segment in log._segments)
+        log._rebuild_producer_state(now_ms, rebuild_txn_index_from=recovered_from)
         return log
 
     def _rebuild_producer_state(self, now_ms: int, rebuild_txn_index_from: int | None = None) -> None:
-        """Replay batch headers (and end markers) into producer state, skipping segments older than the producer
-        id expiration (every producer seen only there would be expired anyway, and no transaction lives that
-        long). The transaction indexes of segments holding offsets from `rebuild_txn_index_from` on are rebuilt
-        on the way, as recovery does in Kafka; the others are trusted."""
-        self.producer_state.clear()
-        horizon = now_ms - DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        """Kafka's rebuildProducerState: load the latest usable producer snapshot, then replay the batch headers
+        (and end markers) after it, skipping segments older than the producer id expiration (every producer seen
+        only there would be expired anyway, and no transaction lives that long). Snapshots are taken on the way
+        at the base offsets of the last two segments, and at the log end offset.
+
+        The transaction indexes of the segments from `rebuild_txn_index_from` on (those recovery re-validated)
+        are rebuilt on the way, as Kafka's segment recovery does: the snapshot the replay starts from is one at
+        or below that offset, so those segments are replayed whole, and the later snapshots, written since the
+        last flush, are deleted. The other segments' indexes are trusted."""
         segments = self._segments
-        for i, segment in enumerate(segments):
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            rebuild = rebuild_txn_index_from is not None and (upper is None or upper > rebuild_txn_index_from)
+        end = segments[-1].next_offset
+        reload_to = end if rebuild_txn_index_from is None else min(end, rebuild_txn_index_from)
+        start = self.producer_state.truncate_and_reload(self._log_start_offset, reload_to, now_ms)
+        horizon = now_ms - DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        snapshot_at = {segment.base_offset for segment in segments[-2:]}
+        first = 0 if start is None else max(bisect_right(segments, start, key=_base_offset) - 1, 0)
+        for segment in segments[first:]:
+            if segment.base_offset in snapshot_at:
+                self._take_producer_snapshot(segment.base_offset, sync=True)
+            rebuild = rebuild_txn_index_from is not None and segment.base_offset >= rebuild_txn_index_from
             if rebuild:
                 segment.txn_index.reset()
-            elif upper is not None and segment.largest_timestamp < horizon:
+            elif segment is not segments[-1] and segment.largest_timestamp < horizon:
                 continue
-            for position, header in segment.batches():
+            from_position = 0
+            if start is not None and start > segment.base_offset:
+                found = segment.translate_offset(start)
+                if found is None:
+                    continue
+                from_position = found.position
+            for position, header in segment.batches(from_position):
                 if header.producer_id >= 0:
                     marker = parse_marker(segment.read_bytes(position, header.size), header) \
                         if header.is_control else None
                     self._update_producer_state(segment, header, marker, index_aborts=rebuild)
         self.producer_state.remove_expired(now_ms)
+        self._take_producer_snapshot(end, sync=True)
+
+    def _take_producer_snapshot(self, offset: int, *, sync: bool) -> None:
+        """A producer snapshot at `offset`, if the state moved past the last one. One taken without fsync (at a
+        roll, which is on the append path) is fsynced by the first flush that reaches its offset."""
+        if self.producer_state.take_snapshot(offset, sync=sync):
+            self._dirs_to_flush.add(self.dir)
+            if not sync:
+                self._unflushed_snapshots.add(offset)
 
     def _update_producer_state(self, segment: LogSegment, header: BatchHeader, marker: EndTransactionMarker | None,
                                *, index_aborts: bool = True) -> None:
@@ -420,10 +449,11 @@ class Log:
         return segment
 
     def roll(self, now_ms: int, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset (or `expected_next_offset` if later).
+        """Start a new active segment at the log end offset (or `expected_next_offset` if later), and take a
+        producer snapshot at its base offset, so that recovery can start there.
 
-        The old segment is not fsynced here (Kafka schedules that); call flush(new base offset)
-        from a worker thread to make rolled segments durable and advance the recovery point.
+        Neither the old segment nor the snapshot is fsynced here (Kafka schedules that); call
+        flush(new base offset) from a worker thread to make them durable and advance the recovery point.
         """
         active = self._segments[-1]
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
@@ -442,6 +472,7 @@ class Log:
             segment = LogSegment.create(self.dir, new_offset, self.config, now_ms)
             self._segments = [*self._segments, segment]
         self._dirs_to_flush.add(self.dir)
+        self._take_producer_snapshot(new_offset, sync=False)
         return segment
 
     def maybe_roll_for_time(self, now_ms: int) -> bool:
@@ -611,7 +642,8 @@ class Log:
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> None:
         """Follower truncation: remove everything from `offset` on (the whole batch holding it).
 
-        The leader-epoch cache is trimmed along; producer state is rebuilt from what remains.
+        The leader-epoch cache is trimmed along; the producer snapshots past the new end are deleted and the
+        producer state is rebuilt from the latest one left and the batches after it.
         """
         if offset < 0:
             raise ValueError(f"Cannot truncate partition {self.name} to a negative offset ({offset})")
@@ -643,7 +675,7 @@ class Log:
         self._segments = [LogSegment.create(self.dir, offset, self.config, now)]
         self._dirs_to_flush.add(self.dir)
         self.leader_epoch_cache.clear_and_flush()
-        self.producer_state.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
         self._log_start_offset = offset
         self._recovery_point = offset
 
@@ -727,6 +759,7 @@ class Log:
             self.roll(_now_ms() if now_ms is None else now_ms)
         remaining = self._segments[len(deletable) :]
         self._segments = remaining
+        self.producer_state.delete_snapshots_before(remaining[0].base_offset)
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
@@ -738,13 +771,17 @@ class Log:
     # ----------------------------------------------------------------- durability and lifecycle
 
     def flush(self, up_to: int | None = None) -> None:
-        """fsync segments (and indexes) holding offsets below `up_to` (default: everything) and
-        advance the recovery point to it."""
+        """fsync segments (and indexes) holding offsets below `up_to` (default: everything), and the
+        producer snapshots rolls wrote at or below it, and advance the recovery point to it."""
         segments = self._segments
         end = segments[-1].next_offset
         offset = end if up_to is None else min(up_to, end)
-        if offset <= self._recovery_point and not self._dirs_to_flush:
+        snapshots = sorted(o for o in tuple(self._unflushed_snapshots) if o <= offset)
+        if offset <= self._recovery_point and not self._dirs_to_flush and not snapshots:
             return
+        for snapshot in snapshots:
+            flush_snapshot(snapshot_file(self.dir, snapshot))
+            self._unflushed_snapshots.discard(snapshot)
         for i, segment in enumerate(segments):
             if segment.base_offset >= offset:
                 break
@@ -764,7 +801,9 @@ class Log:
         self.producer_state.remove_expired(now_ms, expiration_ms)
 
     def close(self) -> None:
-        """Flush everything (the recovery point becomes the log end offset) and close the files."""
+        """Take a producer snapshot at the log end offset (so that the next open replays nothing), flush
+        everything (the recovery point becomes the log end offset) and close the files."""
+        self._take_producer_snapshot(self.log_end_offset, sync=True)
         self.flush()
         for segment in self._segments:
             segment.close()

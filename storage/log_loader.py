@@ -47,10 +47,13 @@ def load_segments(directory: Path, config: LogConfig, now_ms: int, partition_nam
             (directory / name).unlink(missing_ok=True)
     return [LogSegment.open(directory, base, config, now_ms) for base in sorted(bases)]
 
-def recover_segments(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache, name: str) -> None:
+def recover_segments(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache,
+                     name: str) -> int | None:
     """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`).
 
-    After a clean shutdown the recovery point is the log end offset and nothing is scanned.
+    After a clean shutdown the recovery point is the log end offset and nothing is scanned. Returns the base
+    offset of the first segment re-validated (it and every later one need their transaction index rebuilt),
+    None when none was.
     """
 
     def note_epoch(header: BatchHeader) -> None:
@@ -59,6 +62,7 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, cache: Lea
         if epoch >= 0 and (latest is None or epoch > latest):
             cache.assign(epoch, header.base_offset)
 
+    recovered_from = None
     for i, segment in enumerate(segments):
         is_last = i == len(segments) - 1
         # An earlier segment ends where the next one's name says; the last one's end is read from its tail batch,
@@ -71,6 +75,8 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, cache: Lea
         if flushed:
             continue
         logger.info("%s: recovering segment %s (recovery point %d)", name, segment.log_path.name, recovery_point)
+        if recovered_from is None:
+            recovered_from = segment.base_offset
         truncated = segment.recover(note_epoch)
         if truncated:
             logger.warning(
@@ -85,4 +91,5 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, cache: Lea
                 later.delete()
                 later.close()
             del segments[i + 1 :]
-            return
+            break
+    return recovered_from

@@ -7,15 +7,37 @@ five batches it appended. That is enough to answer a retried batch with its orig
 A transactional producer's first batch in the partition opens its transaction there; the end
 marker the coordinator writes closes it. The first offset of the earliest transaction not yet
 closed, or closed by a marker not yet below the high watermark, is the first unstable offset:
-read_committed readers stop there (the last stable offset). The state is rebuilt from batch
-headers (and the markers' records) when a log is opened.
+read_committed readers stop there (the last stable offset).
+
+Snapshots (Kafka's `<offset>.snapshot` files, producer_state_snapshot) keep the state across restarts: per
+producer id the metadata of its last batch only, its epochs and its open transaction's first offset. As in
+Kafka's UnifiedLog, the log takes one when a segment rolls (at the new base offset, fsynced later with the
+segment flush), at a clean close, and when loading or truncating: there at the end, and at the base offsets of
+the last two segments as the replay passes them (all three fsynced). It deletes them past the new end on
+truncation, all of them on truncate_fully_and_start_at, and those below the first segment left when segments
+are deleted (Kafka deletes the deleted segments' ones at once and any other below the log start at the next
+load). A load deletes the stray ones and those at or below the log start offset, loads the latest readable one
+(a corrupt one is deleted with a warning, and the next older tried) without the expired producers, and replays
+the batches after it; with none it replays the log as before snapshots existed.
+
+After an unclean shutdown Kafka re-validates each unflushed segment from the latest snapshot at or below its base
+offset, deleting the later ones, and snapshots every segment it re-validated. Here the one replay starts from the
+latest snapshot at or below the first re-validated segment (the later ones are deleted: written since the last
+flush, they are not trusted) and rebuilds the transaction indexes of all re-validated segments; snapshots are
+taken as in any load. Kafka's shortcut for brokers upgraded from versions without snapshots (no snapshot after a
+clean shutdown: take empty ones, replay nothing) is not taken: no snapshot means a full replay, which is always
+right. Entries are written in producer id order: Kafka writes its hash map's order, which no reader depends on
+(the two agree while the ids are below the map's table size). A snapshot does not hold the closed transactions
+whose marker is not yet below the high watermark: as in Kafka, a reload counts those before it as stable.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from minikafka.protocol.end_transaction_marker import EndTransactionMarker
@@ -27,6 +49,16 @@ from .errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from .producer_state_snapshot import (
+    CorruptSnapshotError,
+    ProducerEntry,
+    list_snapshot_offsets,
+    read_snapshot,
+    snapshot_file,
+    write_snapshot,
+)
+
+logger = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -107,14 +139,66 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-class ProducerStateManager:
-    """Producer id -> ProducerStateEntry for one partition."""
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    """The sequence `decrement` before `sequence`, wrapping below 0 to INT32_MAX as producers do."""
+    return sequence - decrement if sequence >= decrement else INT32_MAX - (decrement - sequence) + 1
 
-    def __init__(self) -> None:
+
+def _snapshot_entry(entry: ProducerStateEntry) -> ProducerEntry:
+    """What a snapshot keeps of a producer, as Kafka's writeSnapshot: its last batch (LastOffset -1, OffsetDelta 0
+    when it has none), its epochs and its open transaction (-1 when none)."""
+    last = entry.batches[-1] if entry.batches else None
+    return ProducerEntry(
+        entry.producer_id,
+        entry.producer_epoch,
+        entry.last_seq,
+        -1 if last is None else last.last_offset,
+        0 if last is None else last.last_offset - last.first_offset,
+        entry.last_timestamp,
+        entry.coordinator_epoch,
+        -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
+    )
+
+
+def _loaded_entry(snapshot: ProducerEntry) -> ProducerStateEntry:
+    """A producer read back from a snapshot, as Kafka's readSnapshot: at most one batch, the last one."""
+    entry = ProducerStateEntry(
+        snapshot.producer_id,
+        snapshot.epoch,
+        last_timestamp=snapshot.timestamp,
+        coordinator_epoch=snapshot.coordinator_epoch,
+        current_txn_first_offset=snapshot.current_txn_first_offset if snapshot.current_txn_first_offset >= 0
+        else None,
+    )
+    if snapshot.last_offset >= 0:
+        entry.batches.append(BatchMetadata(
+            _decrement_sequence(snapshot.last_sequence, snapshot.offset_delta),
+            snapshot.last_sequence,
+            snapshot.last_offset - snapshot.offset_delta,
+            snapshot.last_offset,
+            snapshot.timestamp,
+        ))
+    return entry
+
+
+def _is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's isProducerExpired: idle for `expiration_ms`, and no transaction open here."""
+    return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= expiration_ms
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerStateEntry for one partition, and the snapshot files of its directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
         self._producers: dict[int, ProducerStateEntry] = {}
         # By first offset. Transactions open in offset order, so the first key is the smallest.
         self._ongoing: dict[int, TxnMetadata] = {}
         self._unreplicated: dict[int, TxnMetadata] = {}
+        self._snapshots = list_snapshot_offsets(directory)  # ascending
+        # Kafka's lastSnapOffset: a snapshot is worth taking only past it (the state has not changed otherwise).
+        # Once loaded, never below the latest snapshot.
+        self._last_snap_offset = 0
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
@@ -248,6 +332,7 @@ class ProducerStateManager:
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         self._remove_unreplicated_before(log_start_offset)
+        self._last_snap_offset = self._snapshots[-1] if self._snapshots else log_start_offset
 
     def _remove_unreplicated_before(self, offset: int) -> None:
         if self._unreplicated:
@@ -262,12 +347,91 @@ class ProducerStateManager:
     def remove_expired(self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         """Forget producers idle for `expiration_ms` (Kafka's producer.id.expiration.ms), except those with a
         transaction open here."""
-        expired = [pid for pid, e in self._producers.items()
-                   if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
+        expired = [pid for pid, e in self._producers.items() if _is_expired(e, now_ms, expiration_ms)]
         for pid in expired:
             del self._producers[pid]
 
-    def clear(self) -> None:
+    def _clear(self) -> None:
         self._producers.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+
+    # ----------------------------------------------------------------- snapshots
+
+    def take_snapshot(self, offset: int, *, sync: bool) -> bool:
+        """Write the state as the snapshot at `offset` (the log end offset, or a new segment's base offset) unless
+        no offset past the last snapshot's has been reached; True if it was written. Without `sync` the caller
+        fsyncs it later (with the segment flush after a roll), as Kafka does."""
+        if offset <= self._last_snap_offset:
+            return False
+        path = snapshot_file(self._dir, offset)
+        write_snapshot(path, [_snapshot_entry(e) for _, e in sorted(self._producers.items())], sync=sync)
+        self._snapshots.append(offset)
+        self._last_snap_offset = offset
+        logger.debug("Wrote producer snapshot %s with %d producer ids", path, len(self._producers))
+        return True
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int,
+                            expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> int | None:
+        """Kafka's truncateAndReload: delete the snapshots past `log_end_offset` or at or below
+        `log_start_offset`, forget the state, and load the latest snapshot left that can be read (a corrupt one
+        is deleted with a warning and the next older one tried), without the producers expired by `now_ms`.
+        Returns that snapshot's offset, from which the log's batches are to be replayed; None when there is
+        none."""
+        for offset in [o for o in self._snapshots if o > log_end_offset or o <= log_start_offset]:
+            self._delete_snapshot(offset)
+        self._clear()
+        while self._snapshots:
+            offset = self._snapshots[-1]
+            path = snapshot_file(self._dir, offset)
+            try:
+                entries = read_snapshot(path)
+            except CorruptSnapshotError as e:
+                logger.warning("Failed to load producer snapshot from '%s': %s", path, e)
+                self._delete_snapshot(offset)
+                continue
+            logger.info("Loading producer state from snapshot file '%s'", path)
+            self._load_producer_entries(e for e in map(_loaded_entry, entries)
+                                        if not _is_expired(e, now_ms, expiration_ms))
+            self._last_snap_offset = offset
+            return offset
+        self._last_snap_offset = log_start_offset
+        return None
+
+    def _load_producer_entries(self, entries: Iterable[ProducerStateEntry]) -> None:
+        """Kafka's loadProducerEntry, for all of a snapshot's producers: a current transaction first offset is an
+        open transaction (registered in offset order, as _ongoing needs)."""
+        for entry in entries:
+            self._producers[entry.producer_id] = entry
+        ongoing = {e.current_txn_first_offset: e.producer_id for e in self._producers.values()
+                   if e.current_txn_first_offset is not None}
+        for first in sorted(ongoing):
+            self._ongoing[first] = TxnMetadata(ongoing[first], first)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget the state and delete every snapshot: the log starts again, empty, at `offset`."""
+        self._clear()
+        for snapshot in list(self._snapshots):
+            self._delete_snapshot(snapshot)
+        self._last_snap_offset = offset
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+        """On load (Kafka's removeStraySnapshots): delete the snapshots at no segment's base offset, except the
+        latest such one when it is past the last segment's base offset (the one a clean close wrote)."""
+        bases = set(segment_base_offsets)
+        strays = [offset for offset in self._snapshots if offset not in bases]
+        if strays and strays[-1] > max(bases, default=-1):
+            strays.pop()
+        for offset in strays:
+            self._delete_snapshot(offset)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Delete the snapshots below `offset` (the segments they start are gone)."""
+        for snapshot in [o for o in self._snapshots if o < offset]:
+            self._delete_snapshot(snapshot)
+
+    def _delete_snapshot(self, offset: int) -> None:
+        self._snapshots.remove(offset)
+        path = snapshot_file(self._dir, offset)
+        path.unlink(missing_ok=True)
+        logger.info("Deleted producer state snapshot %s", path)

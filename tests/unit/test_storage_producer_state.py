@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker
@@ -15,6 +17,11 @@ from minikafka.storage.errors import (
 from minikafka.storage.producer_state import CompletedTxn, ProducerStateManager
 
 PID = 1000
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> ProducerStateManager:
+    return ProducerStateManager(tmp_path)
 
 
 ABORT = EndTransactionMarker(ControlRecordType.ABORT, 0)
@@ -45,8 +52,7 @@ def appended(state: ProducerStateManager, h: BatchHeader) -> None:
     state.update(h)
 
 
-def test_sequences_must_follow_and_duplicates_return_original() -> None:
-    state = ProducerStateManager()
+def test_sequences_must_follow_and_duplicates_return_original(state: ProducerStateManager) -> None:
     appended(state, header(0, 3, offset=0))
     appended(state, header(3, 2, offset=3))
     duplicate = state.check_client_batches([header(0, 3)])
@@ -61,8 +67,7 @@ def test_sequences_must_follow_and_duplicates_return_original() -> None:
     assert entry is not None and entry.last_seq == 5 and entry.producer_epoch == 0
 
 
-def test_only_last_five_batches_are_remembered() -> None:
-    state = ProducerStateManager()
+def test_only_last_five_batches_are_remembered(state: ProducerStateManager) -> None:
     for i in range(7):
         appended(state, header(i, 1, offset=i))
     assert state.check_client_batches([header(2, 1)]).last_offset == 2  # type: ignore[union-attr]
@@ -71,8 +76,7 @@ def test_only_last_five_batches_are_remembered() -> None:
     assert len(state.last_entries()[PID].batches) == 5
 
 
-def test_epochs() -> None:
-    state = ProducerStateManager()
+def test_epochs(state: ProducerStateManager) -> None:
     appended(state, header(0, 2, epoch=1))
     with pytest.raises(InvalidProducerEpochError):
         state.check_client_batches([header(2, 1, epoch=0)])
@@ -84,28 +88,24 @@ def test_epochs() -> None:
         state.check_client_batches([header(0, 2, epoch=1)])
 
 
-def test_unknown_producer_may_start_anywhere_like_kafka() -> None:
-    state = ProducerStateManager()
+def test_unknown_producer_may_start_anywhere_like_kafka(state: ProducerStateManager) -> None:
     assert state.check_client_batches([header(42, 1, pid=7)]) is None
 
 
-def test_sequence_wraps_around_int32() -> None:
-    state = ProducerStateManager()
+def test_sequence_wraps_around_int32(state: ProducerStateManager) -> None:
     state.update(header(2**31 - 1, 1))
     appended(state, header(0, 1, offset=1))
     with pytest.raises(OutOfOrderSequenceError):
         state.check_client_batches([header(5, 1)])
 
 
-def test_several_batches_of_one_producer_in_one_request() -> None:
-    state = ProducerStateManager()
+def test_several_batches_of_one_producer_in_one_request(state: ProducerStateManager) -> None:
     assert state.check_client_batches([header(0, 2), header(2, 3), header(0, 1, pid=5)]) is None
     with pytest.raises(OutOfOrderSequenceError):
         state.check_client_batches([header(0, 2), header(3, 3)])
 
 
-def test_control_batch_bumps_epoch_and_clears_batches() -> None:
-    state = ProducerStateManager()
+def test_control_batch_bumps_epoch_and_clears_batches(state: ProducerStateManager) -> None:
     appended(state, header(0, 2))
     state.update(header(-1, 1, epoch=1, offset=2, control=True), ABORT)
     entry = state.last_entry(PID)
@@ -115,20 +115,18 @@ def test_control_batch_bumps_epoch_and_clears_batches() -> None:
     appended(state, header(0, 1, epoch=1, offset=3))
 
 
-def test_expiration_and_clear() -> None:
-    state = ProducerStateManager()
+def test_expiration_and_truncate_fully(state: ProducerStateManager) -> None:
     state.update(header(0, 1, offset=0))  # max timestamp 10
     state.update(header(0, 1, offset=100, pid=2))  # max timestamp 110
     state.remove_expired(now_ms=105, expiration_ms=50)
     assert set(state.last_entries()) == {2}
-    state.clear()
+    state.truncate_fully_and_start_at(0)
     assert state.last_entries() == {}
     state.update(header(0, 1)._replace(producer_id=-1))
     assert state.last_entries() == {}
 
 
-def test_transactional_batch_opens_and_marker_closes_the_transaction() -> None:
-    state = ProducerStateManager()
+def test_transactional_batch_opens_and_marker_closes_the_transaction(state: ProducerStateManager) -> None:
     appended(state, header(0, 2, offset=5, transactional=True))
     appended(state, header(2, 1, offset=9, transactional=True))
     assert state.first_unstable_offset() == 5
@@ -145,8 +143,7 @@ def test_transactional_batch_opens_and_marker_closes_the_transaction() -> None:
     assert state.first_unstable_offset() is None
 
 
-def test_last_stable_offset_of_a_closed_transaction_is_the_next_open_one() -> None:
-    state = ProducerStateManager()
+def test_last_stable_offset_of_a_closed_transaction_is_the_next_open_one(state: ProducerStateManager) -> None:
     appended(state, header(0, 1, offset=0, transactional=True))
     appended(state, header(0, 1, offset=1, pid=7, transactional=True))
     completed = state.update(header(-1, 1, offset=2, control=True), COMMIT)
@@ -157,16 +154,14 @@ def test_last_stable_offset_of_a_closed_transaction_is_the_next_open_one() -> No
     assert state.first_unstable_offset() == 1
 
 
-def test_marker_without_data_closes_nothing() -> None:
-    state = ProducerStateManager()
+def test_marker_without_data_closes_nothing(state: ProducerStateManager) -> None:
     assert state.update(header(-1, 1, epoch=2, offset=0, control=True), COMMIT) is None
     entry = state.last_entry(PID)
     assert entry is not None and entry.producer_epoch == 2 and entry.coordinator_epoch == 0
     assert state.first_unstable_offset() is None
 
 
-def test_non_transactional_write_inside_an_open_transaction_is_refused() -> None:
-    state = ProducerStateManager()
+def test_non_transactional_write_inside_an_open_transaction_is_refused(state: ProducerStateManager) -> None:
     appended(state, header(0, 1, transactional=True))
     with pytest.raises(InvalidTxnStateError):
         state.check_client_batches([header(1, 1, offset=1)])
@@ -174,8 +169,7 @@ def test_non_transactional_write_inside_an_open_transaction_is_refused() -> None
         state.check_client_batches([header(5, 1, pid=9, transactional=True), header(6, 1, pid=9)])
 
 
-def test_markers_from_older_producer_or_coordinator_epochs_are_fenced() -> None:
-    state = ProducerStateManager()
+def test_markers_from_older_producer_or_coordinator_epochs_are_fenced(state: ProducerStateManager) -> None:
     appended(state, header(0, 1, epoch=3, transactional=True))
     with pytest.raises(InvalidProducerEpochError):
         state.check_end_txn_marker(PID, 2, COMMIT)
@@ -186,8 +180,7 @@ def test_markers_from_older_producer_or_coordinator_epochs_are_fenced() -> None:
     state.check_end_txn_marker(12345, 0, ABORT)  # a producer this partition has not seen
 
 
-def test_a_producer_with_an_open_transaction_does_not_expire() -> None:
-    state = ProducerStateManager()
+def test_a_producer_with_an_open_transaction_does_not_expire(state: ProducerStateManager) -> None:
     appended(state, header(0, 1, offset=0, transactional=True))
     appended(state, header(0, 1, offset=1, pid=7))
     state.remove_expired(now_ms=10**12, expiration_ms=1)

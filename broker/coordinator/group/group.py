@@ -2,13 +2,16 @@
 
 This is the in-memory model (Kafka's ClassicGroup / ClassicGroupMember); the coordinator drives it and decides
 when to rebalance, the group metadata manager persists it. Members waiting on a JoinGroup or SyncGroup response
-hold a `Completion` that the coordinator fills in when the rebalance reaches that point.
+hold a `Completion` that the coordinator fills in when the rebalance reaches that point. Besides its committed
+offsets a group holds, per producer, the offsets committed in a transaction that has not ended yet (Kafka's
+pending transactional offset commits): invisible to OffsetFetch until the transaction's COMMIT marker.
 """
 from __future__ import annotations
 
 import enum
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -90,13 +93,18 @@ class SyncResult:
 
 @dataclass
 class OffsetAndMetadata:
-    """A committed offset as stored in __consumer_offsets (OffsetCommitValue)."""
+    """A committed offset as stored in __consumer_offsets (OffsetCommitValue).
+
+    `write_order` places its record among the others of its partition of __consumer_offsets (Kafka keeps the
+    record's offset for this): a transaction's offset becomes the committed one only if it was written after the
+    offset it would replace, so a mix of plain and transactional commits ends as the log's order says."""
 
     offset: int
     leader_epoch: int
     metadata: str
     commit_timestamp: int
     expire_timestamp: int | None = None
+    write_order: int = field(default=0, compare=False)
 
 
 Protocols = list[tuple[str, bytes]]
@@ -178,6 +186,9 @@ class Group:
         self.supported_protocols: Counter[str] = Counter()
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # Producer id -> offsets its open transaction committed (TxnOffsetCommit) and no marker has ended yet. A
+        # producer stays here until its marker, even when tombstones have taken all its offsets.
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
 
     def __repr__(self) -> str:
         return f"Group({self.group_id!r}, {self.state.value}, generation {self.generation_id}, " \
@@ -408,6 +419,36 @@ class Group:
     def is_subscribed_to(self, topic: str) -> bool:
         topics = self.subscribed_topics()
         return topic in topics if topics is not None else self.uses_consumer_protocol
+
+    @property
+    def has_open_transactions(self) -> bool:
+        """A transaction committed offsets for this group and has not ended: the group must not expire."""
+        return bool(self.pending_txn_offsets)
+
+    def has_pending_txn_offset(self, tp: tuple[str, int]) -> bool:
+        """An open transaction holds an offset for `tp` (OffsetFetch with require_stable answers it unstable)."""
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
+
+    def pending_txn_partitions(self) -> set[tuple[str, int]]:
+        return {tp for offsets in self.pending_txn_offsets.values() for tp in offsets}
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: on COMMIT its offsets become the committed ones, except where a later
+        written offset is committed already; on ABORT they are dropped."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for tp, value in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or value.write_order > current.write_order:
+                self.offsets[tp] = value
+
+    def remove_offsets(self, tps: Iterable[tuple[str, int]]) -> None:
+        """What an offset tombstone does: the committed offset goes, and so does any offset pending for it."""
+        for tp in tps:
+            self.offsets.pop(tp, None)
+            for offsets in self.pending_txn_offsets.values():
+                offsets.pop(tp, None)
 
 
 def parse_subscription_topics(metadata: bytes) -> list[str]:

@@ -7,13 +7,15 @@ broker's trio loop, so a request's state change is atomic between awaits. A Join
 for the rest of the group gets a `Completion` that a later request or a timer fills.
 
 The pieces it stands on, each in its own module: the group cache and what persists it (GroupMetadataManager),
-committed offsets (OffsetManager), and the keyed timer of delayed operations (CoordinatorTimer).
+committed offsets (OffsetManager), and the keyed timer of delayed operations (CoordinatorTimer). Its side of
+transactions is there too: offsets a TxnOffsetCommit left pending are committed or dropped when the transaction's
+marker has been written to their partition (on_transaction_completed).
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -130,6 +132,13 @@ class GroupCoordinator(GroupAdmin):
         task_status.started()
         await self.timer.run()
 
+    def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """A COMMIT (or ABORT) marker of `producer_id` has been written to these partitions of __consumer_offsets:
+        the offsets its transaction committed in their groups become committed offsets (or are dropped), as
+        Kafka's onTransactionCompleted. The marker is in the log already, so this only updates the groups, at
+        once: there is nothing to wait for."""
+        self.group_manager.handle_txn_completion(producer_id, partitions, commit)
+
     def shutdown(self) -> None:
         """Stop coordinating: parked joins and syncs answer NOT_COORDINATOR, as when Kafka unloads a partition."""
         if not self.active:
@@ -196,7 +205,7 @@ class GroupCoordinator(GroupAdmin):
         else:
             self._join_existing_member(group, req, join)
         if group.is_empty and not group.members and not group.pending_join_members and not group.offsets \
-                and group.protocol_type is None and group.generation_id == 0:
+                and not group.has_open_transactions and group.protocol_type is None and group.generation_id == 0:
             # A refused first join leaves nothing behind, as Kafka's reverted snapshot would.
             self.groups.pop(req.group_id, None)
         return join

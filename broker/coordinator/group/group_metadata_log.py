@@ -6,6 +6,10 @@ Key version 0/1 is an OffsetCommitKey, 2 a GroupMetadataKey; a null value is a t
 the versions a current Kafka broker writes (OffsetCommitValue 3, or 1 when the commit carries an expire timestamp;
 GroupMetadataValue 3) and read in every version 0-4 (4 is the first flexible one).
 
+Offsets committed in a producer's transaction (TxnOffsetCommit) are written as a transactional batch of that
+producer, and the transaction coordinator's COMMIT or ABORT marker in the same partition ends them; replay hands
+both on, so loading a partition rebuilds what is still pending as well as what is committed.
+
 The topic itself (appends, waits, replays, rewrites) is coordinator_log's, shared with the transaction
 coordinator.
 """
@@ -15,11 +19,13 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog, Record, RecordFormatError
 from minikafka.broker.coordinator.group.group import OffsetAndMetadata
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
+from minikafka.protocol.record_batch import NO_PRODUCER_ID
 from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
 
 log = logging.getLogger("minikafka.group_metadata_log")
@@ -74,6 +80,26 @@ class GroupMetadataValue:
 
 RecordKey = OffsetCommitKey | GroupMetadataKey
 RecordValue = OffsetAndMetadata | GroupMetadataValue | None
+
+
+class TransactionalRecord(NamedTuple):
+    """A record written in `producer_id`'s transaction: pending until the transaction's marker."""
+
+    producer_id: int
+    key: RecordKey
+    value: RecordValue
+
+
+class TransactionMarker(NamedTuple):
+    """The COMMIT (or ABORT) marker that ends `producer_id`'s transaction in a partition."""
+
+    producer_id: int
+    commit: bool
+
+
+# What replaying a partition yields, in log order: (key, value) of a record outside any transaction, a record of a
+# transaction, or the marker ending one.
+Replayed = tuple[RecordKey, RecordValue] | TransactionalRecord | TransactionMarker
 
 
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
@@ -342,14 +368,23 @@ class GroupMetadataLog(CoordinatorLog):
     def __init__(self, replica_manager: ReplicaManager, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
         super().__init__(replica_manager, GROUP_METADATA_TOPIC, commit_timeout_ms)
 
-    def replay(self, partition: int) -> Iterator[tuple[RecordKey, RecordValue]]:
-        """Every coordinator record of one partition in log order; unreadable records are logged and skipped."""
-        for offset, key_bytes, value in self.replay_records(partition):
-            try:
-                key = decode_key(key_bytes)
-                if key is None:
+    def replay(self, partition: int) -> Iterator[Replayed]:
+        """Every coordinator record of one partition in log order, and the markers ending transactions among them;
+        unreadable records are logged and skipped."""
+        for batch in self.replay_batches(partition):
+            if batch.marker is not None:
+                yield TransactionMarker(batch.producer_id, not batch.marker.is_abort)
+            for offset, key_bytes, value in batch.records:
+                try:
+                    key = decode_key(key_bytes)
+                    if key is None:
+                        continue
+                    decoded = decode_value(key, value)
+                except RecordFormatError as exc:
+                    log.error("skipping unreadable record at %s-%d offset %d: %s", GROUP_METADATA_TOPIC, partition,
+                              offset, exc)
                     continue
-                yield key, decode_value(key, value)
-            except RecordFormatError as exc:
-                log.error("skipping unreadable record at %s-%d offset %d: %s", GROUP_METADATA_TOPIC, partition,
-                          offset, exc)
+                if batch.producer_id == NO_PRODUCER_ID:
+                    yield key, decoded
+                else:
+                    yield TransactionalRecord(batch.producer_id, key, decoded)

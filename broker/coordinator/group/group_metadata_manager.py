@@ -7,17 +7,24 @@ group of any other partition is answered NOT_COORDINATOR, so its clients look th
 writes a group's metadata when a generation completes (tombstones when the group is deleted). It also counts the
 records each partition's log holds since its start, so the offset manager can tell when rewriting a partition to
 its live records pays. The record formats and the log itself are group_metadata_log's.
+
+An offset record does the same to its group whether it is written now or replayed (apply_offset_commit), as in
+Kafka: outside a transaction it is the committed offset; in a producer's transaction it is pending, and the
+transaction's marker (written by WriteTxnMarkers, or met in the replay) commits or drops it (Kafka's
+handleTxnCompletion). Which groups a producer's open transaction touched is kept per partition, so a marker finds
+them without looking at every group.
 """
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from minikafka.broker.coordinator.group.group import Group, GroupState, Member
+from minikafka.broker.coordinator.group.group import Group, GroupState, Member, OffsetAndMetadata
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import (
     GroupMetadataKey,
@@ -27,11 +34,15 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     Record,
     RecordKey,
     RecordValue,
+    Replayed,
+    TransactionalRecord,
+    TransactionMarker,
     group_metadata_record,
     offset_commit_record,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
+from minikafka.protocol.record_batch import NO_PRODUCER_ID
 
 log = logging.getLogger("minikafka.group_metadata_manager")
 
@@ -39,9 +50,10 @@ log = logging.getLogger("minikafka.group_metadata_manager")
 class MetadataLog(Protocol):
     """Where coordinator records live: `__consumer_offsets` (GroupMetadataLog), or memory in unit tests."""
 
-    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
+    def append(self, partition: int, records: list[Record], now_ms: int, *, producer_id: int = ...,
+               producer_epoch: int = ...) -> ErrorCode: ...
 
-    def replay(self, partition: int) -> Iterable[tuple[RecordKey, RecordValue]]: ...
+    def replay(self, partition: int) -> Iterable[Replayed]: ...
 
     def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
 
@@ -82,6 +94,11 @@ class GroupMetadataManager:
         # many records each partition's log holds since its start.
         self._stored_metadata: dict[str, GroupMetadataValue] = {}
         self._log_records: Counter[int] = Counter()
+        # The order offset records are written or replayed in (OffsetAndMetadata.write_order).
+        self._write_order = itertools.count(1)
+        # Partition -> producer id -> the groups whose offsets its open transaction committed (Kafka's
+        # openGroupsForProducer); an entry goes when the producer's marker comes.
+        self._open_transactions: dict[int, dict[int, set[str]]] = {}
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
@@ -109,8 +126,13 @@ class GroupMetadataManager:
         started = time.monotonic()
         before = set(self.groups)
         records = 0
-        for key, value in self.metadata_log.replay(partition):
-            self._replay(key, value)
+        for replayed in self.metadata_log.replay(partition):
+            if isinstance(replayed, TransactionMarker):
+                self._complete_transaction(partition, replayed.producer_id, replayed.commit)
+            elif isinstance(replayed, TransactionalRecord):
+                self._replay(replayed.key, replayed.value, replayed.producer_id)
+            else:
+                self._replay(*replayed)
             records += 1
         self._log_records[partition] = records
         self.owned_partitions.add(partition)
@@ -130,21 +152,22 @@ class GroupMetadataManager:
             del self.groups[group.group_id]
             self._stored_metadata.pop(group.group_id, None)
         self._log_records.pop(partition, None)
+        self._open_transactions.pop(partition, None)
         log.log(logging.INFO if dropped else logging.DEBUG, "unloaded %d groups of %s-%d", len(dropped),
                 GROUP_METADATA_TOPIC, partition)
         return dropped
 
-    def _replay(self, key: RecordKey, value: RecordValue) -> None:
+    def _replay(self, key: RecordKey, value: RecordValue, producer_id: int = NO_PRODUCER_ID) -> None:
         if isinstance(key, OffsetCommitKey):
             group = self.groups.get(key.group)
             if value is None:
                 if group is not None:
-                    group.offsets.pop((key.topic, key.partition), None)
+                    group.remove_offsets([(key.topic, key.partition)])
                 return
             assert not isinstance(value, GroupMetadataValue)  # an offset key decodes to an offset value
             if group is None:
                 group = self.groups[key.group] = Group(key.group, self.clock_ms())
-            group.offsets[(key.topic, key.partition)] = value
+            self.apply_offset_commit(group, (key.topic, key.partition), value, producer_id)
         elif isinstance(key, GroupMetadataKey):
             previous = self.groups.pop(key.group, None)
             self._stored_metadata.pop(key.group, None)
@@ -160,6 +183,7 @@ class GroupMetadataManager:
                               value.protocol_type or None)
             if previous is not None:
                 group.offsets = previous.offsets
+                group.pending_txn_offsets = previous.pending_txn_offsets
             self.groups[key.group] = group
 
     def _group_from_record(self, group_id: str, value: GroupMetadataValue) -> Group:
@@ -177,11 +201,53 @@ class GroupMetadataManager:
             group.leader_id = value.leader
         return group
 
+    # ---- offsets and transactions ---------------------------------------------------------------------------
+
+    def apply_offset_commit(self, group: Group, tp: tuple[str, int], value: OffsetAndMetadata,
+                            producer_id: int = NO_PRODUCER_ID) -> None:
+        """What a written offset commit record does, whether just written or replayed: outside a transaction it is
+        the group's committed offset, in `producer_id`'s transaction it is pending until the transaction ends."""
+        value.write_order = next(self._write_order)
+        if producer_id == NO_PRODUCER_ID:
+            group.offsets[tp] = value
+            return
+        group.pending_txn_offsets.setdefault(producer_id, {})[tp] = value
+        by_producer = self._open_transactions.setdefault(self.partition_for(group.group_id), {})
+        by_producer.setdefault(producer_id, set()).add(group.group_id)
+
+    def handle_txn_completion(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """A COMMIT or ABORT marker of the producer was written to these partitions: its offsets pending in their
+        groups become committed offsets or are dropped. Partitions this broker does not lead are not its to end."""
+        for partition in partitions:
+            if partition in self.owned_partitions:
+                self._log_records[partition] += 1
+                self._complete_transaction(partition, producer_id, commit)
+
+    def _complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        for group_id in self._open_transactions.get(partition, {}).pop(producer_id, set()):
+            group = self.groups.get(group_id)
+            if group is not None:  # a group deleted meanwhile took its pending offsets with it
+                group.complete_pending_txn_offset_commit(producer_id, commit)
+
+    def has_open_transactions(self, partition: int) -> bool:
+        """A transaction that wrote offsets to the partition has not ended yet."""
+        return bool(self._open_transactions.get(partition))
+
     # ---- storing -------------------------------------------------------------------------------------------
 
     def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
         """Write records to one partition of the log; NONE, or the group API error to answer."""
         error = self.metadata_log.append(partition, records, now_ms)
+        if error == ErrorCode.NONE:
+            self._log_records[partition] += len(records)
+        return error
+
+    def append_transactional(self, partition: int, records: list[Record], now_ms: int, producer_id: int,
+                             producer_epoch: int) -> ErrorCode:
+        """Write records to one partition as a batch of the producer's transaction; NONE, or the error to answer
+        (an older producer epoch than the partition has seen is refused, INVALID_PRODUCER_EPOCH)."""
+        error = self.metadata_log.append(partition, records, now_ms, producer_id=producer_id,
+                                         producer_epoch=producer_epoch)
         if error == ErrorCode.NONE:
             self._log_records[partition] += len(records)
         return error
@@ -210,13 +276,16 @@ class GroupMetadataManager:
                                   members)
 
     def delete_group(self, group: Group) -> ErrorCode:
-        """Tombstone the group and all its committed offsets, then forget it; nothing changes if writing fails."""
-        records = [offset_commit_record(group.group_id, topic, p, None) for topic, p in group.offsets]
+        """Tombstone the group and all its offsets, committed or pending in a transaction, then forget it; nothing
+        changes if writing fails."""
+        records = [offset_commit_record(group.group_id, topic, p, None)
+                   for topic, p in group.offsets.keys() | group.pending_txn_partitions()]
         records.append(group_metadata_record(group.group_id, None))
         error = self.append(self.partition_for(group.group_id), records, self.clock_ms())
         if error == ErrorCode.NONE:
             group.transition_to(GroupState.DEAD, self.clock_ms())
             group.offsets.clear()
+            group.pending_txn_offsets.clear()
             self.groups.pop(group.group_id, None)
             self._stored_metadata.pop(group.group_id, None)
         return error
@@ -227,12 +296,14 @@ class GroupMetadataManager:
         """Per partition written to: (records its log holds since its start, how many of them are superseded)."""
         live: Counter[int] = Counter()
         for group_id, group in self.groups.items():
-            live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets)
+            pending = sum(len(offsets) for offsets in group.pending_txn_offsets.values())
+            live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets) + pending
         return {partition: (count, count - live[partition]) for partition, count in self._log_records.items()}
 
     def rewrite(self, partition: int) -> tuple[ErrorCode, int]:
-        """Rewrite one partition's log to the records that rebuild its groups and offsets exactly as stored now;
-        returns the error and how many records were kept."""
+        """Rewrite one partition's log to the records that rebuild its groups and committed offsets exactly as
+        stored now; returns the error and how many records were kept. Only for a partition without open
+        transactions: their pending offsets live in their transactional batches until the markers come."""
         live = self._live_records(partition)
         error = self.metadata_log.rewrite(partition, live, self.clock_ms())
         if error == ErrorCode.NONE:

@@ -1,10 +1,14 @@
-"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete, their expiry, and keeping their log small.
+"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete, their expiry, and keeping their
+log small.
 
 As Kafka's OffsetMetadataManager, a commit is checked against the group's membership and generation, written to
-the group's partition of `__consumer_offsets` and only then applied, so a failed write changes nothing. Offsets
-past offsets.retention.minutes are tombstoned, and an empty group left without offsets is deleted. Every commit
-supersedes an earlier record, and this broker has no log cleaner, so a partition whose log is mostly superseded
-records is rewritten to its live ones.
+the group's partition of `__consumer_offsets` and only then applied, so a failed write changes nothing. A
+TxnOffsetCommit is written in the producer's transaction and stays pending in the group until the transaction's
+marker: OffsetFetch does not return it, and with require_stable answers its partition UNSTABLE_OFFSET_COMMIT.
+Offsets past offsets.retention.minutes are tombstoned, unless a transaction holds one pending for the same
+partition, and an empty group left without offsets or open transactions is deleted. Every commit supersedes an
+earlier record, and this broker has no log cleaner, so a partition whose log is mostly superseded records is
+rewritten to its live ones, once no transaction that wrote to it is still open.
 """
 from __future__ import annotations
 
@@ -51,15 +55,19 @@ class OffsetManager:
         self.clock_ms = clock_ms
         self._reschedule_heartbeat = reschedule_heartbeat
 
-    # ---- OffsetCommit --------------------------------------------------------------------------------------
+    # ---- OffsetCommit and TxnOffsetCommit ------------------------------------------------------------------
 
     def _validate_offset_commit(self, group: Group | None, group_id: str, member_id: str,
-                                group_instance_id: str | None, generation_id: int, api_version: int) -> Group:
+                                group_instance_id: str | None, generation_id: int, api_version: int,
+                                is_transactional: bool = False) -> Group:
+        """The group to commit to (a new simple group for a commit without generation to an unknown group), or
+        KafkaError. A transactional commit does without membership even in a group with members (the producer of
+        older clients knows none), and is not refused during a rebalance."""
         if group is None:
             if generation_id < 0:
                 log.info("creating simple group %s through a manual offset commit", group_id)
                 return Group(group_id, self.clock_ms())
-            if api_version >= GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION:
+            if api_version >= GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION and not is_transactional:
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
             raise KafkaError(ErrorCode.ILLEGAL_GENERATION, f"group {group_id} not found")
         if group.is_in(GroupState.DEAD):
@@ -72,9 +80,9 @@ class OffsetManager:
             if generation_id != group.generation_id:
                 raise KafkaError(ErrorCode.ILLEGAL_GENERATION,
                                  f"generation {generation_id} is not the group's {group.generation_id}")
-        elif not group.is_empty:
+        elif not group.is_empty and not is_transactional:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, "a commit without membership needs an empty group")
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
+        if group.is_in(GroupState.COMPLETING_REBALANCE) and not is_transactional:
             raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS)
         return group
 
@@ -95,18 +103,7 @@ class OffsetManager:
         # As Kafka: commit time plus retention, unless the retention is -1 (offsets.retention.minutes applies). Kafka
         # adds them as longs, which wrap into the past; a sum past the largest timestamp means never, not at once.
         expire = None if retention_time_ms == -1 else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
-        errors: list[ErrorCode] = []
-        records: list[Record] = []
-        staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
-        for entry in entries:
-            metadata = entry.metadata if entry.metadata is not None else ""
-            if entry.metadata is not None and len(entry.metadata) > self.config.offset_metadata_max_bytes:
-                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                continue
-            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire)
-            records.append(offset_commit_record(group_id, entry.topic, entry.partition, value))
-            staged.append(((entry.topic, entry.partition), value))
-            errors.append(ErrorCode.NONE)
+        errors, records, staged = self._offset_records(group_id, entries, now, expire)
         if records:
             error = manager.append(manager.partition_for(group_id), records, now)
             if error != ErrorCode.NONE:
@@ -115,7 +112,7 @@ class OffsetManager:
                 manager.groups[group_id] = group
             previous = {tp: group.offsets.get(tp) for tp, _ in staged}
             for tp, value in staged:
-                group.offsets[tp] = value
+                manager.apply_offset_commit(group, tp, value)
             error = await manager.wait_replicated(group_id)
             if error != ErrorCode.NONE:
                 for tp, value in staged:
@@ -128,21 +125,99 @@ class OffsetManager:
                 errors = [error if code == ErrorCode.NONE else code for code in errors]
         return errors
 
+    async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                           member_id: str, group_instance_id: str | None, generation_id: int,
+                                           entries: list[OffsetCommitEntry], api_version: int) -> list[ErrorCode]:
+        """TxnOffsetCommit: one error per entry, once the commit is replicated; a group-level problem raises
+        KafkaError. The offsets are written as a batch of the producer's transaction and stay pending in the group
+        until its marker (GroupCoordinator.on_transaction_completed). As commit_offsets, offsets whose records fail
+        to replicate are taken back. The generation is checked as OffsetCommit checks it, but an unknown group with
+        a generation is ILLEGAL_GENERATION in every version, and no membership is needed (Kafka 4.1)."""
+        manager = self.group_manager
+        manager.check_active(group_id)
+        existing = manager.groups.get(group_id)
+        group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
+                                             api_version, is_transactional=True)
+        now = self.clock_ms()
+        errors, records, staged = self._offset_records(group_id, entries, now, None)
+        if not records:
+            return errors
+        error = manager.append_transactional(manager.partition_for(group_id), records, now, producer_id,
+                                             producer_epoch)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"storing transactional offsets of group {group_id} failed")
+        if existing is None:
+            manager.groups[group_id] = group
+        previous = {tp: group.pending_txn_offsets.get(producer_id, {}).get(tp) for tp, _ in staged}
+        for tp, value in staged:
+            manager.apply_offset_commit(group, tp, value, producer_id)
+        error = await manager.wait_replicated(group_id)
+        if error != ErrorCode.NONE:
+            pending = group.pending_txn_offsets.get(producer_id, {})
+            for tp, value in staged:
+                if pending.get(tp) is value:
+                    before = previous[tp]
+                    if before is None:
+                        del pending[tp]
+                    else:
+                        pending[tp] = before
+            errors = [error if code == ErrorCode.NONE else code for code in errors]
+        return errors
+
+    def _offset_records(self, group_id: str, entries: list[OffsetCommitEntry], now: int, expire: int | None
+                        ) -> tuple[list[ErrorCode], list[Record], list[tuple[tuple[str, int], OffsetAndMetadata]]]:
+        """Per entry its error (OFFSET_METADATA_TOO_LARGE, or NONE), and the records and offsets of those to
+        write."""
+        errors: list[ErrorCode] = []
+        records: list[Record] = []
+        staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        for entry in entries:
+            metadata = entry.metadata if entry.metadata is not None else ""
+            if entry.metadata is not None and len(entry.metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire)
+            records.append(offset_commit_record(group_id, entry.topic, entry.partition, value))
+            staged.append(((entry.topic, entry.partition), value))
+            errors.append(ErrorCode.NONE)
+        return errors, records, staged
+
     # ---- OffsetFetch and OffsetDelete ----------------------------------------------------------------------
 
-    def fetch_offsets(self, group_id: str | None, partitions: list[tuple[str, list[int]]] | None
-                      ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
-        """Committed offsets by topic; `partitions` None means every committed offset of the group."""
+    def fetch_offsets(self, group_id: str | None, partitions: list[tuple[str, list[int]]] | None,
+                      require_stable: bool = False
+                      ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | ErrorCode | None]]]]:
+        """Committed offsets by topic (None where there is none); `partitions` None means every committed offset of
+        the group. With `require_stable`, a partition an open transaction holds an offset for is
+        UNSTABLE_OFFSET_COMMIT instead (Kafka's rule: a pending offset without a committed one is not listed among
+        all offsets)."""
         self.group_manager.check_active(group_id, allow_empty=True)
         assert group_id is not None  # check_active refuses a null group id
         group = self.group_manager.groups.get(group_id)
-        offsets = group.offsets if group is not None and not group.is_in(GroupState.DEAD) else {}
+        if group is None or group.is_in(GroupState.DEAD):
+            return [] if partitions is None else [(topic, [(p, None) for p in indexes]) for topic, indexes in partitions]
+
+        def answer(tp: tuple[str, int]) -> OffsetAndMetadata | ErrorCode | None:
+            if require_stable and group.has_pending_txn_offset(tp):
+                return ErrorCode.UNSTABLE_OFFSET_COMMIT
+            return group.offsets.get(tp)
+
         if partitions is None:
-            by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
-            for (topic, partition), value in offsets.items():
-                by_topic.setdefault(topic, []).append((partition, value))
+            by_topic: dict[str, list[tuple[int, OffsetAndMetadata | ErrorCode | None]]] = {}
+            for tp in group.offsets:
+                by_topic.setdefault(tp[0], []).append((tp[1], answer(tp)))
             return [(topic, sorted(parts, key=lambda p: p[0])) for topic, parts in by_topic.items()]
-        return [(topic, [(p, offsets.get((topic, p))) for p in indexes]) for topic, indexes in partitions]
+        return [(topic, [(p, answer((topic, p))) for p in indexes]) for topic, indexes in partitions]
+
+    async def wait_stable(self, group_id: str | None) -> None:
+        """OffsetFetch with require_stable answers once every write to the group's partition so far is committed,
+        as Kafka 4.1 serves it as a write operation; a group-level problem raises KafkaError."""
+        manager = self.group_manager
+        manager.check_active(group_id, allow_empty=True)
+        assert group_id is not None  # check_active refuses a null group id
+        error = await manager.wait_replicated(group_id)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"offsets of group {group_id} are not committed yet")
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, list[int]]]
                        ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
@@ -163,24 +238,25 @@ class OffsetManager:
                 results.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in indexes]))
                 continue
             for p in indexes:
-                if (topic, p) in group.offsets:
+                # A tombstone also takes an offset pending in a transaction, as in Kafka.
+                if (topic, p) in group.offsets or group.has_pending_txn_offset((topic, p)):
                     records.append(offset_commit_record(group_id, topic, p, None))
                     deleted.append((topic, p))
             results.append((topic, [(p, ErrorCode.NONE) for p in indexes]))
         error = manager.append(manager.partition_for(group_id), records, self.clock_ms())
         if error != ErrorCode.NONE:
             raise KafkaError(error, f"deleting offsets of group {group_id} failed")
-        for tp in deleted:
-            group.offsets.pop(tp, None)
+        group.remove_offsets(deleted)
         return results
 
     def on_topic_deleted(self, topic: str) -> int:
-        """Kafka's onPartitionsDeleted: committed offsets of a deleted topic are tombstoned, so a topic created
-        again under the same name starts without them. Returns how many offsets were removed."""
+        """Kafka's onPartitionsDeleted: offsets of a deleted topic, committed or pending in a transaction, are
+        tombstoned, so a topic created again under the same name starts without them. Returns how many offsets
+        were removed."""
         manager = self.group_manager
         removed = 0
         for group in list(manager.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] == topic]
+            gone = [tp for tp in group.offsets.keys() | group.pending_txn_partitions() if tp[0] == topic]
             if not gone:
                 continue
             records = [offset_commit_record(group.group_id, t, p, None) for t, p in gone]
@@ -189,8 +265,7 @@ class OffsetManager:
                 log.warning("removing offsets of deleted topic %s from group %s failed: %s", topic, group.group_id,
                             error.name)
                 continue
-            for tp in gone:
-                group.offsets.pop(tp, None)
+            group.remove_offsets(gone)
             removed += len(gone)
         if removed:
             log.info("removed %d committed offsets of deleted topic %s", removed, topic)
@@ -210,7 +285,8 @@ class OffsetManager:
         return None
 
     def cleanup_group_metadata(self) -> int:
-        """Expire offsets past offsets.retention.minutes; delete empty groups left without offsets."""
+        """Expire offsets past offsets.retention.minutes, but none a transaction holds an offset pending for;
+        delete empty groups left without offsets or open transactions."""
         manager = self.group_manager
         if not manager.active:
             return 0
@@ -226,7 +302,7 @@ class OffsetManager:
             elif group.offsets:
                 assert base is not None
                 for (topic, partition), value in group.offsets.items():
-                    if group.is_subscribed_to(topic):
+                    if group.is_subscribed_to(topic) or group.has_pending_txn_offset((topic, partition)):
                         all_expired = False
                         continue
                     if value.expire_timestamp is not None:
@@ -237,7 +313,7 @@ class OffsetManager:
                         expired.append((topic, partition))
                     else:
                         all_expired = False
-            if all_expired and group.is_empty:
+            if all_expired and group.is_empty and not group.has_open_transactions:
                 # Every offset it has expired: the group goes with them.
                 error = manager.delete_group(group)
                 if error != ErrorCode.NONE:
@@ -253,8 +329,7 @@ class OffsetManager:
             if error != ErrorCode.NONE:
                 log.warning("expiring offsets of group %s failed: %s", group.group_id, error.name)
                 continue
-            for tp in expired:
-                group.offsets.pop(tp, None)
+            group.remove_offsets(expired)
             removed += len(expired)
         if removed:
             log.info("expired %d committed offsets", removed)
@@ -267,7 +342,10 @@ class OffsetManager:
 
         Standing in for Kafka's log cleaner on this compacted topic: the live records are appended to a new
         segment and the log start offset moves past everything older, so start-up replay stays short. A crash
-        in between is harmless: replaying old records and then the rewrite yields the same state.
+        in between is harmless: replaying old records and then the rewrite yields the same state. A partition
+        waits while a transaction that wrote offsets to it is open: rewriting its pending offsets as plain
+        records would commit them, leaving them out would lose them, and its marker is still to come. Kafka's
+        cleaner likewise keeps a transaction's batches until its marker; a rewrite on a later pass catches up.
         """
         manager = self.group_manager
         if not manager.active:
@@ -275,6 +353,10 @@ class OffsetManager:
         rewritten = 0
         for partition, (count, dead) in manager.record_counts().items():
             if dead < COMPACTION_MIN_DEAD_RECORDS or dead < MIN_CLEANABLE_DIRTY_RATIO * count:
+                continue
+            if manager.has_open_transactions(partition):
+                log.debug("not rewriting %s-%d while transactions that wrote to it are open", GROUP_METADATA_TOPIC,
+                          partition)
                 continue
             error, kept = manager.rewrite(partition)
             if error != ErrorCode.NONE:

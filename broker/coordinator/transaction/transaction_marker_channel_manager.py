@@ -88,7 +88,7 @@ class TransactionMarkerChannelManager:
             with scope:
                 if await self._write_markers(coordinator_epoch, commit, metadata):
                     error = await self._write_completion(coordinator_epoch, metadata, complete)
-        except Exception:  # noqa: BLE001 - a bug here must not take the broker down; the next coordinator resends
+        except Exception:  # a bug here must not take the broker down; the next coordinator resends the markers
             log.exception("ending the transaction of %r failed", transactional_id)
         finally:
             self._scopes[txn_partition].discard(scope)

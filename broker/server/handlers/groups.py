@@ -25,9 +25,19 @@ Versions served, and what changes between them:
   the committed leader epoch; v7+ group instance id; v8+ flexible; v9+ GROUP_ID_NOT_FOUND for a commit with a
   generation to an unknown group; v10 topics by id (UNKNOWN_TOPIC_ID).
 - OffsetFetch (v1-10): v1 has no top-level error, so every requested partition carries it; v2+ a null topic list
-  asks for all of the group's offsets; v5+ the committed leader epoch; v6+ flexible; v7's require_stable and v9's
-  member id and epoch are read past (no transactions, classic groups only); v8+ several groups per request; v10
-  topics by id.
+  asks for all of the group's offsets; v5+ the committed leader epoch; v6+ flexible; v7+ require_stable: the
+  answer waits until the group's writes so far are committed, and a partition a transaction holds an offset
+  pending for is UNSTABLE_OFFSET_COMMIT (a partition-level error in every version, the group's error stays NONE);
+  v8+ several groups per request (require_stable for all of them); v9's member id and epoch are read past
+  (classic groups only); v10 topics by id.
+- TxnOffsetCommit (v0-5): offsets committed in a producer's transaction, written as a batch of that transaction
+  and pending (not returned by OffsetFetch) until its marker commits or aborts them. An unknown topic or partition
+  is UNKNOWN_TOPIC_OR_PARTITION; errors of the group apply to the other partitions only. A commit without
+  generation (-1) needs no membership, and one to an unknown group creates it (a generation there is
+  ILLEGAL_GENERATION); v2+ the committed leader epoch; v3+ flexible, with member id, generation and group
+  instance id checked as OffsetCommit checks them (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), but
+  not refused during a rebalance; v4 and v5 change nothing here (KIP-890's TRANSACTION_ABORTABLE comes from
+  transaction verification, which this broker does not do).
 - OffsetDelete (v0): a group with members may delete only if it uses the "consumer" protocol type (NON_EMPTY_GROUP
   otherwise), and only offsets of topics it does not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 - DescribeGroups (v0-6): v3+ authorized operations when asked for; v4+ members' group instance ids; v5+ flexible;
@@ -222,6 +232,45 @@ def _topic_by_id_or_name(ctx: RequestContext, by_id: bool, name: str | None, top
     return topic, code
 
 
+async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
+    await _ensure_offsets_topic(ctx)
+    R = ctx.response_class
+    PR = R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+    cache = ctx.services.metadata_cache
+    # Per request partition: its error, or None when it goes to the coordinator.
+    plan = []
+    entries: list[OffsetCommitEntry] = []
+    for t in request.topics:
+        topic = cache.topics.get(t.name)
+        parts: list[tuple[int, ErrorCode | None]] = []
+        for p in t.partitions:
+            if topic is None or p.partition_index not in topic.partitions:
+                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                entries.append(OffsetCommitEntry(topic.name, p.partition_index, p.committed_offset,
+                                                 p.committed_leader_epoch if ctx.version >= 2 else -1,
+                                                 p.committed_metadata))
+                parts.append((p.partition_index, None))
+        plan.append((t.name, parts))
+    entry_errors: list[ErrorCode] = []
+    if entries:
+        flexible = ctx.version >= 3
+        try:
+            entry_errors = await _offset_manager(ctx).commit_transactional_offsets(
+                request.group_id, request.producer_id, request.producer_epoch,
+                request.member_id if flexible else "", request.group_instance_id if flexible else None,
+                request.generation_id if flexible else -1, entries, ctx.version)
+        except KafkaError as exc:
+            entry_errors = [exc.code] * len(entries)
+            log.info("TxnOffsetCommit for group %s (transactional id %r, producer %d) refused: %s", request.group_id,
+                     request.transactional_id, request.producer_id, exc.code.name)
+    results = iter(entry_errors)
+    topics = [R.TxnOffsetCommitResponseTopic(name=name, partitions=[
+        PR(partition_index=index, error_code=next(results) if code is None else code) for index, code in parts])
+        for name, parts in plan]
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
 async def handle_offset_commit(ctx: RequestContext, request) -> object:
     await _ensure_offsets_topic(ctx)
     R = ctx.response_class
@@ -274,8 +323,8 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
 FetchedPartition = tuple[int, int, int, str | None, ErrorCode]
 
 
-def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: bool
-                 ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
+async def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: bool, require_stable: bool
+                       ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
     """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
     offset_manager = _offset_manager(ctx)
     cache = ctx.services.metadata_cache
@@ -293,7 +342,9 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: 
             else:
                 requested.append((t.name, list(t.partition_indexes)))
     try:
-        found = offset_manager.fetch_offsets(group_id, requested)
+        if require_stable:
+            await offset_manager.wait_stable(group_id)
+        found = offset_manager.fetch_offsets(group_id, requested, require_stable)
     except KafkaError as exc:
         return exc.code, []
     out: list[tuple[str | None, uuid.UUID, list[FetchedPartition]]] = []
@@ -302,7 +353,8 @@ def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: 
         if by_id and topic is None:
             continue
         out.append((name, topic.topic_id if topic is not None else ZERO_UUID,
-                    [(p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE) if v is not None
+                    [(p, -1, -1, "", v) if isinstance(v, ErrorCode)
+                     else (p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE) if v is not None
                      else (p, -1, -1, "", ErrorCode.NONE) for p, v in parts]))
     for topic_id, indexes, code in unknown:
         out.append((None, topic_id, [(p, -1, -1, "", code) for p in indexes]))
@@ -318,7 +370,7 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
         PartR = TopicR.OffsetFetchResponsePartitions
         groups = []
         for g in request.groups:
-            code, found = _fetch_group(ctx, g.group_id, g.topics, by_id)
+            code, found = await _fetch_group(ctx, g.group_id, g.topics, by_id, request.require_stable)
             topics = [TopicR(name=None if by_id else name, topic_id=topic_id if by_id else None,
                              partitions=[PartR(partition_index=p, committed_offset=offset,
                                                committed_leader_epoch=epoch, metadata=metadata, error_code=err)
@@ -328,7 +380,8 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
         return ctx.response(throttle_time_ms=0, groups=groups)
     TopicR = R.OffsetFetchResponseTopic
     PartR = TopicR.OffsetFetchResponsePartition
-    code, found = _fetch_group(ctx, request.group_id, request.topics, False)
+    code, found = await _fetch_group(ctx, request.group_id, request.topics, False,
+                                     ctx.version >= 7 and request.require_stable)
     if code != ErrorCode.NONE and ctx.version < 2:
         # v1 has no top-level error: every requested partition carries it.
         found = [(t.name, ZERO_UUID, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in request.topics]
@@ -432,6 +485,7 @@ HANDLERS = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
