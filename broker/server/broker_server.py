@@ -50,6 +50,7 @@ from minikafka.broker.metadata.metadata_cache import MetadataCache
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from minikafka.broker.metadata.metadata_loader import MetadataLoader
 from minikafka.broker.metadata.metadata_source import MetadataSource, StartDeadline
+from minikafka.broker.network.broker_clients import BrokerClients
 from minikafka.broker.network.controller_channel import ControllerHandler
 from minikafka.broker.network.network_client import NetworkClientConfig
 from minikafka.broker.network.request_channel import RequestChannel
@@ -61,6 +62,7 @@ from minikafka.broker.replication.replica_manager import ReplicaManager, TopicPa
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
 from minikafka.broker.server import handlers
+from minikafka.broker.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from minikafka.broker.server.api_version_manager import ApiVersionManager
 from minikafka.broker.server.auto_topic_creation import AutoTopicCreationManager
 from minikafka.broker.server.client_quota_manager import QuotaConfig, QuotaManagers
@@ -120,6 +122,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.transaction_coordinator: TransactionCoordinator
+        self.add_partitions_to_txn: AddPartitionsToTxnManager
         self.producer_ids: ProducerIdManager
         # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
         # which are given this server as their BrokerServices.
@@ -213,6 +216,7 @@ class BrokerServer:
         await nursery.start(self.replica_manager.run)
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.transaction_coordinator.run)
+        await nursery.start(self.add_partitions_to_txn.clients.run)
         await nursery.start(self.producer_ids.run)
         nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
         nursery.start_soon(self._periodic, self.config.get("log.flush.offset.checkpoint.interval.ms"),
@@ -257,6 +261,8 @@ class BrokerServer:
                                               lambda: self.metadata.broker_epoch)
         self.group_coordinator = load_group_coordinator(self.config, self.metadata_cache, self.replica_manager)
         self.transaction_coordinator = self._transaction_coordinator()
+        self.add_partitions_to_txn = AddPartitionsToTxnManager(
+            self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)
         self.replica_manager.on_become_follower.append(self._on_become_follower)
         everything = MetadataChange(
@@ -324,12 +330,17 @@ class BrokerServer:
                                          config.get("request.timeout.ms"))
 
         def marker_manager(state_manager: TransactionStateManager) -> TransactionMarkerChannelManager:
-            return TransactionMarkerChannelManager(
-                self.node_id, self.metadata_cache, config.inter_broker_listener_name, state_manager,
-                NetworkClientConfig(request_timeout_ms=config.get("request.timeout.ms")), self.faults.links.is_cut)
+            return TransactionMarkerChannelManager(self.metadata_cache, state_manager,
+                                                   self._broker_clients(f"broker-{self.node_id}-txn-marker-sender"))
 
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
                                             self.producer_ids.generate_producer_id, lambda: TransactionVersion.TV_0)
+
+    def _broker_clients(self, client_id: str) -> BrokerClients:
+        """Connections to the brokers on the inter-broker listener, for one of the broker's inter-broker senders."""
+        return BrokerClients(client_id, self.metadata_cache, self.config.inter_broker_listener_name,
+                             NetworkClientConfig(request_timeout_ms=self.config.get("request.timeout.ms")),
+                             self.faults.links.is_cut)
 
     def _on_become_leader(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:

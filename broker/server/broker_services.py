@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from minikafka.broker.replication.fetch_session import FetchSessionCache
     from minikafka.broker.replication.purgatory import Purgatory
     from minikafka.broker.replication.replica_manager import ReplicaManager
+    from minikafka.broker.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from minikafka.broker.server.api_version_manager import ApiVersionManager
     from minikafka.broker.server.auto_topic_creation import AutoTopicCreationManager
     from minikafka.broker.server.client_quota_manager import QuotaManagers
@@ -59,6 +60,7 @@ class BrokerServices(Protocol):
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
+    add_partitions_to_txn: AddPartitionsToTxnManager
     producer_ids: ProducerIdManager
     client_quotas: QuotaManagers
     api_versions: ApiVersionManager

@@ -1,6 +1,8 @@
 """A partition leader's side of transactions, over the wire: transactional batches open a producer's transaction,
 WriteTxnMarkers ends it, read_committed fetches stop at the last stable offset and learn the aborted transactions,
-and real consumers at both isolation levels read what Kafka's would. The state survives kill -9."""
+and real consumers at both isolation levels read what Kafka's would. The state survives kill -9. Here the test
+plays the coordinator (transaction.partition.verification.enable=false); the last test checks that, verification
+on, a leader refuses a transactional batch for a partition the coordinator has not added (KIP-890 part 1)."""
 from __future__ import annotations
 
 import time
@@ -9,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
-from kafka.protocol.producer.transaction import InitProducerIdRequest, WriteTxnMarkersRequest
+from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, InitProducerIdRequest, WriteTxnMarkersRequest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecordsBuilder
 
@@ -46,10 +48,10 @@ def write_marker(conn: RawConnection, pid: int, commit: bool, *, epoch: int = 0,
     return {p.partition_index: p.error_code for t in marker.topics for p in t.partitions}
 
 
-def fetch(conn: RawConnection, offset: int, isolation: int):
+def fetch(conn: RawConnection, offset: int, isolation: int, partition: int = 0):
     response = conn.request(FetchRequest[12](replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
                                              isolation_level=isolation, session_id=0, session_epoch=-1,
-                                             topics=[(TOPIC, [(0, -1, offset, -1, -1, 1 << 20)])],
+                                             topics=[(TOPIC, [(partition, -1, offset, -1, -1, 1 << 20)])],
                                              forgotten_topics_data=[], rack_id=""))
     return response.responses[0].partitions[0]
 
@@ -73,7 +75,8 @@ def latest(conn: RawConnection, isolation: int) -> int:
 
 @pytest.fixture
 def setup(broker_factory):
-    broker = broker_factory()
+    # The partition side alone: no coordinator ever hears of these transactions, so the leaders must not ask it.
+    broker = broker_factory(transaction_partition_verification_enable="false")
     conn = RawConnection(broker.bootstrap_servers)
     pid = conn.request(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
                                                 producer_id=-1, producer_epoch=-1)).producer_id
@@ -164,3 +167,27 @@ def test_real_consumers_skip_aborted_records_and_markers_after_kill_9(setup):
         answer = fetch(again, 0, READ_COMMITTED)
         assert answer.last_stable_offset == 6  # the open transaction survived the restart
         assert [(a.producer_id, a.first_offset) for a in answer.aborted_transactions] == [(pid, 1)]
+
+
+def test_verification_refuses_batches_for_partitions_outside_the_transaction(broker_factory):
+    broker = broker_factory()
+    admin_create_topic(broker.bootstrap_servers, TOPIC, 2)
+    with RawConnection(broker.bootstrap_servers) as conn:
+        init = conn.request(InitProducerIdRequest[4](transactional_id="verified", transaction_timeout_ms=60000,
+                                                     producer_id=-1, producer_epoch=-1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        add = conn.request(AddPartitionsToTxnRequest[3](v3_and_below_transactional_id="verified",
+                                                        v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+                                                        v3_and_below_topics=[(TOPIC, [0])]))
+        assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+
+        def produce_to(partition: int, version: int) -> int:
+            response = conn.request(ProduceRequest[version](
+                transactional_id="verified", acks=-1, timeout_ms=5000,
+                topic_data=[(TOPIC, [(partition, batch(pid, 0, [b"v"], epoch=epoch))])]))
+            return response.responses[0].partition_responses[0].error_code
+
+        assert produce_to(1, 9) == ErrorCode.INVALID_TXN_STATE
+        assert produce_to(1, 11) == ErrorCode.TRANSACTION_ABORTABLE
+        assert fetch(conn, 0, READ_UNCOMMITTED, partition=1).high_watermark == 0  # nothing was appended
+        assert produce_to(0, 9) == ErrorCode.NONE

@@ -23,7 +23,8 @@ from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from minikafka.broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
 from minikafka.broker.metadata.metadata_cache import MetadataCache
-from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
+from minikafka.broker.network.broker_clients import BrokerClients
+from minikafka.broker.network.network_client import DisconnectedError
 from minikafka.protocol.errors import ErrorCode
 
 log = logging.getLogger("minikafka.transaction_marker_channel_manager")
@@ -39,30 +40,24 @@ _FENCED = frozenset((ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COO
 
 
 class TransactionMarkerChannelManager:
-    def __init__(self, node_id: int, metadata_cache: MetadataCache, listener: str,
-                 state_manager: TransactionStateManager, network_config: NetworkClientConfig | None = None,
-                 link_is_cut: LinkIsCut | None = None) -> None:
-        self.node_id = node_id
+    def __init__(self, metadata_cache: MetadataCache, state_manager: TransactionStateManager,
+                 clients: BrokerClients) -> None:
         self.metadata_cache = metadata_cache
-        self.listener = listener
         self.state_manager = state_manager
-        self._network_config = network_config
-        self._link_is_cut = link_is_cut
-        self._clients: dict[int, tuple[NetworkClient, trio.Event]] = {}  # the event: the client's run() started
+        self.clients = clients
         self._nursery: trio.Nursery | None = None
         # By partition of `__transaction_state`: the sends of its transactions, cancelled when it is unloaded.
         self._scopes: dict[int, set[trio.CancelScope]] = defaultdict(set)
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.clients.run)
             self._nursery = nursery
             task_status.started()
             try:
                 await trio.sleep_forever()
             finally:
                 self._nursery = None
-                for client, _ready in self._clients.values():
-                    await client.aclose()
 
     def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata,
                                 complete: TxnTransitMetadata, on_complete: Callable[[ErrorCode], None] | None = None
@@ -138,7 +133,7 @@ class TransactionMarkerChannelManager:
 
     async def _send(self, leader: int, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata,
                     partitions: list[TopicPartition], answers: dict[TopicPartition, ErrorCode]) -> None:
-        client = await self._client(leader)
+        client = await self.clients.get(leader)
         if client is None:
             return
         by_topic: dict[str, list[int]] = defaultdict(list)
@@ -159,21 +154,6 @@ class TransactionMarkerChannelManager:
             for topic in marker.topics:
                 for p in topic.partitions:
                     answers[(topic.name, p.partition_index)] = ErrorCode(p.error_code)
-
-    async def _client(self, broker_id: int) -> NetworkClient | None:
-        """The connection to a broker, opened on first use and kept."""
-        known = self._clients.get(broker_id)
-        if known is None:
-            endpoint = self.metadata_cache.alive_endpoint(broker_id, self.listener)
-            if endpoint is None or self._nursery is None:
-                return None
-            client = NetworkClient(broker_id, endpoint.host, endpoint.port,
-                                   f"broker-{self.node_id}-txn-marker-sender", self._network_config, self._link_is_cut)
-            known = self._clients[broker_id] = (client, trio.Event())
-            await self._nursery.start(client.run)
-            known[1].set()
-        await known[1].wait()
-        return known[0]
 
     async def _write_completion(self, coordinator_epoch: int, metadata: TransactionMetadata,
                                 complete: TxnTransitMetadata) -> ErrorCode:

@@ -6,6 +6,10 @@ v0-2 request closes the connection, as any version outside the accepted range do
   batches need the request's transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
   otherwise, as Kafka's authorization answers); a transactional batch opens its producer's transaction in the
   partition, and a plain batch from a producer whose transaction there is open is refused (INVALID_TXN_STATE);
+  with transaction.partition.verification.enable (the default) a batch that would open its producer's transaction
+  in a partition is first checked with the transaction coordinator (KIP-890 part 1, add_partitions_to_txn_manager:
+  INVALID_TXN_STATE, or v11+ TRANSACTION_ABORTABLE, for a partition not in the transaction; transactional records
+  of more than one producer in a request are INVALID_PRODUCER_ID_MAPPING);
   acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS);
 - v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467):
   a batch refused for some of its records (a timestamp out of range, no key on a compacted topic) lists each;
@@ -53,7 +57,34 @@ def _more_than_one_batch(records: bytes) -> bool:
     return header.magic == MAGIC_V2 and 0 <= header.size < len(records)
 
 
-def _is_transactional(records: bytes | None) -> bool:
+async def _verify_transaction(ctx: RequestContext, transactional_id: str,
+                              entries: dict[tuple[str, int], bytearray]) -> dict[tuple[str, int], ErrorCode]:
+    """KIP-890 part 1: the partitions where a transactional batch would open its producer's transaction are checked
+    with the coordinator first; the produce error of each that is not in the transaction."""
+    replica_manager = ctx.services.replica_manager
+    producers: set[tuple[int, int]] = set()
+    unverified = []
+    for tp, records in entries.items():
+        if not _is_transactional(records):
+            continue
+        header = parse_header(records)
+        producers.add((header.producer_id, header.producer_epoch))
+        partition = replica_manager.get_partition(*tp)
+        if partition is None or not partition.is_leader:
+            continue  # the append answers for it
+        entry = partition.log.producer_state.last_entry(header.producer_id)
+        if entry is None or entry.current_txn_first_offset is None:
+            unverified.append(tp)
+    if len(producers) > 1:
+        return dict.fromkeys(entries, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if not unverified:
+        return {}
+    ((producer_id, producer_epoch),) = producers
+    return await ctx.services.add_partitions_to_txn.verify_transaction(transactional_id, producer_id, producer_epoch,
+                                                                      unverified, ctx.version)
+
+
+def _is_transactional(records: bytes | bytearray | None) -> bool:
     return records is not None and len(records) >= HEADER_SIZE and parse_header(records).is_transactional
 
 
@@ -103,6 +134,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
                 targets[(ti, p.index)] = (topic.name, p.index)
                 entries[(topic.name, p.index)] = bytearray(p.records)
     replica_manager = ctx.services.replica_manager
+    if request.transactional_id is not None and ctx.services.config.get("transaction.partition.verification.enable"):
+        refused = await _verify_transaction(ctx, request.transactional_id, entries)
+        for position, tp in list(targets.items()):
+            if tp in refused:
+                errors[position] = refused[tp]
+                del targets[position], entries[tp]
     results = await replica_manager.append_records(request.timeout_ms, acks, entries, client=ctx.client,
                                                    stop_early=ctx.draining)
     throttle_time_ms = produce_throttle_time_ms(ctx, acks)

@@ -1,0 +1,47 @@
+"""Connections from this broker to the other brokers (and itself) on the inter-broker listener, opened on first
+use and kept: what Kafka's inter-broker send threads (TransactionMarkerChannelManager, AddPartitionsToTxnManager)
+each hold. Every connection's reader runs in the nursery of `run()`, so cancelling it closes them all."""
+from __future__ import annotations
+
+import trio
+
+from minikafka.broker.metadata.metadata_cache import MetadataCache
+from minikafka.broker.network.network_client import LinkIsCut, NetworkClient, NetworkClientConfig
+
+
+class BrokerClients:
+    def __init__(self, client_id: str, metadata_cache: MetadataCache, listener: str,
+                 config: NetworkClientConfig | None = None, link_is_cut: LinkIsCut | None = None) -> None:
+        self.client_id = client_id
+        self.metadata_cache = metadata_cache
+        self.listener = listener
+        self._config = config
+        self._link_is_cut = link_is_cut
+        self._clients: dict[int, tuple[NetworkClient, trio.Event]] = {}  # the event: the client's run() started
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+                for client, _ready in self._clients.values():
+                    await client.aclose()
+
+    async def get(self, broker_id: int) -> NetworkClient | None:
+        """The connection to a live broker; None for one the metadata has no endpoint of, or after shutdown."""
+        known = self._clients.get(broker_id)
+        if known is None:
+            endpoint = self.metadata_cache.alive_endpoint(broker_id, self.listener)
+            if endpoint is None or self._nursery is None:
+                return None
+            client = NetworkClient(broker_id, endpoint.host, endpoint.port, self.client_id, self._config,
+                                   self._link_is_cut)
+            known = self._clients[broker_id] = (client, trio.Event())
+            await self._nursery.start(client.run)
+            known[1].set()
+        await known[1].wait()
+        return known[0]
