@@ -103,6 +103,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "transaction.partition.verification.enable": (bool, True),
     "producer.id.expiration.ms": (int, 86400000),
+    "producer.id.expiration.check.interval.ms": (int, 600000),
     # The port of the Prometheus metrics endpoint (0: a free one); none by default.
     "metrics.port": (int, None),
 }

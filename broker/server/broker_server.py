@@ -222,6 +222,8 @@ class BrokerServer:
         nursery.start_soon(self._periodic, self.config.get("log.flush.offset.checkpoint.interval.ms"),
                            self._checkpoint)
         nursery.start_soon(self._periodic, 1000, self._flush_due)
+        nursery.start_soon(self._periodic, self.config.get("producer.id.expiration.check.interval.ms"),
+                           self._remove_expired_producers)
         for endpoint, listeners in bound:
             nursery.start_soon(self.socket_server.serve, endpoint.listener, listeners)
         phase = self._phase_done("started its replication, group coordinator and listeners", phase)
@@ -442,6 +444,13 @@ class BrokerServer:
         for the_log, up_to in self.log_manager.rolled_unflushed():
             await trio.to_thread.run_sync(the_log.flush, up_to)
         self.log_manager.checkpoint(self.replica_manager.high_watermarks())
+
+    def _remove_expired_producers(self) -> None:
+        """Forget the producers idle for producer.id.expiration.ms (Kafka's PeriodicProducerExpirationCheck); one
+        with a transaction open stays."""
+        now, expiration_ms = now_ms(), self.config.get("producer.id.expiration.ms")
+        for the_log in self.log_manager.logs.values():
+            the_log.remove_expired_producers(now, expiration_ms)
 
     def _flush_due(self) -> None:
         self.log_manager.flush_due(now_ms())

@@ -20,7 +20,7 @@ from kafka.protocol.producer.transaction import (
 )
 
 from minikafka.protocol.errors import ErrorCode
-from tests.helpers import admin_create_topic
+from tests.helpers import admin_create_topic, wait_until
 from tests.raw_client import RawConnection
 
 TOPIC = "tx-out"
@@ -240,3 +240,27 @@ def test_admin_lists_describes_and_aborts_a_hanging_transaction(bootstrap):
     other.produce(TOPIC, value=b"after-0", partition=0)
     other.commit_transaction(30)
     assert consume(bootstrap, "read_committed", 1) == [b"after-0"]
+
+
+def test_idle_producers_expire_after_producer_id_expiration_ms(broker_factory):
+    broker = broker_factory(producer_id_expiration_ms=300, producer_id_expiration_check_interval_ms=100)
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    idempotent = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True})
+    idempotent.produce(TOPIC, value=b"once", partition=0)
+    assert idempotent.flush(30) == 0
+    open_txn = confluent_producer(broker.bootstrap_servers, "kept-tx")
+    open_txn.begin_transaction()
+    open_txn.produce(TOPIC, value=b"open", partition=0)
+    open_txn.flush(30)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    tp0 = KafkaTopicPartition(TOPIC, 0)
+    try:
+        def producers() -> int:
+            return len(admin.describe_producers([tp0])[tp0].active_producers)
+
+        assert producers() == 2
+        wait_until(lambda: producers() == 1, timeout=10, message="the idle idempotent producer to expire")
+        time.sleep(0.5)
+        assert producers() == 1  # the producer with an open transaction stays
+    finally:
+        admin.close()
