@@ -7,9 +7,10 @@
     minikafka fault cut-link --to N [--one-way]
     minikafka fault pause-fetching [--topic T [--partition P]]
     minikafka fault fail-log-dir --path DIR
+    minikafka fault hold-txn-markers [--to N]
     minikafka fault close-connections
     minikafka fault list
-    minikafka fault clear [--kind error|latency|disk|link|fetch-pause] [--id N]
+    minikafka fault clear [--kind error|latency|disk|link|fetch-pause|txn-markers-hold] [--id N]
     minikafka fault shutdown
 
 cut-link partitions the network between the node at --bootstrap-server and node N (a broker id, or the
@@ -17,7 +18,9 @@ controller's node id): requests between them fail, client connections do not. Bo
 which case only this node's end is cut. pause-fetching stops this broker's replica fetchers, so its leaders take
 it out of their ISRs; clearing either fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails
 one of the broker's log dirs as an I/O error would: its replicas go offline and their leaderships move; only a
-restart of the broker brings the dir back.
+restart of the broker brings the dir back. hold-txn-markers keeps the broker, as transaction coordinator, from
+writing commit and abort markers to broker N (default: to any): EndTxn is answered, the partitions' last stable
+offsets stay put until the fault is cleared.
 """
 from __future__ import annotations
 
@@ -69,6 +72,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(failed)
     failed.add_argument("--path", required=True, help="the log dir, as log.dirs names it")
 
+    held = actions.add_parser("hold-txn-markers", help="hold back this transaction coordinator's markers")
+    add_bootstrap(held)
+    held.add_argument("--to", type=int, help="only the markers to this broker (default: to every broker)")
+
     for name, text in (("close-connections", "close every client connection (clients reconnect)"),
                        ("list", "print the active faults"),
                        ("shutdown", "stop the broker cleanly, as SIGTERM does")):
@@ -76,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
-    clear.add_argument("--kind", choices=["error", "latency", "disk", "link", "fetch-pause"],
+    clear.add_argument("--kind", choices=["error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold"],
                        help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
@@ -113,6 +120,9 @@ def describe_fault(fault: dict[str, Any]) -> str:
         return f"replica fetching paused for {scope}"
     if fault["kind"] == "log-dir":
         return f"log dir {fault['path']} failed (offline until the broker restarts)"
+    if fault["kind"] == "txn-markers-hold":
+        to = "every broker" if fault["to"] is None else f"broker {fault['to']}"
+        return f"transaction markers to {to} held"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
     return f"disk quota {quota} bytes: {used} in use, {room}"
@@ -136,6 +146,8 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="fetch-pause", topic=args.topic, partition=args.partition)
     elif action == "fail-log-dir":
         answer = control.call("fault.add", kind="log-dir", path=args.path)
+    elif action == "hold-txn-markers":
+        answer = control.call("fault.add", kind="txn-markers-hold", to=args.to)
     elif action == "close-connections":
         print(f"Closed {control.call('connections.close')['closed']} connection(s).")
         return 0

@@ -111,6 +111,13 @@ class Faults:
         answer = self._control.call("fault.add", kind="fetch-pause", topic=topic, partition=partition)
         return Fault(self, answer["fault"])
 
+    def hold_transaction_markers(self, to: int | None = None) -> Fault:
+        """Keep this broker, as transaction coordinator, from writing commit and abort markers to broker `to` (None:
+        to any): EndTxn is answered, but the markers wait until the fault is cleared, so the partitions' last stable
+        offsets stay where the transactions began (read_committed readers wait, read_uncommitted ones do not)."""
+        answer = self._control.call("fault.add", kind="txn-markers-hold", to=to)
+        return Fault(self, answer["fault"])
+
     def fail_log_dir(self, path: str | Path) -> Fault:
         """Fail one of the broker's log dirs as an I/O error would: its replicas go offline (KAFKA_STORAGE_ERROR)
         while the other dirs keep serving. Only a restart of the broker brings the dir back."""
@@ -122,8 +129,8 @@ class Faults:
         return self._control.call("connections.close")["closed"]
 
     def clear(self, kind: str | None = None) -> int:
-        """Undo all faults, or those of one kind ("error", "latency", "disk", "link", "fetch-pause"); returns how
-        many."""
+        """Undo all faults, or those of one kind ("error", "latency", "disk", "link", "fetch-pause",
+        "txn-markers-hold"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
 from minikafka.broker.faults.link_faults import CutLink, LinkFaults
+from minikafka.broker.faults.marker_holds import KIND as MARKER_HOLD_KIND
+from minikafka.broker.faults.marker_holds import MarkerHold, MarkerHolds
 from minikafka.broker.faults.rules import (
     ErrorRule,
     FaultError,
@@ -57,7 +59,7 @@ log = logging.getLogger("minikafka.faults")
 
 # The purgatory key that held-back responses wait on; checking it releases them.
 LATENCY_KEY = ("minikafka", "latency")
-KINDS = ("error", "latency", "disk", "link", "fetch-pause")
+KINDS = ("error", "latency", "disk", "link", "fetch-pause", MARKER_HOLD_KIND)
 
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
 Handler = Callable[[Request], Awaitable[Any]]
@@ -73,6 +75,7 @@ class FaultInjector:
         self.latency_rules: list[LatencyRule] = []
         self.links = LinkFaults()
         self.fetch_pauses = FetchPauses()
+        self.marker_holds = MarkerHolds()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -120,9 +123,13 @@ class FaultInjector:
         """Stop the replica fetchers from fetching `partitions` (None: every partition)."""
         return self.fetch_pauses.pause(next(self._ids), manager, topic, partition, partitions)
 
+    def hold_transaction_markers(self, to: int | None) -> MarkerHold:
+        """Keep this broker's transaction coordinator from sending WriteTxnMarkers to broker `to` (None: any)."""
+        return self.marker_holds.hold(next(self._ids), to)
+
     async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
-        """Remove faults (all, one kind: "error", "latency", "disk", "link" or "fetch-pause", or one by id);
-        returns how many."""
+        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause" or "txn-markers-hold",
+        or one by id); returns how many."""
         if kind is not None and kind not in KINDS:
             raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
@@ -139,6 +146,8 @@ class FaultInjector:
             cleared += 1
         if kind in (None, "fetch-pause"):
             cleared += self.fetch_pauses.resume(rule_id)
+        if kind in (None, MARKER_HOLD_KIND):
+            cleared += self.marker_holds.release(rule_id)
         if kind in (None, "link"):
             cleared += await self.links.heal(rule_id)
         if cleared:
@@ -147,7 +156,7 @@ class FaultInjector:
 
     def describe(self) -> list[dict[str, Any]]:
         faults = [r.describe() for r in self.error_rules] + [r.describe() for r in self.latency_rules]
-        faults += self.links.describe() + self.fetch_pauses.describe()
+        faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
         disk = self.disk_quota.describe()
         return faults if disk is None else faults + [disk]
 

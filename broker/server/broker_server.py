@@ -333,7 +333,8 @@ class BrokerServer:
 
         def marker_manager(state_manager: TransactionStateManager) -> TransactionMarkerChannelManager:
             return TransactionMarkerChannelManager(self.metadata_cache, state_manager,
-                                                   self._broker_clients(f"broker-{self.node_id}-txn-marker-sender"))
+                                                   self._broker_clients(f"broker-{self.node_id}-txn-marker-sender"),
+                                                   self.faults.marker_holds.is_held)
 
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
                                             self.producer_ids.generate_producer_id, lambda: TransactionVersion.TV_0)

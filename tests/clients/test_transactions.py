@@ -264,3 +264,21 @@ def test_idle_producers_expire_after_producer_id_expiration_ms(broker_factory):
         assert producers() == 1  # the producer with an open transaction stays
     finally:
         admin.close()
+
+
+def test_held_markers_hold_the_last_stable_offset_until_the_fault_is_cleared(broker):
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    producer = confluent_producer(broker.bootstrap_servers, "held-tx")
+    hold = broker.faults.hold_transaction_markers()
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce(TOPIC, value=b"committed-%d" % i, partition=i % PARTITIONS)
+    producer.commit_transaction(30)  # answered once PrepareCommit is written; the markers wait
+    assert consume(broker.bootstrap_servers, "read_uncommitted", 6) == values("committed", 6)
+    assert consume(broker.bootstrap_servers, "read_committed", 0) == []
+    assert broker.state.partition(TOPIC, 0).high_watermark == 2
+    with RawConnection(broker.bootstrap_servers) as conn:
+        assert _init(conn, "held-tx").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert [f["kind"] for f in broker.faults.list()] == ["txn-markers-hold"]
+    hold.clear()
+    assert consume(broker.bootstrap_servers, "read_committed", 6) == values("committed", 6)

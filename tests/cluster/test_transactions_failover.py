@@ -123,3 +123,29 @@ def test_exactly_the_committed_records_through_coordinator_and_leader_kills(tmp_
             indexes = [txn_indexes(partition_dir(cluster.broker(r), TOPIC, p)) for r in replicas]
             assert indexes[0], f"{TOPIC}-{p} has aborted transactions, so an index"
             assert all(index == indexes[0] for index in indexes), f"{TOPIC}-{p}: .txnindex differs between replicas"
+
+
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_a_new_coordinator_completes_a_commit_its_killed_predecessor_prepared(tmp_path, zookeeper):
+    """kill -9 of the coordinator between PrepareCommit (written, replicated, answered) and the markers: the broker
+    elected leader of the id's `__transaction_state` partition loads the PrepareCommit and writes the markers."""
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper) as cluster:
+        cluster.state.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
+                                   config={"min.insync.replicas": 2})
+        for p in range(PARTITIONS):
+            cluster.wait_for_isr(TOPIC, p, 3, timeout=WAIT_S)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": TRANSACTIONAL_ID})
+        producer.init_transactions(WAIT_S)
+        coordinator = cluster.broker(coordinator_of(cluster, TRANSACTIONAL_ID))
+        coordinator.faults.hold_transaction_markers()
+        producer.begin_transaction()
+        batch = [b"prepared-%d" % i for i in range(9)]
+        for i, value in enumerate(batch):
+            producer.produce(TOPIC, value=value, partition=i % PARTITIONS)
+        producer.commit_transaction(WAIT_S)
+        assert read_committed(cluster.bootstrap_servers, 0) == []  # no marker yet
+        coordinator.kill()
+        assert sorted(read_committed(cluster.bootstrap_servers, len(batch))) == sorted(batch)
+        successor = coordinator_of(cluster, TRANSACTIONAL_ID)
+        assert successor != coordinator.node_id
+        coordinator.start()

@@ -5,7 +5,8 @@ Once PrepareCommit or PrepareAbort is written, the coordinator hands the transac
 grouped by their current leader (from the metadata cache) and each leader gets a WriteTxnMarkers request over the
 inter-broker listener, this broker included. Per partition, as Kafka handles the answers: NONE takes the partition
 off the transaction; a leader that moved, an ISR too small, a timeout or a broker that cannot be reached is retried
-at the then current leader after retry.backoff.ms; a partition whose topic is gone is dropped; INVALID_PRODUCER_EPOCH
+at the then current leader after retry.backoff.ms (markers a fault holds back wait the same way); a partition
+whose topic is gone is dropped; INVALID_PRODUCER_EPOCH
 or TRANSACTION_COORDINATOR_FENCED means a newer coordinator owns the transaction, so this one stops. When no
 partition is left, CompleteCommit or CompleteAbort is written (again and again while the log answers
 COORDINATOR_NOT_AVAILABLE). A transaction whose coordinator partition this broker stops leading is given up here;
@@ -41,10 +42,12 @@ _FENCED = frozenset((ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COO
 
 class TransactionMarkerChannelManager:
     def __init__(self, metadata_cache: MetadataCache, state_manager: TransactionStateManager,
-                 clients: BrokerClients) -> None:
+                 clients: BrokerClients, is_held: Callable[[int], bool] | None = None) -> None:
         self.metadata_cache = metadata_cache
         self.state_manager = state_manager
         self.clients = clients
+        # Fault injection: markers to a broker it names wait (are retried) until the fault is cleared.
+        self._is_held = is_held
         self._nursery: trio.Nursery | None = None
         # By partition of `__transaction_state`: the sends of its transactions, cancelled when it is unloaded.
         self._scopes: dict[int, set[trio.CancelScope]] = defaultdict(set)
@@ -111,7 +114,7 @@ class TransactionMarkerChannelManager:
                     log.info("transaction %r: partition %s-%d no longer exists, no marker for it",
                              metadata.transactional_id, *tp)
                     metadata.remove_partition(tp)
-                elif partition.leader >= 0:
+                elif partition.leader >= 0 and not (self._is_held is not None and self._is_held(partition.leader)):
                     by_leader[partition.leader].append(tp)
             answers: dict[TopicPartition, ErrorCode] = {}
             async with trio.open_nursery() as nursery:

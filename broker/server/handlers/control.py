@@ -3,11 +3,13 @@
 It is served on the Kafka listener but never advertised in ApiVersions. A request is a JSON object with an
 "op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
-  leader, leader epoch, replicas, ISR, high watermark, log start offset and each replica's log end offset;
-- fault.add (kind error | latency | disk | link | fetch-pause | log-dir; error and latency rules may select a
-  request source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is false; fetching
-  is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as on an I/O error,
-  until the broker restarts), fault.clear (kind, id), fault.list;
+  leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
+  end offset;
+- fault.add (kind error | latency | disk | link | fetch-pause | log-dir | txn-markers-hold; error and latency rules
+  may select a request source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is
+  false; fetching is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as
+  on an I/O error, until the broker restarts; the transaction coordinator holds its markers to broker "to", or to
+  any), fault.clear (kind, id), fault.list;
 - connections.close: close every other client connection;
 - shutdown: a clean stop, as on SIGTERM;
 - metrics: the node's metrics, by their Prometheus names and labels (see metrics).
@@ -61,12 +63,15 @@ async def _describe(services: BrokerServices, request: dict[str, Any], _conn: Co
         for index, reg in sorted(topic.partitions.items()):
             state: dict[str, Any] = {"partition": index, "leader": reg.leader, "leader_epoch": reg.leader_epoch,
                                      "replicas": list(reg.replicas), "isr": list(reg.isr),
-                                     "high_watermark": None, "log_start_offset": None, "log_end_offsets": {}}
+                                     "high_watermark": None, "last_stable_offset": None, "log_start_offset": None,
+                                     "log_end_offsets": {}}
             hosted = services.replica_manager.get_partition(name, index)
             if hosted is not None:
                 state.update(leader=hosted.leader_id, leader_epoch=hosted.leader_epoch,
                              replicas=list(hosted.replicas), isr=list(hosted.isr),
-                             high_watermark=hosted.high_watermark, log_start_offset=hosted.log_start_offset)
+                             high_watermark=hosted.high_watermark,
+                             last_stable_offset=hosted.last_stable_offset(),
+                             log_start_offset=hosted.log_start_offset)
                 ends = {str(r): hosted.remote_log_end_offsets.get(r) for r in hosted.replicas
                         if r != services.node_id}
                 ends[str(services.node_id)] = hosted.log_end_offset
@@ -108,7 +113,10 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": pause.describe()}
     if kind == "log-dir":
         return {"fault": _fail_log_dir(services, str(request.get("path")))}
-    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause or log-dir")
+    if kind == "txn-markers-hold":
+        return {"fault": services.faults.hold_transaction_markers(_optional_int(request, "to")).describe()}
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir or "
+                     "txn-markers-hold")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
