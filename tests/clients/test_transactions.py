@@ -282,3 +282,26 @@ def test_held_markers_hold_the_last_stable_offset_until_the_fault_is_cleared(bro
     assert [f["kind"] for f in broker.faults.list()] == ["txn-markers-hold"]
     hold.clear()
     assert consume(broker.bootstrap_servers, "read_committed", 6) == values("committed", 6)
+
+
+@pytest.mark.minikafka(brokers=3)
+def test_the_plugin_cluster_fixture_serves_transactions(minikafka_cluster):
+    minikafka_cluster.state.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    producer = confluent_producer(minikafka_cluster.bootstrap_servers, "fixture-tx")
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce(TOPIC, value=b"committed-%d" % i, partition=i % PARTITIONS)
+    producer.commit_transaction(30)
+    assert consume(minikafka_cluster.bootstrap_servers, "read_committed", 6) == values("committed", 6)
+    state = minikafka_cluster.state.describe(["__transaction_state"])
+    assert {len(p["replicas"]) for d in state for t in d["topics"] for p in t["partitions"]} == {3}
+
+
+@pytest.mark.minikafka(in_process=True)
+def test_an_in_process_broker_serves_transactions(minikafka_broker):
+    admin_create_topic(minikafka_broker.bootstrap_servers, TOPIC, PARTITIONS)
+    producer = confluent_producer(minikafka_broker.bootstrap_servers, "in-process-tx")
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"committed-0", partition=0)
+    producer.commit_transaction(30)
+    assert consume(minikafka_broker.bootstrap_servers, "read_committed", 1) == [b"committed-0"]
