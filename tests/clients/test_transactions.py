@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import AbortTransactionSpec
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -305,3 +306,50 @@ def test_an_in_process_broker_serves_transactions(minikafka_broker):
     producer.produce(TOPIC, value=b"committed-0", partition=0)
     producer.commit_transaction(30)
     assert consume(minikafka_broker.bootstrap_servers, "read_committed", 1) == [b"committed-0"]
+
+
+def _producer_states(bootstrap: str) -> dict[int, list[tuple[int, int, int, int]]]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tps = [KafkaTopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        described = admin.describe_producers(tps)
+        return {tp.partition: sorted((p.producer_id, p.producer_epoch, p.coordinator_epoch,
+                                      p.current_transaction_start_offset)
+                                     for p in described[tp].active_producers) for tp in tps}
+    finally:
+        admin.close()
+
+
+def _last_stable_offsets(bootstrap: str) -> dict[int, int]:
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(ListOffsetsRequest[5](replica_id=-1, isolation_level=1, topics=[
+            (TOPIC, [(p, -1, -1) for p in range(PARTITIONS)])]))
+    return {p.partition_index: p.offset for t in response.topics for p in t.partitions}
+
+
+def test_open_transactions_and_last_stable_offsets_survive_kill_9(broker):
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    first = confluent_producer(broker.bootstrap_servers, "survivor-a")
+    second = confluent_producer(broker.bootstrap_servers, "survivor-b")
+    for round_ in range(3):
+        first.begin_transaction()
+        first.produce(TOPIC, value=b"a-%d" % round_, partition=round_ % PARTITIONS)
+        first.flush(30)
+        if round_ == 1:
+            first.abort_transaction(30)
+        else:
+            first.commit_transaction(30)
+    second.begin_transaction()
+    second.produce(TOPIC, value=b"open-0", partition=0)
+    second.produce(TOPIC, value=b"open-1", partition=1)
+    second.flush(30)
+    first.begin_transaction()
+    first.produce(TOPIC, value=b"a-open", partition=1)
+    first.flush(30)
+    producers, stable = _producer_states(broker.bootstrap_servers), _last_stable_offsets(broker.bootstrap_servers)
+    assert stable[0] < broker.state.partition(TOPIC, 0).high_watermark  # the open transactions hold it back
+    broker.kill()
+    broker.start()
+    assert _producer_states(broker.bootstrap_servers) == producers
+    assert _last_stable_offsets(broker.bootstrap_servers) == stable
+    assert consume(broker.bootstrap_servers, "read_committed", 2) == [b"a-0", b"a-2"]
