@@ -326,7 +326,11 @@ class Log:
         headers = validate_batches(buf)
         self._check_sizes(headers, len(buf))
         headers = validate_records(buf, headers, self.config, now_ms, self.name)
-        duplicate = self.producer_state.check_client_batches(headers)
+        if origin is AppendOrigin.COORDINATOR:
+            self.producer_state.check_coordinator_batches(headers)
+            duplicate = None
+        else:
+            duplicate = self.producer_state.check_client_batches(headers)
         if duplicate is not None:
             return AppendInfo(
                 duplicate.first_offset,

@@ -240,16 +240,27 @@ class ProducerStateManager:
                                            in_txn or header.is_transactional)
         return None
 
-    def check_end_txn_marker(self, producer_id: int, producer_epoch: int, marker: EndTransactionMarker) -> None:
-        """Refuse a coordinator's marker from an older producer epoch or an older coordinator epoch."""
+    def check_coordinator_batches(self, headers: Iterable[BatchHeader]) -> None:
+        """A coordinator's own batches (a transactional offset commit is written at sequence 0 every time) are
+        checked for the producer epoch only, as Kafka checks appends of origin COORDINATOR."""
+        for header in headers:
+            if header.has_producer_id:
+                self._check_epoch(header.producer_id, header.producer_epoch)
+
+    def _check_epoch(self, producer_id: int, producer_epoch: int) -> ProducerStateEntry | None:
         entry = self._producers.get(producer_id)
-        if entry is None:
-            return
-        if producer_epoch < entry.producer_epoch:
+        if entry is not None and producer_epoch < entry.producer_epoch:
             raise InvalidProducerEpochError(
                 f"Epoch of producer {producer_id} is {producer_epoch}, "
                 f"which is smaller than the last seen epoch {entry.producer_epoch}"
             )
+        return entry
+
+    def check_end_txn_marker(self, producer_id: int, producer_epoch: int, marker: EndTransactionMarker) -> None:
+        """Refuse a coordinator's marker from an older producer epoch or an older coordinator epoch."""
+        entry = self._check_epoch(producer_id, producer_epoch)
+        if entry is None:
+            return
         if marker.coordinator_epoch < entry.coordinator_epoch:
             raise TransactionCoordinatorFencedError(
                 f"Invalid coordinator epoch for producerId {producer_id}: {marker.coordinator_epoch} (zombie), "

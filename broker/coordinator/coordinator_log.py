@@ -11,14 +11,18 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import trio
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
 from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.protocol.end_transaction_marker import EndTransactionMarker, parse_marker
 from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
+from minikafka.protocol.record_batch import NO_PRODUCER_ID, parse_header
 from minikafka.storage.log import AppendInfo, AppendOrigin
+from minikafka.storage.producer_state import NO_PRODUCER_EPOCH
 
 log = logging.getLogger("minikafka.coordinator_log")
 
@@ -59,14 +63,28 @@ def partition_for(key: str, num_partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
+class ReplayedBatch(NamedTuple):
+    """One batch as a coordinator replays it: the producer of a transactional batch (NO_PRODUCER_ID for the
+    coordinator's own plain writes), the end marker of a control batch (None otherwise), and the keyed records."""
+
+    producer_id: int
+    marker: EndTransactionMarker | None
+    records: list[tuple[int, bytes, bytes | None]]
+
+
 class RecordFormatError(ValueError):
     """Bytes that are not a coordinator record this broker understands."""
 
 
-def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
-    """One uncompressed v2 batch holding the records: a write is all-or-nothing, as in Kafka."""
+def build_batch(records: list[Record], timestamp_ms: int, producer_id: int = NO_PRODUCER_ID,
+                producer_epoch: int = NO_PRODUCER_EPOCH) -> bytes:
+    """One uncompressed v2 batch holding the records: a write is all-or-nothing, as in Kafka. With a producer id it
+    is that producer's transactional batch (a transactional offset commit), at sequence 0 as Kafka writes them."""
     size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
-    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=size)
+    transactional = producer_id != NO_PRODUCER_ID
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=size, transactional=transactional,
+                                   producer_id=producer_id, producer_epoch=producer_epoch,
+                                   base_sequence=0 if transactional else -1)
     for key, value in records:
         if builder.append(timestamp=timestamp_ms, key=key, value=value, headers=[]) is None:
             raise RecordFormatError("record batch builder refused a record")
@@ -96,13 +114,15 @@ class CoordinatorLog:
         self.topic = topic
         self._commit_timeout_ms = commit_timeout_ms
 
-    def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
-        """Write records to one partition through the replica manager (acks=all); NONE or the coordinator error."""
+    def append(self, partition: int, records: list[Record], now_ms: int, *, producer_id: int = NO_PRODUCER_ID,
+               producer_epoch: int = NO_PRODUCER_EPOCH) -> ErrorCode:
+        """Write records to one partition through the replica manager (acks=all), as one batch (of a transaction of
+        `producer_id`'s, if given); NONE or the coordinator error."""
         if not records:
             return ErrorCode.NONE
         tp = (self.topic, partition)
         try:
-            batch = build_batch(records, now_ms)
+            batch = build_batch(records, now_ms, producer_id, producer_epoch)
         except RecordFormatError as exc:
             log.error("cannot build a coordinator batch for %s-%d: %s", *tp, exc)
             return ErrorCode.UNKNOWN_SERVER_ERROR
@@ -159,6 +179,12 @@ class CoordinatorLog:
 
     def replay_records(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
         """(offset, key, value) of every keyed record of one partition in log order, control batches skipped."""
+        for batch in self.replay_batches(partition):
+            yield from batch.records
+
+    def replay_batches(self, partition: int) -> Iterator[ReplayedBatch]:
+        """Every batch of one partition in log order: its keyed records, and for a transaction's batches the
+        producer and, for a control batch, the end marker it holds."""
         hosted = self._replica_manager.get_partition(self.topic, partition)
         if hosted is None:
             return
@@ -166,21 +192,27 @@ class CoordinatorLog:
         offset = the_log.log_start_offset
         end = the_log.log_end_offset
         while offset < end:
-            data = the_log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
+            data = bytes(the_log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True))
             if not data:
                 break
             next_offset = offset
-            records = MemoryRecords(bytes(data))
+            position = 0
+            records = MemoryRecords(data)
             while records.has_next():
                 batch = records.next_batch()
                 if batch is None:
                     break
-                next_offset = max(next_offset, batch.base_offset + batch.last_offset_delta + 1)
-                if batch.is_control_batch:
+                header = parse_header(data, position)
+                position += header.size
+                next_offset = max(next_offset, header.last_offset + 1)
+                producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+                if header.is_control:
+                    marker = parse_marker(data[position - header.size:position], header)
+                    if marker is not None and producer_id != NO_PRODUCER_ID:
+                        yield ReplayedBatch(producer_id, marker, [])
                     continue
-                for record in batch:
-                    if record.offset >= offset and record.key is not None:
-                        yield record.offset, record.key, record.value
+                yield ReplayedBatch(producer_id, None, [(record.offset, record.key, record.value) for record in batch
+                                                        if record.offset >= offset and record.key is not None])
             if next_offset <= offset:
                 log.error("replay of %s-%d made no progress at offset %d; stopping", self.topic, partition, offset)
                 break

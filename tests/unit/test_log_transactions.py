@@ -130,3 +130,13 @@ def test_only_a_coordinator_writes_control_batches(tmp_path: Path) -> None:
     with pytest.raises(InvalidRecordError):
         log.append_as_leader(build_marker_batch(1, 0, COMMIT, NOW), 0, NOW)
     assert log.log_end_offset == 0
+
+
+def test_a_coordinators_transactional_batches_are_not_taken_for_retries(tmp_path: Path) -> None:
+    """Kafka writes every transactional offset commit at sequence 0: only the epoch is checked for them."""
+    log = open_log(tmp_path)
+    first = log.append_as_leader(txn_batch(7, 0, 1, epoch=1), 0, NOW, origin=AppendOrigin.COORDINATOR)
+    second = log.append_as_leader(txn_batch(7, 0, 1, epoch=1), 0, NOW, origin=AppendOrigin.COORDINATOR)
+    assert (first.first_offset, second.first_offset, second.duplicate) == (0, 1, False)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(txn_batch(7, 0, 1, epoch=0), 0, NOW, origin=AppendOrigin.COORDINATOR)
