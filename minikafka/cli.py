@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from minikafka import cli_cluster, cli_fault, cli_groups, cli_records, cli_topics
+from minikafka import cli_cluster, cli_fault, cli_groups, cli_records, cli_topics, cli_transactions
 from minikafka.config import BrokerConfig, ConfigError
 
 # Development defaults of `serve`, under the properties file and the flags: Kafka's 3 s wait before a new group's
@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_topics.add_parser(sub)
     cli_records.add_parsers(sub)
     cli_groups.add_parser(sub)
+    cli_transactions.add_parser(sub)
     cli_fault.add_parser(sub)
     return parser
 
@@ -198,7 +199,8 @@ class _VersionAction(argparse.Action):
 
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
-            "consume": cli_records.run_consume, "groups": cli_groups.run, "fault": cli_fault.run}
+            "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
+            "fault": cli_fault.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,8 @@
     printf 'k1:v1\\nk2:v2\\n' | minikafka produce -t orders -K: -H source=cli
     minikafka consume -t orders -o beginning -e -f 'p%p o%o %k=%s [%h]\\n'
     minikafka consume -t orders -o s@1700000000000 -c 10 -J
+    minikafka produce -t orders --transactional-id loader --transaction-size 100 < orders.txt
+    minikafka consume -t orders --isolation-level read_committed -e
 
 Offsets (-o) as in kcat: beginning, end, stored (with -G), an absolute offset, -N (N before the end), s@MS (the
 first record at or after a timestamp in ms). Formats (-f): %t topic, %p partition, %o offset, %k key, %s value,
@@ -15,6 +17,7 @@ import io
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
@@ -68,6 +71,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="compression codec of the batches (default none)")
     p.add_argument("--delivery-timeout-ms", type=int, default=30000,
                    help="give up on a message not acknowledged in this time, retries included (default 30000)")
+    p.add_argument("--transactional-id", help="produce in transactions of this transactional id (needs --acks all)")
+    p.add_argument("--transaction-size", type=int, metavar="N",
+                   help="with --transactional-id: commit a transaction every N messages (default: one transaction "
+                        "for the whole input, committed at its end)")
+    p.add_argument("--transaction-timeout-ms", type=int, default=60000,
+                   help="with --transactional-id: the coordinator aborts a transaction open longer than this "
+                        "(default 60000, Kafka's transaction.timeout.ms)")
     p.add_argument("--progress", action="store_true", help="report progress on stderr even when not a terminal")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress or summary on stderr")
 
@@ -79,12 +89,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--offset", "-o", default="beginning",
                    help="beginning | end | stored | OFFSET | -N | s@TIMESTAMP_MS (default beginning)")
     c.add_argument("--count", "-c", type=int, help="exit after this many records")
-    c.add_argument("--exit", "-e", action="store_true", help="exit once the end of every partition is reached")
+    c.add_argument("--exit", "-e", action="store_true",
+                   help="exit once the end of every partition is reached (its last stable offset with "
+                        "read_committed, else its high watermark)")
     c.add_argument("--key-delimiter", "-K", help="print KEY<delim>VALUE")
     c.add_argument("--delimiter", "-D", default="\\n", help="printed after each record (default newline)")
     c.add_argument("--format", "-f", help="output format, e.g. '%%k=%%s\\n' (tokens above)")
     c.add_argument("--json", "-J", action="store_true", help="one JSON object per record, as kcat -J")
     c.add_argument("--group", "-G", help="consume as a member of this group (offsets are committed)")
+    c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
+                   help="read_committed: only records of committed transactions, up to the last stable offset "
+                        "(default read_uncommitted: every record up to the high watermark)")
     c.add_argument("--progress", action="store_true", help="report progress on stderr even when not a terminal")
     c.add_argument("--quiet", "-q", action="store_true", help="no progress or summary on stderr")
 
@@ -161,37 +176,60 @@ def _broker_error_name(arg: object) -> str | None:
 
 def _produce(args: argparse.Namespace) -> int:
     from kafka import KafkaProducer
+    from kafka.errors import KafkaError
 
     if args.key is not None and args.key_delimiter is not None:
         raise CommandError("use either --key or --key-delimiter")
-    headers = [(k, v.encode()) for k, v in parse_key_values(args.header, "--header").items()]
     acks = "all" if args.acks in ("all", "-1") else int(args.acks)
+    _check_transaction_options(args, acks)
+    headers = [(k, v.encode()) for k, v in parse_key_values(args.header, "--header").items()]
     progress = Progress("Produced", enabled=(args.progress or None) if not args.quiet else False)
     failures: list[Exception] = []
     sent = 0
+    transactions: _Transactions | None = None
     with StopSignals(interrupt=True) as stop, BrokerErrors(announce=not args.quiet) as broker_errors:
         try:
             producer = KafkaProducer(bootstrap_servers=args.bootstrap_server, acks=acks, linger_ms=5,
                                      compression_type=None if args.compression == "none" else args.compression,
                                      delivery_timeout_ms=args.delivery_timeout_ms,
                                      request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
+                                     transactional_id=args.transactional_id,
+                                     transaction_timeout_ms=args.transaction_timeout_ms,
                                      client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
         except Stopped:
             return stop.exit_code
         try:
+            if args.transactional_id is not None:
+                producer.init_transactions()
+                transactions = _Transactions(producer, args.transaction_size, progress)
             for key, value in _records(args):
+                if transactions is not None:
+                    transactions.begin()
                 future = producer.send(args.topic, value=value, key=key, headers=headers or None,
                                        partition=args.partition)
                 sent += 1
-                future.add_callback(lambda _meta: progress.add())
-                future.add_errback(failures.append)
+                if transactions is None:
+                    future.add_callback(lambda _meta: progress.add())
+                    future.add_errback(failures.append)
+                else:
+                    transactions.sent()
                 if sent % FLUSH_EVERY == 0:
                     producer.flush()
+            if transactions is not None:
+                transactions.commit()
             producer.flush()
         except Stopped:
-            pass  # what was sent is delivered, or fails, within the bounded close below
+            if transactions is not None:  # what the open transaction holds is aborted, not left to its timeout
+                transactions.abort(STOP_TIMEOUT_S)
+            # else what was sent is delivered, or fails, within the bounded close below
+        except KafkaError:
+            if transactions is not None:
+                transactions.abort(STOP_TIMEOUT_S)
+            raise
         finally:
             _close_producer(producer, stop)
+    if transactions is not None:
+        return _transactions_summary(args, transactions, stop)
     if stop.requested:
         if not args.quiet:
             unacknowledged = sent - progress.count - len(failures)
@@ -206,6 +244,129 @@ def _produce(args: argparse.Namespace) -> int:
                            f"({args.delivery_timeout_ms} ms); the broker last answered {broker_errors.last}")
     if failures:
         raise CommandError(f"{len(failures)} message(s) not delivered, first: {error_line(failures[0])}")
+    return 0
+
+
+def _check_transaction_options(args: argparse.Namespace, acks: int | str) -> None:
+    """Refuse, before connecting, what a transactional producer cannot do (kafka-python would say it in its own
+    terms, or not at all)."""
+    if args.transactional_id is None:
+        if args.transaction_size is not None:
+            raise CommandError("--transaction-size needs --transactional-id")
+        return
+    if acks != "all":
+        raise CommandError("--transactional-id needs --acks all: a transaction's records go to every in-sync "
+                           "replica, as Kafka's transactional producers require")
+    if args.transaction_size is not None and args.transaction_size < 1:
+        raise CommandError(f"--transaction-size must be 1 or more, got {args.transaction_size}")
+
+
+class _Transactions:
+    """The transactions of `produce --transactional-id`: one begins with the first message after the last commit
+    and is committed after --transaction-size messages or at the end of the input, so that an empty input (or
+    one ending just after a commit) leaves no empty transaction. Progress counts committed messages only."""
+
+    def __init__(self, producer: KafkaProducer, size: int | None, progress: Progress) -> None:
+        self.producer = producer
+        self.size = size
+        self.progress = progress
+        self.open = False
+        self.committing = False
+        self.pending = 0  # messages sent in the open transaction
+        self.committed = 0  # transactions committed
+        self.aborted = 0  # messages of a transaction aborted
+
+    def begin(self) -> None:
+        if not self.open:
+            self.producer.begin_transaction()
+            self.open = True
+
+    def sent(self) -> None:
+        self.pending += 1
+        if self.size is not None and self.pending >= self.size:
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit the open transaction. One that cannot be committed is aborted (if the producer still can), and
+        the command fails."""
+        from kafka.errors import KafkaError
+
+        if not self.open:
+            return
+        self.committing = True
+        try:
+            self.producer.commit_transaction()
+        except KafkaError as exc:
+            self.committing = False
+            count = self.pending
+            raise CommandError(self._not_committed(exc, count, aborted=self.abort(STOP_TIMEOUT_S))) from None
+        self.committing = False
+        self.open = False
+        self.committed += 1
+        self.progress.add(self.pending)
+        self.pending = 0
+
+    def _not_committed(self, exc: Exception, count: int, aborted: bool) -> str:
+        """Why a transaction was not committed, what became of it, and what was committed before it."""
+        from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+        text = f"a transaction of {count} message(s) was not committed{' and is aborted' if aborted else ''}: "
+        text += error_line(exc)
+        if isinstance(exc, (ProducerFencedError, InvalidProducerEpochError)):
+            text += (" (a newer producer took over this transactional id, or its coordinator aborted the "
+                     "transaction, open longer than --transaction-timeout-ms)")
+        elif not aborted:
+            text += "; its coordinator aborts it after --transaction-timeout-ms"
+        if self.committed:
+            text += (f"; {self.committed} transaction(s) of {self.progress.count} message(s) were committed "
+                     "before it")
+        return text
+
+    def abort(self, timeout_s: float) -> bool:
+        """Abort the open transaction (nothing is done during a commit), giving up after `timeout_s`: the
+        coordinator aborts a transaction past its timeout anyway. kafka-python's abort waits without a bound (for
+        the batches in flight, then EndTxn), so it runs in a thread of its own. True once aborted."""
+        from kafka.errors import KafkaError
+
+        if not self.open or self.committing:
+            return False
+        errors: list[KafkaError] = []
+
+        def abort() -> None:
+            try:
+                self.producer.abort_transaction()
+            except KafkaError as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=abort, name="minikafka-produce-abort", daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if worker.is_alive() or errors:
+            return False
+        self.open = False
+        self.aborted += self.pending
+        self.pending = 0
+        return True
+
+
+def _transactions_summary(args: argparse.Namespace, transactions: _Transactions, stop: StopSignals) -> int:
+    """The summary of a transactional produce: committed messages and transactions, and what a stop did to the
+    open transaction."""
+    progress = transactions.progress
+    detail = f" to {args.topic} in {transactions.committed} transaction(s)"
+    if stop.requested:
+        if transactions.committing:
+            detail += f", a transaction of {transactions.pending} message(s) stopped while committing"
+        elif transactions.open:
+            detail += (f", a transaction of {transactions.pending} message(s) not aborted in {STOP_TIMEOUT_S:.0f} s "
+                       "(its coordinator aborts it after --transaction-timeout-ms)")
+        elif transactions.aborted:
+            detail += f", {transactions.aborted} aborted"
+        if not args.quiet:
+            progress.done(f"{detail} (stopped by {stop.name})")
+        return stop.exit_code
+    if not args.quiet and progress.enabled:
+        progress.done(detail)
     return 0
 
 
@@ -394,7 +555,8 @@ def _consume(args: argparse.Namespace) -> int:
         try:
             consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
                                      enable_auto_commit=args.group is not None, auto_offset_reset=reset,
-                                     client_id="minikafka-consume", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+                                     isolation_level=args.isolation_level, client_id="minikafka-consume",
+                                     bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
         except Stopped:
             return stop.exit_code
         try:
@@ -434,6 +596,8 @@ def _consume_assigned(consumer: KafkaConsumer, args: argparse.Namespace, printer
     positions = _start_positions(consumer, tps, args.offset)
     for tp in tps:
         consumer.seek(tp, positions[tp])
+    # ListOffsets at the consumer's isolation level: the high watermark, or under read_committed the last stable
+    # offset, where the reader stops until the open transaction there ends.
     ends = consumer.end_offsets(tps) if args.exit else {}
     pending = {tp for tp in tps if not args.exit or positions[tp] < ends[tp]}
     while pending and not printer.full:

@@ -1,18 +1,19 @@
 """State inspection of running brokers (and arranging topics for a test), through the network only.
 
-Topics, partitions, leaders, ISR, high watermark and each replica's log end offset come from the brokers' control
-API (the one place a replica's log end offset is visible), asked of every broker running at the time of the call,
-so a view is never stale after restarts. Brokers disagree while a change travels: the leader with the highest
-leader epoch speaks for leader, ISR and HW, and each replica for its own log end offset. Records come from a
-kafka-python consumer, and groups (members, assignments, committed offsets) from kafka-python's admin client, i.e.
-DescribeGroups and OffsetFetch, exactly what a Kafka client would see.
+Topics, partitions, leaders, ISR, high watermark, last stable offset and each replica's log end offset come from the
+brokers' control API (the one place a replica's log end offset is visible), asked of every broker running at the
+time of the call, so a view is never stale after restarts. Brokers disagree while a change travels: the leader with
+the highest leader epoch speaks for leader, ISR, HW and LSO, and each replica for its own log end offset. Records
+come from a kafka-python consumer, and groups (members, assignments, committed offsets) and transactions from
+kafka-python's admin client, i.e. DescribeGroups, OffsetFetch, ListTransactions and DescribeTransactions, exactly
+what a Kafka client would see.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from minikafka.control_client import ControlClient
 from minikafka.protocol.schema_loading import quiet_schema_loading
@@ -32,6 +33,9 @@ class PartitionState:
     log_start_offset: int | None
     # replica id -> the log end offset that replica reports (None: its broker is not running or not answering)
     log_end_offsets: dict[int, int | None] = field(default_factory=dict)
+    # Where read_committed readers stop: the first offset of the oldest open transaction, else the HW (None as for
+    # the HW)
+    last_stable_offset: int | None = None
 
     @property
     def log_end_offset(self) -> int | None:
@@ -56,6 +60,19 @@ class Record:
     value: bytes | None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
     timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
+
+
+@dataclass(frozen=True)
+class TransactionState:
+    """A transactional id as its transaction coordinator describes it (DescribeTransactions)."""
+
+    transactional_id: str
+    state: str  # Kafka's name: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ...
+    producer_id: int
+    producer_epoch: int
+    partitions: list[tuple[str, int]]  # those the transaction wrote to (or has markers still to write in), sorted
+    timeout_ms: int
+    start_time_ms: int | None  # when the current (or last) transaction began; None if none ever did
 
 
 @dataclass(frozen=True)
@@ -132,7 +149,7 @@ class State:
             view = max(leading, key=lambda p: p["leader_epoch"])
         else:
             view = {**max((p for _node, p in views), key=lambda p: p["leader_epoch"]), "high_watermark": None,
-                    "log_start_offset": None}
+                    "last_stable_offset": None, "log_start_offset": None}
         replicas = list(view["replicas"])
         ends: dict[int, int | None] = dict.fromkeys(replicas)
         for node, p in views:
@@ -140,7 +157,7 @@ class State:
             if own is not None and node in ends:  # a broker the partition moved away from may still hold a log
                 ends[node] = own
         return PartitionState(topic, index, view["leader"], view["leader_epoch"], replicas, list(view["isr"]),
-                              view["high_watermark"], view["log_start_offset"], ends)
+                              view["high_watermark"], view["log_start_offset"], ends, view["last_stable_offset"])
 
     def delayed_operations(self) -> int:
         """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""
@@ -160,10 +177,13 @@ class State:
 
     def records(self, topic: str, partition: int | None = None, *, start_offset: int = 0,
                 from_timestamp: int | None = None, max_records: int | None = None,
-                timeout_s: float | None = None) -> list[Record]:
-        """The records of one partition (or all of the topic's), from an offset or timestamp up to the HW now.
+                timeout_s: float | None = None,
+                isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted") -> list[Record]:
+        """The records of one partition (or all of the topic's), from an offset or timestamp up to the HW now, or
+        with `isolation_level="read_committed"` up to the last stable offset, leaving out aborted records, as a
+        read_committed consumer sees them. Transaction markers are never records: their offsets are gaps.
 
-        Sorted by partition then offset. Raises TimeoutError if the high watermark is not reached in time.
+        Sorted by partition then offset. Raises TimeoutError if that end is not reached in time.
         """
         with quiet_schema_loading():
             from kafka import KafkaConsumer, TopicPartition
@@ -172,7 +192,8 @@ class State:
         deadline = time.monotonic() + timeout_s
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=None,
                                  enable_auto_commit=False, auto_offset_reset="earliest",
-                                 client_id="minikafka-state", request_timeout_ms=int(timeout_s * 1000) + 1000)
+                                 isolation_level=isolation_level, client_id="minikafka-state",
+                                 request_timeout_ms=int(timeout_s * 1000) + 1000)
         try:
             if partition is None:
                 indexes = sorted(consumer.partitions_for_topic(topic) or ())
@@ -197,7 +218,8 @@ class State:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     got = {f"{tp.topic}-{tp.partition}": consumer.position(tp) for tp in pending}
-                    raise TimeoutError(f"read to positions {got} of high watermarks "
+                    ends_are = "last stable offsets" if isolation_level == "read_committed" else "high watermarks"
+                    raise TimeoutError(f"read to positions {got} of {ends_are} "
                                        f"{ {f'{tp.topic}-{tp.partition}': ends[tp] for tp in pending} } "
                                        f"in {timeout_s} s")
                 batches = consumer.poll(timeout_ms=int(min(remaining, 0.5) * 1000))
@@ -254,6 +276,27 @@ class State:
         return GroupState(group_id, described["group_state"], described["protocol_type"],
                           described["protocol_data"], members, self.committed_offsets(group_id))
 
+    # ---- transactions (kafka-python admin: ListTransactions, DescribeTransactions) -----------------------------
+
+    def transactions(self) -> list[TransactionState]:
+        """Every transactional id the transaction coordinators know, in any state, sorted by id: what
+        `kafka-transactions.sh list` finds, described as `describe` does."""
+        admin = self._admin_client()
+        ids = sorted({t.transactional_id for listed in admin.list_transactions().values() for t in listed})
+        described = admin.describe_transactions(ids) if ids else {}
+        return [_transaction_state(i, described[i]) for i in ids]
+
+    def transaction(self, transactional_id: str) -> TransactionState:
+        """One transactional id's state; KeyError if its coordinator does not know it."""
+        with quiet_schema_loading():
+            from kafka.errors import TransactionalIdNotFoundError
+
+        try:
+            described = self._admin_client().describe_transactions([transactional_id])
+        except TransactionalIdNotFoundError:
+            raise KeyError(f"unknown transactional id {transactional_id!r}") from None
+        return _transaction_state(transactional_id, described[transactional_id])
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()
@@ -272,3 +315,12 @@ def assigned_partitions(assignment: Any) -> list[tuple[str, int]]:
         parts = entry["partitions"] if isinstance(entry, dict) else entry[1]
         pairs.extend((topic, p) for p in parts)
     return sorted(pairs)
+
+
+def _transaction_state(transactional_id: str, description: Any) -> TransactionState:
+    """A TransactionState from kafka-python's TransactionDescription (the wire's -1 start time as None)."""
+    start = description.transaction_start_time_ms
+    return TransactionState(transactional_id, str(description.state.value), description.producer_id,
+                            description.producer_epoch,
+                            sorted((tp.topic, tp.partition) for tp in description.topic_partitions),
+                            description.transaction_timeout_ms, None if start < 0 else start)

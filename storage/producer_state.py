@@ -401,7 +401,7 @@ class ProducerStateManager:
                 logger.warning("Failed to load producer snapshot from '%s': %s", path, e)
                 self._delete_snapshot(offset)
                 continue
-            logger.info("Loading producer state from snapshot file '%s'", path)
+            logger.debug("Loading producer state from snapshot file '%s'", path)
             self._load_producer_entries(e for e in map(_loaded_entry, entries)
                                         if not _is_expired(e, now_ms, expiration_ms))
             self._last_snap_offset = offset

@@ -20,7 +20,7 @@ from minikafka.broker.replication.delayed_produce import AppendResult, DelayedPr
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.protocol.end_transaction_marker import EndTransactionMarker, parse_marker
 from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
-from minikafka.protocol.record_batch import NO_PRODUCER_ID, parse_header
+from minikafka.protocol.record_batch import NO_PRODUCER_ID, CorruptRecordError, parse_header
 from minikafka.storage.log import AppendInfo, AppendOrigin
 from minikafka.storage.producer_state import NO_PRODUCER_EPOCH
 
@@ -207,7 +207,12 @@ class CoordinatorLog:
                 next_offset = max(next_offset, header.last_offset + 1)
                 producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
                 if header.is_control:
-                    marker = parse_marker(data[position - header.size:position], header)
+                    try:
+                        marker = parse_marker(data[position - header.size:position], header)
+                    except CorruptRecordError as exc:
+                        log.error("skipping an unreadable marker at %s-%d offset %d: %s", self.topic, partition,
+                                  header.base_offset, exc)
+                        continue
                     if marker is not None and producer_id != NO_PRODUCER_ID:
                         yield ReplayedBatch(producer_id, marker, [])
                     continue

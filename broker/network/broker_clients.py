@@ -3,18 +3,21 @@ use and kept: what Kafka's inter-broker send threads (TransactionMarkerChannelMa
 each hold. Every connection's reader runs in the nursery of `run()`, so cancelling it closes them all."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
-from minikafka.broker.metadata.metadata_cache import MetadataCache
 from minikafka.broker.network.network_client import LinkIsCut, NetworkClient, NetworkClientConfig
+
+# Where a live broker listens on the inter-broker listener, as the metadata says; None for one it has no endpoint of.
+EndpointOf = Callable[[int], "tuple[str, int] | None"]
 
 
 class BrokerClients:
-    def __init__(self, client_id: str, metadata_cache: MetadataCache, listener: str,
-                 config: NetworkClientConfig | None = None, link_is_cut: LinkIsCut | None = None) -> None:
+    def __init__(self, client_id: str, endpoint_of: EndpointOf, config: NetworkClientConfig | None = None,
+                 link_is_cut: LinkIsCut | None = None) -> None:
         self.client_id = client_id
-        self.metadata_cache = metadata_cache
-        self.listener = listener
+        self._endpoint_of = endpoint_of
         self._config = config
         self._link_is_cut = link_is_cut
         self._clients: dict[int, tuple[NetworkClient, trio.Event]] = {}  # the event: the client's run() started
@@ -35,11 +38,10 @@ class BrokerClients:
         """The connection to a live broker; None for one the metadata has no endpoint of, or after shutdown."""
         known = self._clients.get(broker_id)
         if known is None:
-            endpoint = self.metadata_cache.alive_endpoint(broker_id, self.listener)
+            endpoint = self._endpoint_of(broker_id)
             if endpoint is None or self._nursery is None:
                 return None
-            client = NetworkClient(broker_id, endpoint.host, endpoint.port, self.client_id, self._config,
-                                   self._link_is_cut)
+            client = NetworkClient(broker_id, *endpoint, self.client_id, self._config, self._link_is_cut)
             known = self._clients[broker_id] = (client, trio.Event())
             await self._nursery.start(client.run)
             known[1].set()

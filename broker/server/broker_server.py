@@ -341,7 +341,11 @@ class BrokerServer:
 
     def _broker_clients(self, client_id: str) -> BrokerClients:
         """Connections to the brokers on the inter-broker listener, for one of the broker's inter-broker senders."""
-        return BrokerClients(client_id, self.metadata_cache, self.config.inter_broker_listener_name,
+        def endpoint_of(broker_id: int) -> tuple[str, int] | None:
+            endpoint = self.metadata_cache.alive_endpoint(broker_id, self.config.inter_broker_listener_name)
+            return None if endpoint is None else (endpoint.host, endpoint.port)
+
+        return BrokerClients(client_id, endpoint_of,
                              NetworkClientConfig(request_timeout_ms=self.config.get("request.timeout.ms")),
                              self.faults.links.is_cut)
 

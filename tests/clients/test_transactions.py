@@ -244,7 +244,8 @@ def test_admin_lists_describes_and_aborts_a_hanging_transaction(bootstrap):
 
 
 def test_idle_producers_expire_after_producer_id_expiration_ms(broker_factory):
-    broker = broker_factory(producer_id_expiration_ms=300, producer_id_expiration_check_interval_ms=100)
+    # Long enough that the first look sees both producers even on a loaded machine; short enough to wait for.
+    broker = broker_factory(producer_id_expiration_ms=4000, producer_id_expiration_check_interval_ms=100)
     admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
     idempotent = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True})
     idempotent.produce(TOPIC, value=b"once", partition=0)
@@ -260,7 +261,7 @@ def test_idle_producers_expire_after_producer_id_expiration_ms(broker_factory):
             return len(admin.describe_producers([tp0])[tp0].active_producers)
 
         assert producers() == 2
-        wait_until(lambda: producers() == 1, timeout=10, message="the idle idempotent producer to expire")
+        wait_until(lambda: producers() == 1, timeout=30, message="the idle idempotent producer to expire")
         time.sleep(0.5)
         assert producers() == 1  # the producer with an open transaction stays
     finally:

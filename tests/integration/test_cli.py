@@ -1,4 +1,5 @@
-"""The client-side commands as a user types them: topics, produce/consume (kcat-style), groups, faults."""
+"""The client-side commands as a user types them: topics, produce/consume (kcat-style), groups, transactions,
+faults."""
 from __future__ import annotations
 
 import argparse
@@ -11,10 +12,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minikafka.cli import build_parser
 from tests.helpers import wait_until
+from tests.raw_client import RawConnection
 
 CLI_TIMEOUT_S = 60
 
@@ -121,7 +127,7 @@ def test_every_option_of_every_command_has_help_and_topic_is_t():
     assert len(actions) > 100
     assert [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in actions if not a.help] == []
     topics = [(path, a.option_strings) for path, a in actions if "--topic" in a.option_strings]
-    assert len(topics) == 8
+    assert len(topics) == 10
     assert [path for path, options in topics if "-t" not in options] == []
 
 
@@ -238,6 +244,213 @@ def test_describe_unknown_group_fails(minikafka_session_broker):
     assert proc.returncode == 1 and b"does not exist" in proc.stderr
 
 
+# ---- transactions --------------------------------------------------------------------------------------------------
+
+def kafka_table(stdout: bytes) -> list[list[str]]:
+    """The rows of a table as Kafka's tools print it (kafka-transactions.sh's): each cell padded to its column's
+    width and followed by a tab."""
+    lines = stdout.decode().splitlines()
+    assert lines and all(line.endswith("\t") for line in lines), lines
+    cells = [line.split("\t")[:-1] for line in lines]
+    for column in zip(*cells, strict=True):
+        assert len({len(cell) for cell in column}) == 1, column
+    return [[cell.rstrip() for cell in row] for row in cells]
+
+
+def wait_for_transaction(broker, transactional_id: str, state: str) -> None:
+    """Until the coordinator has finished ending a transaction: EndTxn is answered before the markers are written,
+    as in Kafka, and CompleteCommit or CompleteAbort is logged after them."""
+    wait_until(lambda: broker.state.transaction(transactional_id).state == state,
+               message=f"the transaction of {transactional_id} to be {state}")
+
+
+def confluent_transaction(bootstrap: str, transactional_id: str, topic: str, values: list[bytes]) -> Producer:
+    """A confluent-kafka transactional producer with an open transaction that wrote `values` to partition 0 (its
+    timeout well past the test's length, so only the test ends it)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                         "transaction.timeout.ms": 300_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+    return producer
+
+
+def test_produce_in_transactions_then_consume_only_what_was_committed(broker):
+    cli(broker, "topics", "create", "--topic", "cli-tx")
+    produced = cli(broker, "produce", "-t", "cli-tx", "--transactional-id", "cli-loader", "--transaction-size", "2",
+                   "--progress", stdin=b"a\nb\nc\nd\ne\n")
+    assert produced.stderr.decode().splitlines()[-1] == "% Produced 5 messages to cli-tx in 3 transaction(s)"
+    wait_for_transaction(broker, "cli-loader", "CompleteCommit")
+    # Each commit marker takes an offset that no reader is shown: gaps after b, d and e.
+    for level in ("read_committed", "read_uncommitted"):
+        printed = cli(broker, "consume", "-t", "cli-tx", "-e", "--isolation-level", level, "-f", "%o=%s\\n").stdout
+        assert printed.decode().split() == ["0=a", "1=b", "3=c", "4=d", "6=e"]
+    # Without --transaction-size, the whole input is one transaction, committed at its end.
+    cli(broker, "produce", "-t", "cli-tx", "--transactional-id", "cli-whole", stdin=b"f\ng\n")
+    wait_for_transaction(broker, "cli-whole", "CompleteCommit")
+    state = broker.state.partition("cli-tx", 0)
+    assert state.high_watermark == state.last_stable_offset == 11
+    assert [(r.offset, r.value) for r in broker.state.records("cli-tx", isolation_level="read_committed")][-2:] == [
+        (8, b"f"), (9, b"g")]
+    loader, whole = broker.state.transaction("cli-loader"), broker.state.transaction("cli-whole")
+    assert kafka_table(cli(broker, "transactions", "list").stdout) == [
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+        ["cli-loader", "1", str(loader.producer_id), "CompleteCommit"],
+        ["cli-whole", "1", str(whole.producer_id), "CompleteCommit"]]
+
+
+def test_produce_in_transactions_refuses_what_cannot_be_committed(broker):
+    cli(broker, "topics", "create", "--topic", "cli-tx-refused")
+    for options, error in [(["--transactional-id", "x", "--acks", "1"], "--transactional-id needs --acks all"),
+                           (["--transaction-size", "2"], "--transaction-size needs --transactional-id"),
+                           (["--transactional-id", "x", "--transaction-size", "0"], "--transaction-size must be 1")]:
+        refused = cli(broker, "produce", "-t", "cli-tx-refused", *options, stdin=b"a\n", check=False)
+        assert refused.returncode == 1 and refused.stderr.decode().startswith(f"Error: {error}"), refused.stderr
+
+    cli(broker, "produce", "-t", "cli-tx-refused", "--transactional-id", "cli-refused", "--transaction-size", "2",
+        stdin=b"a\nb\n")
+    wait_for_transaction(broker, "cli-refused", "CompleteCommit")
+    broker.faults.fail_requests("Produce", "CORRUPT_MESSAGE", count=1, topic="cli-tx-refused")
+    failed = cli(broker, "produce", "-t", "cli-tx-refused", "--transactional-id", "cli-refused", "--transaction-size",
+                 "2", stdin=b"c\nd\ne\n", check=False)
+    assert failed.returncode == 1
+    assert failed.stderr.decode().splitlines()[-1] == (
+        "Error: a transaction of 2 message(s) was not committed and is aborted: CORRUPT_MESSAGE: injected by "
+        "minikafka fault injection")
+    wait_for_transaction(broker, "cli-refused", "CompleteAbort")
+    state = broker.state.partition("cli-tx-refused", 0)
+    assert state.last_stable_offset == state.high_watermark  # aborted: nothing holds read_committed readers
+    assert [r.value for r in broker.state.records("cli-tx-refused", isolation_level="read_committed")] == [b"a",
+                                                                                                            b"b"]
+
+
+def test_an_open_transaction_is_listed_holds_the_lso_and_is_aborted_by_its_start_offset(broker):
+    topic = "cli-tx-open"
+    cli(broker, "topics", "create", "--topic", topic)
+    held = confluent_transaction(broker.bootstrap_servers, "cli-held", topic, [b"open-1", b"open-2"])
+    try:
+        cli(broker, "produce", "-t", topic, stdin=b"plain-1\nplain-2\n")
+        state = broker.state.partition(topic, 0)
+        assert (state.last_stable_offset, state.high_watermark) == (0, 4)  # held where the transaction began
+        txn = broker.state.transaction("cli-held")
+        assert (txn.state, txn.partitions, txn.timeout_ms) == ("Ongoing", [(topic, 0)], 300_000)
+
+        listed = kafka_table(cli(broker, "transactions", "list", "--state-filter", "Ongoing").stdout)
+        assert listed[1:] == [["cli-held", "1", str(txn.producer_id), "Ongoing"]]
+        assert kafka_table(cli(broker, "transactions", "list", "--state-filter", "CompleteCommit").stdout)[1:] == []
+        assert kafka_table(cli(broker, "transactions", "list", "--duration-filter", "600000").stdout)[1:] == []
+        assert kafka_table(cli(broker, "transactions", "list", "--producer-id-filter", str(txn.producer_id),
+                               "--transactional-id-pattern", "cli-h.*").stdout)[1:] == listed[1:]
+        described = kafka_table(cli(broker, "transactions", "describe", "--transactional-id", "cli-held").stdout)
+        assert described[0] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
+                                "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                                "TopicPartitions"]
+        row = described[1]
+        assert row[:6] + row[8:] == ["1", "cli-held", str(txn.producer_id), str(txn.producer_epoch), "Ongoing",
+                                     "300000", f"{topic}-0"]
+        assert int(row[6]) == txn.start_time_ms and int(row[7]) >= 0
+
+        # read_committed readers stop at the LSO: nothing of the partition is printed, and -e still ends.
+        assert cli(broker, "consume", "-t", topic, "-e", "--isolation-level", "read_committed").stdout == b""
+        assert cli(broker, "consume", "-t", topic, "-e").stdout == b"open-1\nopen-2\nplain-1\nplain-2\n"
+        # Its coordinator will end it (the partition is in its transaction): Kafka's tool counts it as not hanging.
+        hanging = cli(broker, "transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+        assert kafka_table(hanging.stdout)[1:] == []
+
+        assert cli(broker, "transactions", "abort", "-t", topic, "-p", "0", "--start-offset", "0").stdout == b""
+        state = broker.state.partition(topic, 0)
+        assert state.last_stable_offset == state.high_watermark == 5  # after the abort marker
+        assert [r.value for r in broker.state.records(topic, isolation_level="read_committed")] == [b"plain-1",
+                                                                                                     b"plain-2"]
+        again = cli(broker, "transactions", "abort", "-t", topic, "-p", "0", "--start-offset", "0", check=False)
+        assert again.returncode == 1
+        assert again.stderr.decode() == (f"Error: Could not find any open transactions starting at offset 0 on "
+                                         f"partition {topic}-0\n")
+    finally:
+        del held  # librdkafka's threads and connections go now, also when a failure keeps this frame
+
+
+def open_transaction_unknown_to_its_coordinator(bootstrap: str, transactional_id: str,
+                                                topic: str) -> tuple[int, int]:
+    """A hanging transaction, as producers could leave one before KIP-890: a transactional batch written to
+    partition 0 without AddPartitionsToTxn, so the coordinator's transaction does not include the partition and
+    will never end the partition's transaction (the broker must not verify transactional batches). Returns the
+    producer id and epoch."""
+    with RawConnection(bootstrap) as conn:
+        answers = []
+
+        def initialized() -> bool:  # the coordinator may still be loading __transaction_state
+            answers.append(conn.request(InitProducerIdRequest[4](transactional_id=transactional_id,
+                                                                 transaction_timeout_ms=60000, producer_id=-1,
+                                                                 producer_epoch=-1)))
+            return answers[-1].error_code == 0
+
+        wait_until(initialized, message="a producer id for the transactional id")
+        init = answers[-1]
+        builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20, transactional=True,
+                                       producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                                       base_sequence=0)
+        builder.append(timestamp=None, key=None, value=b"hanging", headers=[])
+        builder.close()
+        response = conn.request(ProduceRequest[9](transactional_id=transactional_id, acks=-1, timeout_ms=10000,
+                                                  topic_data=[(topic, [(0, bytes(builder.buffer()))])]))
+    assert response.responses[0].partition_responses[0].error_code == 0, response
+    return init.producer_id, init.producer_epoch
+
+
+def test_find_hanging_finds_what_no_coordinator_will_end_once_older_than_the_timeout(broker_factory):
+    broker = broker_factory(transaction_partition_verification_enable="false")
+    topic = "cli-tx-hanging"
+    cli(broker, "topics", "create", "--topic", topic)
+    producer_id, epoch = open_transaction_unknown_to_its_coordinator(broker.bootstrap_servers, "cli-ghost", topic)
+    assert broker.state.transaction("cli-ghost").partitions == []
+    assert broker.state.partition(topic, 0).last_stable_offset == 0
+
+    found = kafka_table(cli(broker, "transactions", "find-hanging", "--broker-id", "1",
+                            "--max-transaction-timeout", "0").stdout)
+    assert found[0] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                        "LastTimestamp", "Duration(min)"]
+    assert [row[:6] + row[7:] for row in found[1:]] == [[topic, "0", str(producer_id), str(epoch), "-1", "0", "0"]]
+    assert cli(broker, "transactions", "find-hanging", "-t", topic, "-p", "0", "--max-transaction-timeout",
+               "0").stdout == cli(broker, "transactions", "find-hanging", "-t", topic, "--max-transaction-timeout",
+                                  "0").stdout
+    # Younger than the default 15 minutes (Kafka's transaction.max.timeout.ms): a coordinator might still end it.
+    assert kafka_table(cli(broker, "transactions", "find-hanging", "--broker-id", "1").stdout)[1:] == []
+    # Broker 2 holds no replica of it.
+    assert kafka_table(cli(broker, "transactions", "find-hanging", "--broker-id", "2",
+                           "--max-transaction-timeout", "0").stdout)[1:] == []
+
+    cli(broker, "transactions", "abort", "-t", topic, "-p", "0", "--producer-id", str(producer_id),
+        "--producer-epoch", str(epoch), "--coordinator-epoch", "-1")
+    state = broker.state.partition(topic, 0)
+    assert state.last_stable_offset == state.high_watermark == 2
+    assert kafka_table(cli(broker, "transactions", "find-hanging", "--broker-id", "1",
+                           "--max-transaction-timeout", "0").stdout)[1:] == []
+
+
+@pytest.mark.parametrize("args, error", [
+    (["find-hanging"], "find-hanging needs --topic or --broker-id to limit the search"),
+    (["find-hanging", "--broker-id", "1", "--partition", "0"], "--partition needs --topic"),
+    (["find-hanging", "--topic", "cli-no-such-topic"], "Failed to describe topic 'cli-no-such-topic': "
+                                                       "UNKNOWN_TOPIC_OR_PARTITION: "),
+    (["abort", "-t", "t", "-p", "0"], "name the transaction to abort with --start-offset, or with --producer-id, "
+                                      "--producer-epoch and --coordinator-epoch"),
+    (["abort", "-t", "t", "-p", "0", "--start-offset", "0", "--producer-id", "1"],
+     "use either --start-offset or --producer-id"),
+    (["abort", "-t", "t", "-p", "0", "--producer-id", "1", "--producer-epoch", "0"],
+     "--producer-id needs --coordinator-epoch"),
+    (["describe", "--transactional-id", "cli-no-such-id"],
+     "Failed to describe transaction state of transactional-id `cli-no-such-id`: TRANSACTIONAL_ID_NOT_FOUND"),
+])
+def test_transactions_errors_are_one_line(minikafka_session_broker, args, error):
+    refused = cli(minikafka_session_broker, "transactions", *args, check=False)
+    assert refused.returncode == 1
+    lines = refused.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {error}"), lines
+
+
 # ---- faults --------------------------------------------------------------------------------------------------------
 
 def test_fault_commands_inject_list_and_clear(minikafka_broker):
@@ -311,7 +524,8 @@ def test_close_connections_and_shutdown_from_cli(minikafka_broker):
         socket.create_connection(("127.0.0.1", broker.port), timeout=1)
 
 
-@pytest.mark.parametrize("command", [["topics", "list"], ["fault", "list"], ["groups", "list"]])
+@pytest.mark.parametrize("command", [["topics", "list"], ["fault", "list"], ["groups", "list"],
+                                     ["transactions", "list"]])
 def test_unreachable_broker_is_a_one_line_error(command):
     with socket.socket() as unreachable:  # bound, never listening: connections are refused and no one else binds it
         unreachable.bind(("127.0.0.1", 0))

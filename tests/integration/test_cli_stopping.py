@@ -1,5 +1,6 @@
 """The client commands stopped as a user stops them (Ctrl-C, SIGTERM) and a group member's commit through a
-rebalance: a summary, the shell's exit code, and a consumer that leaves its group at once."""
+rebalance: a summary, the shell's exit code, a consumer that leaves its group at once, and a transactional producer
+that aborts its open transaction."""
 from __future__ import annotations
 
 import os
@@ -176,6 +177,30 @@ def test_produce_stopped_says_what_was_delivered_and_exits_as_shells_expect(mini
         assert producer.finish(STOP_BOUND_S) == 128 + signum
     summary = f"% Produced 3 messages to {topic}, 0 failed (stopped by {signal.Signals(signum).name})"
     assert producer.stderr.decode().splitlines()[-1] == summary
+
+
+def test_produce_in_transactions_stopped_aborts_the_open_transaction(minikafka_broker):
+    broker = minikafka_broker
+    topic = "stop-produce-transactions"
+    broker.state.create_topic(topic, partitions=1)
+    with command(broker.bootstrap_servers, "produce", "-t", topic, "--transactional-id", "stop-loader",
+                 "--transaction-size", "2", stdin=subprocess.PIPE) as producer:
+        assert producer.proc.stdin is not None
+        producer.proc.stdin.write(b"one\ntwo\nthree\n")
+        producer.proc.stdin.flush()  # and left open: "three" waits in an open transaction
+        wait_until(lambda: broker.state.partition(topic, 0).high_watermark == 4, WAIT_S,
+                   message="two committed records, their marker, and the open transaction's record")
+        assert broker.state.transaction("stop-loader").state == "Ongoing"  # the second one, holding "three"
+        producer.proc.send_signal(signal.SIGTERM)
+        assert producer.finish(STOP_BOUND_S) == 143
+    assert producer.stderr.decode().splitlines()[-1] == (
+        f"% Produced 2 messages to {topic} in 1 transaction(s), 1 aborted (stopped by SIGTERM)")
+    # EndTxn is answered before the markers are written, as in Kafka; CompleteAbort is logged after them.
+    wait_until(lambda: broker.state.transaction("stop-loader").state == "CompleteAbort", WAIT_S,
+               message="the coordinator to finish the abort")
+    state = broker.state.partition(topic, 0)
+    assert state.last_stable_offset == state.high_watermark == 5  # the abort marker, not the transaction timeout
+    assert [r.value for r in broker.state.records(topic, isolation_level="read_committed")] == [b"one", b"two"]
 
 
 def test_consume_stopped_by_sigterm_says_what_it_printed(minikafka_broker):

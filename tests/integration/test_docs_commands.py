@@ -2,7 +2,7 @@
 
 Every ```sh block of README.md and docs/*.md is read command by command (a trailing backslash continues a line,
 `&&` separates commands, `#` starts a comment), and each command is one of:
-- a client command (`minikafka topics|produce|consume|groups|fault ...`, or a printf piped into
+- a client command (`minikafka topics|produce|consume|groups|transactions|fault ...`, or a printf piped into
   `minikafka produce`): run through bash exactly as written, against the broker the block is about. That is a
   server the same block starts, or else a `minikafka.Broker()` the test starts for the file; the commands reach it
   through $MINIKAFKA_BOOTSTRAP_SERVER, the documented default of --bootstrap-server, and a documented port in the
@@ -68,6 +68,8 @@ NOT_RUN = [
     (r"^minikafka serve .*zookeeper\.connect=", "needs a ZooKeeper ensemble at the address given"),
     (r"^minikafka cluster .*--zookeeper$",
      "needs ZooKeeper and Java; tests/zookeeper/test_zk_cluster_handle.py runs this very command"),
+    (r"^minikafka transactions abort ",
+     "needs a hanging transaction at that offset; tests/integration/test_cli.py makes and aborts them"),
 ]
 READY_BROKER = "minikafka listening on "
 READY_CONTROLLER = "minikafka controller listening on "
@@ -159,7 +161,7 @@ def classify(command: str) -> tuple[str, str]:
         return "local", ""
     if words[1] in ("serve", "cluster"):
         return "server", words[1]
-    if words[1] in ("topics", "produce", "consume", "groups", "fault"):
+    if words[1] in ("topics", "produce", "consume", "groups", "transactions", "fault"):
         return "client", words[1]
     return "unknown", f"unknown minikafka subcommand {words[1]!r}"
 

@@ -1,4 +1,5 @@
-"""State inspection as a test uses it: what producers wrote, where offsets stand, what groups hold."""
+"""State inspection as a test uses it: what producers wrote, where offsets stand, what groups and transactions
+hold."""
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +9,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
+from kafka import KafkaProducer
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
-from minikafka.state import GroupState, PartitionState, Record
+from minikafka.state import GroupState, PartitionState, Record, TransactionState
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
 
@@ -41,7 +43,7 @@ def test_topics_and_partition_state(minikafka_broker):
     assert broker.state.topics(include_internal=True) == ["__consumer_offsets", "orders"]
     p0, p1 = broker.state.partitions("orders")
     assert p0 == PartitionState("orders", 0, leader=1, leader_epoch=p0.leader_epoch, replicas=[1], isr=[1],
-                                high_watermark=2, log_start_offset=0, log_end_offsets={1: 2})
+                                high_watermark=2, log_start_offset=0, log_end_offsets={1: 2}, last_stable_offset=2)
     assert p0.log_end_offset == 2
     assert (p1.partition, p1.high_watermark, p1.log_end_offsets) == (1, 1, {1: 1})
     assert broker.state.partition("orders", 1) == p1
@@ -78,6 +80,67 @@ def test_records_of_an_empty_or_unknown_topic(minikafka_broker):
     assert broker.state.records("empty") == []
     with pytest.raises(KeyError):
         broker.state.records("never-created-topic-x")
+
+
+def test_transactions_the_last_stable_offset_and_read_committed_records(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("txn", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="state-committer")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for value in (b"c0", b"c1"):
+            producer.send("txn", value, partition=0)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send("txn", b"x0", partition=0).get(timeout=20)
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+    # EndTxn is answered before the markers are written, as in Kafka; CompleteAbort is logged after them.
+    wait_until(lambda: broker.state.transaction("state-committer").state == "CompleteAbort",
+               message="the coordinator to finish the abort")
+    # The partition ends with an abort marker: a read stops there, at either isolation level.
+    assert [(r.offset, r.value) for r in broker.state.records("txn", 0, isolation_level="read_committed")] == [
+        (0, b"c0"), (1, b"c1")]
+    assert [(r.offset, r.value) for r in broker.state.records("txn", 0)] == [(0, b"c0"), (1, b"c1"), (3, b"x0")]
+    ended = broker.state.partition("txn", 0)
+    assert ended.last_stable_offset == ended.high_watermark == 5
+
+    held = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "state-holder",
+                              "transaction.timeout.ms": 300_000})
+    try:
+        held.init_transactions(30)
+        held.begin_transaction()
+        held.produce("txn", value=b"o0", partition=0)
+        held.produce("txn", value=b"o1", partition=1)
+        assert held.flush(30) == 0
+        confluent_produce(broker.bootstrap_servers, "txn", [{"value": b"plain", "partition": 0}])
+        p0, p1 = broker.state.partitions("txn")
+        assert (p0.last_stable_offset, p0.high_watermark) == (5, 7)  # held at the open transaction's first offset
+        assert (p1.last_stable_offset, p1.high_watermark) == (0, 1)
+        assert [r.value for r in broker.state.records("txn", isolation_level="read_committed")] == [b"c0", b"c1"]
+        assert [r.value for r in broker.state.records("txn")] == [b"c0", b"c1", b"x0", b"o0", b"plain", b"o1"]
+
+        committer, holder = broker.state.transactions()
+        assert holder == broker.state.transaction("state-holder")
+        assert isinstance(holder, TransactionState) and holder.start_time_ms is not None
+        assert (holder.transactional_id, holder.state, holder.partitions, holder.timeout_ms) == (
+            "state-holder", "Ongoing", [("txn", 0), ("txn", 1)], 300_000)
+        assert (committer.transactional_id, committer.state, committer.partitions) == (
+            "state-committer", "CompleteAbort", [])
+        assert holder.producer_id != committer.producer_id
+        with pytest.raises(KeyError):
+            broker.state.transaction("state-no-such-id")
+
+        held.abort_transaction(30)
+        wait_until(lambda: broker.state.transaction("state-holder").state == "CompleteAbort",
+                   message="the coordinator to finish the abort")
+        assert [r.value for r in broker.state.records("txn", isolation_level="read_committed")] == [b"c0", b"c1",
+                                                                                                     b"plain"]
+        assert broker.state.transaction("state-holder").state == "CompleteAbort"
+    finally:
+        del held  # librdkafka's threads and connections go now, also when a failure keeps this frame
 
 
 def test_group_members_assignment_and_committed_offsets(minikafka_broker):
@@ -140,7 +203,7 @@ def test_cluster_state_reports_each_replica(minikafka_cluster):
     confluent_produce(cluster.bootstrap_servers, "c", [{"value": b"1"}])
     state = cluster.state.partition("c", 0)
     assert state.leader == 1 and state.isr == [1]
-    assert state.log_end_offsets == {1: 1} and state.high_watermark == 1
+    assert state.log_end_offsets == {1: 1} and state.high_watermark == state.last_stable_offset == 1
 
 
 @pytest.mark.minikafka(config={"num.partitions": 3})

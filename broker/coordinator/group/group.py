@@ -429,8 +429,11 @@ class Group:
         """An open transaction holds an offset for `tp` (OffsetFetch with require_stable answers it unstable)."""
         return any(tp in offsets for offsets in self.pending_txn_offsets.values())
 
-    def pending_txn_partitions(self) -> set[tuple[str, int]]:
-        return {tp for offsets in self.pending_txn_offsets.values() for tp in offsets}
+    def offset_partitions(self) -> list[tuple[str, int]]:
+        """Every partition the group holds an offset for, committed or pending in a transaction (what deleting
+        all its offsets tombstones)."""
+        pending = (tp for offsets in self.pending_txn_offsets.values() for tp in offsets)
+        return list(dict.fromkeys([*self.offsets, *pending]))
 
     def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> None:
         """The producer's transaction ended: on COMMIT its offsets become the committed ones, except where a later

@@ -278,8 +278,7 @@ class GroupMetadataManager:
     def delete_group(self, group: Group) -> ErrorCode:
         """Tombstone the group and all its offsets, committed or pending in a transaction, then forget it; nothing
         changes if writing fails."""
-        records = [offset_commit_record(group.group_id, topic, p, None)
-                   for topic, p in group.offsets.keys() | group.pending_txn_partitions()]
+        records = [offset_commit_record(group.group_id, topic, p, None) for topic, p in group.offset_partitions()]
         records.append(group_metadata_record(group.group_id, None))
         error = self.append(self.partition_for(group.group_id), records, self.clock_ms())
         if error == ErrorCode.NONE:

@@ -61,8 +61,8 @@ class OffsetManager:
                                 group_instance_id: str | None, generation_id: int, api_version: int,
                                 is_transactional: bool = False) -> Group:
         """The group to commit to (a new simple group for a commit without generation to an unknown group), or
-        KafkaError. A transactional commit does without membership even in a group with members (the producer of
-        older clients knows none), and is not refused during a rebalance."""
+        KafkaError. A transactional commit without generation needs no membership even in a group with members
+        (TxnOffsetCommit before v3 carries none), and none is refused during a rebalance."""
         if group is None:
             if generation_id < 0:
                 log.info("creating simple group %s through a manual offset commit", group_id)
@@ -132,9 +132,15 @@ class OffsetManager:
         KafkaError. The offsets are written as a batch of the producer's transaction and stay pending in the group
         until its marker (GroupCoordinator.on_transaction_completed). As commit_offsets, offsets whose records fail
         to replicate are taken back. The generation is checked as OffsetCommit checks it, but an unknown group with
-        a generation is ILLEGAL_GENERATION in every version, and no membership is needed (Kafka 4.1)."""
+        a generation is ILLEGAL_GENERATION in every version, and no membership is needed (Kafka 4.1). No
+        transaction has a negative producer id or epoch: those are refused as Kafka's transaction verification
+        refuses them (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED), and are never written."""
         manager = self.group_manager
         manager.check_active(group_id)
+        if producer_id < 0:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"producer id {producer_id} has no transaction")
+        if producer_epoch < 0:
+            raise KafkaError(ErrorCode.PRODUCER_FENCED, f"producer epoch {producer_epoch} has no transaction")
         existing = manager.groups.get(group_id)
         group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
                                              api_version, is_transactional=True)
@@ -195,7 +201,8 @@ class OffsetManager:
         assert group_id is not None  # check_active refuses a null group id
         group = self.group_manager.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
-            return [] if partitions is None else [(topic, [(p, None) for p in indexes]) for topic, indexes in partitions]
+            return [] if partitions is None else [(topic, [(p, None) for p in indexes])
+                                                  for topic, indexes in partitions]
 
         def answer(tp: tuple[str, int]) -> OffsetAndMetadata | ErrorCode | None:
             if require_stable and group.has_pending_txn_offset(tp):
@@ -256,7 +263,7 @@ class OffsetManager:
         manager = self.group_manager
         removed = 0
         for group in list(manager.groups.values()):
-            gone = [tp for tp in group.offsets.keys() | group.pending_txn_partitions() if tp[0] == topic]
+            gone = [tp for tp in group.offset_partitions() if tp[0] == topic]
             if not gone:
                 continue
             records = [offset_commit_record(group.group_id, t, p, None) for t, p in gone]

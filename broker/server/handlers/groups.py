@@ -1,9 +1,9 @@
 """Consumer group APIs: FindCoordinator, the classic membership protocol, committed offsets, group admin.
 
-The group coordinator (broker/group_coordinator.py) and its offset manager (broker/offset_manager.py) hold the
-state; these handlers translate between the wire versions and them. KIP-848's ConsumerGroupHeartbeat (key 68) is
-deliberately absent: like a Kafka broker without the new protocol, it is not advertised and a request for it
-closes the connection.
+The group coordinator (broker/coordinator/group/group_coordinator.py) and its offset manager (offset_manager.py
+there) hold the state; these handlers translate between the wire versions and them. KIP-848's
+ConsumerGroupHeartbeat (key 68) is deliberately absent: like a Kafka broker without the new protocol, it is not
+advertised and a request for it closes the connection.
 
 Versions served, and what changes between them:
 - FindCoordinator (v0-6): v1+ names a key type: a group's coordinator is the leader of its __consumer_offsets
@@ -254,12 +254,13 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
         plan.append((t.name, parts))
     entry_errors: list[ErrorCode] = []
     if entries:
-        flexible = ctx.version >= 3
+        with_membership = ctx.version >= 3
         try:
             entry_errors = await _offset_manager(ctx).commit_transactional_offsets(
                 request.group_id, request.producer_id, request.producer_epoch,
-                request.member_id if flexible else "", request.group_instance_id if flexible else None,
-                request.generation_id if flexible else -1, entries, ctx.version)
+                request.member_id if with_membership else "",
+                request.group_instance_id if with_membership else None,
+                request.generation_id if with_membership else -1, entries, ctx.version)
         except KafkaError as exc:
             entry_errors = [exc.code] * len(entries)
             log.info("TxnOffsetCommit for group %s (transactional id %r, producer %d) refused: %s", request.group_id,

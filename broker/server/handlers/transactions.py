@@ -24,7 +24,9 @@ origin COORDINATOR, waiting at most request.timeout.ms; each partition is answer
 NOT_LEADER_OR_FOLLOWER where this broker does not lead it (the coordinator retries at the current leader),
 UNKNOWN_TOPIC_OR_PARTITION where it has no replica, INVALID_PRODUCER_EPOCH for a marker of an older producer epoch
 and TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the partition has seen (nothing is
-appended then). The markers of a request are written concurrently; the response comes when all are done. v1 is
+appended then). Once a marker is in a `__consumer_offsets` partition, the group coordinator makes the producer's
+transactional offset commits there committed (or drops them). The markers of a request are written concurrently;
+the response comes when all are done. v1 is
 flexible; v2 adds the transaction version of KIP-890, which changes nothing in what is written. An administrator's
 abort of a hanging transaction (KIP-664) is such a request, with the epochs DescribeProducers reported.
 
@@ -225,6 +227,13 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
             timeout_ms, -1, entries, client=ctx.client, stop_early=ctx.draining, origin=AppendOrigin.COORDINATOR)
         for tp, result in results.items():
             answers[i][tp] = result.error.code if result.error is not None else ErrorCode.NONE
+        # A transactional offset commit becomes visible (or is dropped) once its marker is written, as Kafka's
+        # onTransactionCompleted makes it.
+        offsets_partitions = [index for (topic, index), code in answers[i].items()
+                              if topic == GROUP_METADATA_TOPIC and code == ErrorCode.NONE]
+        if offsets_partitions:
+            ctx.services.group_coordinator.on_transaction_completed(marker.producer_id, offsets_partitions,
+                                                                    bool(marker.transaction_result))
 
     async with trio.open_nursery() as nursery:
         for i, marker in enumerate(request.markers):
