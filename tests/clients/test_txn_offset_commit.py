@@ -1,14 +1,14 @@
 """TxnOffsetCommit over the wire, against a broker process: offsets committed in a producer's transaction are not
 returned by OffsetFetch, which with require_stable answers their partitions UNSTABLE_OFFSET_COMMIT, until the
-transaction's marker in the group's `__consumer_offsets` partition; a broker loading that partition after a COMMIT
-marker serves them as committed offsets, after an ABORT marker not at all."""
+transaction's marker in the group's `__consumer_offsets` partition commits them (COMMIT) or drops them (ABORT); a
+broker loading that partition afterwards serves the same."""
 from __future__ import annotations
 
 import pytest
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, WriteTxnMarkersRequest
 
-from minikafka.broker.coordinator.group.group_metadata_manager import partition_for
+from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.protocol.errors import ErrorCode
 from tests.helpers import create_topic
 from tests.raw_client import RawConnection
@@ -80,13 +80,14 @@ def prepare(broker, group: str, producer_id: int, version: int) -> None:
 def test_offsets_committed_in_a_transaction_are_committed_by_its_marker(broker, version):
     group, producer_id = f"committing-v{version}", 7000 + version
     prepare(broker, group, producer_id, version)
+    committed = (E.NONE, {0: (10, E.NONE), 1: (11, E.NONE)})
     with RawConnection(broker.bootstrap_servers) as conn:
         write_marker(conn, producer_id, True, group)
+        assert offset_fetch(conn, 8, group, [0, 1], require_stable=True) == committed  # the marker committed them
 
     broker.kill()
     broker.start()  # loading the partition replays the transactional batch and its COMMIT marker
     with RawConnection(broker.bootstrap_servers) as conn:
-        committed = (E.NONE, {0: (10, E.NONE), 1: (11, E.NONE)})
         assert offset_fetch(conn, 8, group, [0, 1]) == committed
         assert offset_fetch(conn, 7, group, [0, 1], require_stable=True) == committed
 
@@ -94,13 +95,14 @@ def test_offsets_committed_in_a_transaction_are_committed_by_its_marker(broker, 
 def test_offsets_committed_in_an_aborted_transaction_are_dropped(broker):
     group, producer_id = "aborting", 7100
     prepare(broker, group, producer_id, 3)
+    nothing = (E.NONE, {0: (NO_OFFSET, E.NONE), 1: (NO_OFFSET, E.NONE)})
     with RawConnection(broker.bootstrap_servers) as conn:
         write_marker(conn, producer_id, False, group)
+        assert offset_fetch(conn, 8, group, [0, 1], require_stable=True) == nothing  # the marker dropped them
 
     broker.kill()
     broker.start()
     with RawConnection(broker.bootstrap_servers) as conn:
-        nothing = (E.NONE, {0: (NO_OFFSET, E.NONE), 1: (NO_OFFSET, E.NONE)})
         assert offset_fetch(conn, 8, group, [0, 1], require_stable=True) == nothing
         assert offset_fetch(conn, 7, group, [0, 1]) == nothing
 

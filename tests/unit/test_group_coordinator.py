@@ -6,6 +6,7 @@ from collections import defaultdict
 import pytest
 import trio
 
+from minikafka.broker.coordinator.coordinator_log import java_string_hashcode, partition_for
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minikafka.broker.coordinator.group.group import GroupState, OffsetAndMetadata
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
@@ -21,7 +22,6 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     group_metadata_record,
     offset_commit_record,
 )
-from minikafka.broker.coordinator.group.group_metadata_manager import java_string_hashcode, partition_for
 from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
 from minikafka.broker.replication.delayed_produce import produce_key
 from minikafka.broker.replication.purgatory import Purgatory

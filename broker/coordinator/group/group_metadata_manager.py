@@ -16,7 +16,6 @@ them without looking at every group.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import time
@@ -24,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.broker.coordinator.group.group import Group, GroupState, Member, OffsetAndMetadata
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import (
@@ -58,22 +58,6 @@ class MetadataLog(Protocol):
     def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
 
     async def wait_replicated(self, partition: int) -> ErrorCode: ...
-
-
-@functools.lru_cache(maxsize=65536)
-def java_string_hashcode(value: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow), which Kafka uses to place groups."""
-    h = 0
-    data = value.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 class GroupMetadataManager:
