@@ -8,7 +8,6 @@ the group's committed offsets are the input's end offsets.
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -16,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import minikafka
 from tests.cluster.cluster_modes import CLUSTER_MODES
-from tests.cluster.test_transactions_failover import coordinator_of
+from tests.cluster.test_transactions_failover import coordinator_of, read_committed
 from tests.copier_worker import copied, start
 from tests.helpers import wait_until
 
@@ -33,21 +32,6 @@ def fill(bootstrap: str) -> list[bytes]:
         producer.produce(SOURCE, value, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
     return values
-
-
-def read_committed(bootstrap: str, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    try:
-        consumer.assign([TopicPartition(SINK, p, 0) for p in range(PARTITIONS)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(m.value() for m in consumer.consume(1000, timeout=0.3) if m.error() is None)
-        got.extend(m.value() for m in consumer.consume(1000, timeout=1.0) if m.error() is None)
-        return got
-    finally:
-        consumer.close()
 
 
 def committed_offsets(bootstrap: str) -> dict[int, int]:
@@ -83,7 +67,7 @@ def test_copier_copies_exactly_once_through_leader_coordinator_and_copier_kills(
             copier.kill()
             copier.wait(30)
             copier = start(cluster.bootstrap_servers, SOURCE, SINK, GROUP, TRANSACTIONAL_ID, progress)
-            output = read_committed(cluster.bootstrap_servers, RECORDS)
+            output = read_committed(cluster.bootstrap_servers, RECORDS, SINK)
         finally:
             copier.kill()
             copier.wait(30)

@@ -57,11 +57,12 @@ def end(producer: Producer, commit: bool) -> bool:
             time.sleep(0.1)  # retriable: call again to resume
 
 
-def read_committed(bootstrap: str, expected: int) -> list[bytes]:
+def read_committed(bootstrap: str, expected: int, topic: str = TOPIC) -> list[bytes]:
+    """The values of the topic's partitions at read_committed, read until `expected` came (or a minute passed)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     try:
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         got: list[bytes] = []
         deadline = time.monotonic() + CONSUME_S
         while len(got) < expected and time.monotonic() < deadline:

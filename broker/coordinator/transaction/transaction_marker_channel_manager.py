@@ -63,35 +63,31 @@ class TransactionMarkerChannelManager:
                 self._nursery = None
 
     def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata,
-                                complete: TxnTransitMetadata, on_complete: Callable[[ErrorCode], None] | None = None
-                                ) -> None:
+                                complete: TxnTransitMetadata) -> None:
         """Write the markers of `metadata`'s transaction (in PrepareCommit or PrepareAbort), then `complete`."""
         if self._nursery is None:
             log.warning("markers of %r not sent: the coordinator is not running", metadata.transactional_id)
             return
-        self._nursery.start_soon(self._complete, coordinator_epoch, commit, metadata, complete, on_complete)
+        self._nursery.start_soon(self._complete, coordinator_epoch, commit, metadata, complete)
 
     def remove_markers_for_txn_topic_partition(self, partition: int) -> None:
         for scope in self._scopes.pop(partition, set()):
             scope.cancel()
 
     async def _complete(self, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata,
-                        complete: TxnTransitMetadata, on_complete: Callable[[ErrorCode], None] | None) -> None:
+                        complete: TxnTransitMetadata) -> None:
         transactional_id = metadata.transactional_id
         txn_partition = self.state_manager.partition_for(transactional_id)
         scope = trio.CancelScope()
         self._scopes[txn_partition].add(scope)
-        error = ErrorCode.NOT_COORDINATOR
         try:
             with scope:
                 if await self._write_markers(coordinator_epoch, commit, metadata):
-                    error = await self._write_completion(coordinator_epoch, metadata, complete)
+                    await self._write_completion(coordinator_epoch, metadata, complete)
         except Exception:  # a bug here must not take the broker down; the next coordinator resends the markers
             log.exception("ending the transaction of %r failed", transactional_id)
         finally:
             self._scopes[txn_partition].discard(scope)
-            if on_complete is not None:
-                on_complete(error)
 
     def _still_coordinating(self, coordinator_epoch: int, metadata: TransactionMetadata) -> bool:
         try:
@@ -159,12 +155,12 @@ class TransactionMarkerChannelManager:
                     answers[(topic.name, p.partition_index)] = ErrorCode(p.error_code)
 
     async def _write_completion(self, coordinator_epoch: int, metadata: TransactionMetadata,
-                                complete: TxnTransitMetadata) -> ErrorCode:
+                                complete: TxnTransitMetadata) -> None:
         while True:
             error = await self.state_manager.append_transaction_to_log(metadata.transactional_id, coordinator_epoch,
                                                                        complete, retry_on_error=True)
             if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 if error == ErrorCode.NONE:
                     log.debug("transaction %r completed: %s", metadata.transactional_id, complete.txn_state.state_name)
-                return error
+                return
             await trio.sleep(RETRY_BACKOFF_S)
