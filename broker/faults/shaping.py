@@ -79,6 +79,9 @@ SHAPES: dict[ApiKey, list[Shape]] = {
     ApiKey.DELETE_RECORDS: [(_t("topics", "topics"), _p("partitions", "partitions"))],
     ApiKey.OFFSET_FOR_LEADER_EPOCH: [(_t("topics", "topics"), _p("partitions", "partitions"))],
     ApiKey.TXN_OFFSET_COMMIT: [(_t("topics", "topics"), _p("partitions", "partitions"))],
+    # The producer's form (v0-3); the brokers' batched form (v4+) is answered whole, by its top-level error.
+    ApiKey.ADD_PARTITIONS_TO_TXN: [(_t("v3_and_below_topics", "results_by_topic_v3_and_below"),
+                                    _p("partitions", "results_by_partition"))],
     ApiKey.DESCRIBE_CONFIGS: [(_r("resources", "results"),)],
     ApiKey.ALTER_CONFIGS: [(_r("resources", "responses"),)],
     ApiKey.CREATE_PARTITIONS: [(_t("topics", "results"),)],
@@ -175,8 +178,9 @@ def prune(answering: Answering, container: Any, shape: Shape, target: int,
 
 def _set_error(obj: Any, code: ErrorCode) -> None:
     fields = obj._struct.fields
-    if "error_code" in fields:
-        obj.error_code = int(code)
+    for name in ("error_code", "partition_error_code"):
+        if name in fields:
+            setattr(obj, name, int(code))
     if "error_message" in fields:
         obj.error_message = INJECTED_MESSAGE
     for name, field in fields.items():

@@ -4,6 +4,9 @@ a transaction past its timeout, and the coordinator's errors as Kafka answers th
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -354,3 +357,63 @@ def test_open_transactions_and_last_stable_offsets_survive_kill_9(broker):
     assert _producer_states(broker.bootstrap_servers) == producers
     assert _last_stable_offsets(broker.bootstrap_servers) == stable
     assert consume(broker.bootstrap_servers, "read_committed", 2) == [b"a-0", b"a-2"]
+
+
+PAUSED_PRODUCER = """
+import sys, time
+from confluent_kafka import KafkaException, Producer
+producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "paused-tx",
+                     "transaction.timeout.ms": 1000})
+producer.init_transactions(30)
+producer.begin_transaction()
+producer.produce(sys.argv[2], value=b"paused-0", partition=0)
+producer.flush(30)
+print("ready", flush=True)
+sys.stdin.readline()  # the test pauses the process here, then lets it go on
+try:
+    producer.commit_transaction(30)
+    print("committed", flush=True)
+except KafkaException as exc:
+    print("refused", exc.args[0].name(), flush=True)
+"""
+
+
+def test_a_paused_producers_transaction_is_aborted_at_its_timeout_and_its_commit_refused(broker_factory):
+    broker = broker_factory(transaction_abort_timed_out_transaction_cleanup_interval_ms=100)
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    process = subprocess.Popen([sys.executable, "-c", PAUSED_PRODUCER, broker.bootstrap_servers, TOPIC],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout.readline().strip() == "ready"
+        process.send_signal(signal.SIGSTOP)
+        wait_until(lambda: broker.state.transaction("paused-tx").state == "CompleteAbort", timeout=30,
+                   message="the coordinator to abort the paused producer's transaction")
+        assert broker.state.partition(TOPIC, 0).last_stable_offset == broker.state.partition(TOPIC, 0).high_watermark
+        process.send_signal(signal.SIGCONT)
+        process.stdin.write("go on\n")
+        process.stdin.flush()
+        answer = process.stdout.readline().split()
+        assert answer[0] == "refused", answer  # its epoch was bumped by the abort: the late commit is fenced
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
+        process.wait(30)
+    assert consume(broker.bootstrap_servers, "read_committed", 0) == []
+
+
+def test_injected_coordinator_errors_reach_the_producer(broker):
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    producer = confluent_producer(broker.bootstrap_servers, "faulted-tx")
+    retried = broker.faults.fail_requests("EndTxn", "CONCURRENT_TRANSACTIONS", count=2)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"committed-0", partition=0)
+    producer.commit_transaction(30)  # retried by the client until the fault is used up
+    assert broker.faults.list() == [] and retried.kind == "error"
+    broker.faults.fail_requests("AddPartitionsToTxn", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", count=1)
+    producer.begin_transaction()
+    with pytest.raises(KafkaException) as raised:
+        producer.produce(TOPIC, value=b"refused-0", partition=0)
+        producer.commit_transaction(30)
+    assert raised.value.args[0].fatal()
+    assert consume(broker.bootstrap_servers, "read_committed", 1) == [b"committed-0"]
