@@ -1,5 +1,6 @@
-"""Transactions on a three-broker cluster (replication factor 3, acks=all), in both controller modes, while the
-test kills -9 the transaction coordinator of the producer's transactional id and, later, a partition leader.
+"""Transactions on a three-broker cluster (replication factor 3, acks=all), in both controller modes: kafka-python's
+and aiokafka's transactional producers, and confluent-kafka's while the test kills -9 the transaction coordinator of
+the producer's transactional id and, later, a partition leader.
 
 The producer commits transactions of records over three partitions and aborts every third one; a transaction whose
 commit failed is aborted and written again, as an application does. Afterwards a read_committed consumer sees
@@ -8,11 +9,14 @@ aborted-transaction indexes (`.txnindex`), as Kafka's replicas do.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka import KafkaProducer
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 import minikafka
@@ -150,3 +154,45 @@ def test_a_new_coordinator_completes_a_commit_its_killed_predecessor_prepared(tm
         successor = coordinator_of(cluster, TRANSACTIONAL_ID)
         assert successor != coordinator.node_id
         coordinator.start()
+
+
+def _kafka_python_transaction(bootstrap: str, values: list[bytes], commit: bool) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"kafka-python-{commit}")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i, value in enumerate(values):
+            producer.send(TOPIC, value=value, partition=i % PARTITIONS)
+        producer.flush()
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+
+
+def _aiokafka_transaction(bootstrap: str, values: list[bytes], commit: bool) -> None:
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aiokafka-{commit}")
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            for i, value in enumerate(values):
+                await (await producer.send(TOPIC, value=value, partition=i % PARTITIONS))
+            await (producer.commit_transaction() if commit else producer.abort_transaction())
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
+def test_each_clients_transactions_on_a_cluster(tmp_path, zookeeper):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper) as cluster:
+        cluster.state.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
+                                   config={"min.insync.replicas": 2})
+        committed: list[bytes] = []
+        for name, transaction in (("kafka-python", _kafka_python_transaction), ("aiokafka", _aiokafka_transaction)):
+            kept = [b"%s-committed-%d" % (name.encode(), i) for i in range(6)]
+            transaction(cluster.bootstrap_servers, kept, True)
+            transaction(cluster.bootstrap_servers, [b"%s-aborted-%d" % (name.encode(), i) for i in range(3)], False)
+            committed.extend(kept)
+        assert sorted(read_committed(cluster.bootstrap_servers, len(committed))) == sorted(committed)
