@@ -60,8 +60,10 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    # Kafka's default transaction timeout: a transaction that outlives it (a failover on a loaded machine) would be
+    # aborted by the coordinator and this producer fenced, which ends the copier.
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                         "transaction.timeout.ms": 10000, "linger.ms": 5})
+                         "transaction.timeout.ms": 60000, "linger.ms": 5})
     producer.init_transactions(60)
     consumer.subscribe([source])
     total = copied(progress)
