@@ -28,8 +28,11 @@ class OffsetReader:
     """Answers "which partitions" and "which offsets" with one long-lived consumer.
 
     Offsets come from ListOffsets requests (librdkafka's offsets_for_times, where -2 and -1 ask
-    for the earliest and the latest offset). The consumer is created on first use, so objects
-    holding an OffsetReader can be pickled before they talk to the cluster; `close` releases it.
+    for the earliest and the latest offset). They carry the consumer's isolation level, so under
+    read_committed "latest" is the last stable offset (the first offset of the oldest open
+    transaction), and a timestamp past it finds nothing. The consumer is created on first use, so
+    objects holding an OffsetReader can be pickled before they talk to the cluster; `close` releases
+    it.
     """
 
     def __init__(self, config: ReadConfig, subscription: Subscription) -> None:

@@ -35,7 +35,7 @@ class Earliest:
 
 @dataclass(frozen=True)
 class Latest:
-    """The end (high watermark) of every partition."""
+    """The end of every partition: its high watermark, or its last stable offset under read_committed."""
 
 
 @dataclass(frozen=True)

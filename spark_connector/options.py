@@ -26,6 +26,9 @@ from .offsets import (
 from .subscription import Subscription, parse_subscription
 
 BOOTSTRAP = "kafka.bootstrap.servers"
+ISOLATION_LEVEL = "kafka.isolation.level"
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
 
 _CONSUMER_REFUSED = {
     "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead",
@@ -92,21 +95,31 @@ class ReadConfig:
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    isolation_level: str
 
     def consumer(self) -> Consumer:
         """A consumer that reads assigned partitions and never commits or resets offsets itself.
 
         librdkafka requires a group id even without group membership; a fresh one keeps
-        consumers apart. Like Spark (the Java client's default), it reads uncommitted records.
+        consumers apart. The isolation level decides what "latest" means (the high watermark, or
+        the last stable offset under read_committed) as well as which records come. The end of a
+        partition is reported as an event, so a reader can tell that offsets it is still missing
+        hold no record for it (transaction markers, aborted records).
         """
         config = {
             "group.id": f"minikafka-spark-{uuid.uuid4().hex}",
-            "isolation.level": "read_uncommitted",
             "max.partition.fetch.bytes": str(8 * 1024 * 1024),
             "allow.auto.create.topics": "false",
         }
         config.update(self.properties)
-        config.update({"enable.auto.commit": "false", "auto.offset.reset": "error"})
+        config.update(
+            {
+                "isolation.level": self.isolation_level,
+                "enable.auto.commit": "false",
+                "auto.offset.reset": "error",
+                "enable.partition.eof": "true",
+            }
+        )
         return Consumer(config)
 
 
@@ -121,6 +134,21 @@ class SourceOptions:
     fail_on_no_timestamp_match: bool
     max_offsets_per_trigger: int | None
     min_partitions: int | None
+
+
+def _isolation_level(options: Mapping[str, str]) -> str:
+    """kafka.isolation.level, checked here rather than by the client on an executor.
+
+    The values are those of the Java client, which Spark's source hands the option to, and are
+    just as case-sensitive; read_uncommitted is its default.
+    """
+    value = options.get(ISOLATION_LEVEL, READ_UNCOMMITTED)
+    if value not in (READ_COMMITTED, READ_UNCOMMITTED):
+        raise ValueError(
+            f"Invalid value {value} for configuration isolation.level (option '{ISOLATION_LEVEL}'): "
+            f"String must be one of: {READ_COMMITTED}, {READ_UNCOMMITTED}"
+        )
+    return value
 
 
 def _starting_spec(options: Mapping[str, str], default: OffsetSpec) -> OffsetSpec:
@@ -174,11 +202,14 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     if strategy not in ("error", "latest"):
         raise ValueError(f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
     _require_bootstrap(options, "consumer")
+    properties = client_properties(options, _CONSUMER_REFUSED)
+    properties.pop("isolation.level", None)
     read = ReadConfig(
-        properties=tuple(sorted(client_properties(options, _CONSUMER_REFUSED).items())),
+        properties=tuple(sorted(properties.items())),
         include_headers=_bool(options, "includeHeaders", False),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         poll_timeout_ms=_positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        isolation_level=_isolation_level(options),
     )
     return SourceOptions(
         read=read,

@@ -1,11 +1,13 @@
-"""Kafka helpers for the Spark tests, on kafka-python: topics, producing, reading back."""
+"""Kafka helpers for the Spark tests: topics, producing, reading back (kafka-python), transactions (confluent-kafka)."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
+from typing import NamedTuple
 
+from confluent_kafka import KafkaError, Message, Producer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
@@ -72,3 +74,72 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> N
         admin.delete_records({TopicPartition(topic, partition): before})
     finally:
         admin.close()
+
+
+Row = tuple[int, int, str]  # partition, offset, value
+
+
+class TransactionalTopic(NamedTuple):
+    """What `produce_transactions` wrote, as (partition, offset, value) rows sorted by partition and offset."""
+
+    committed: list[Row]  # what read_committed reads: committed records before the last stable offset
+    aborted: list[Row]
+    uncommitted: list[Row]  # what read_uncommitted reads: every record, the open transaction's too
+    ends: dict[int, tuple[int, int]]  # partition: (last stable offset, high watermark)
+    open_producer: Producer  # its transaction is still open
+
+
+TXN_PARTITIONS = 3
+
+
+def _transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
+    # The open transaction must outlive a test's reads: the coordinator aborts it only after this timeout.
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(30)
+    return producer
+
+
+def produce_transactions(bootstrap: str, topic: str) -> TransactionalTopic:
+    """Committed and aborted transactions over TXN_PARTITIONS partitions, then one left open.
+
+    Every transaction ends in a marker that takes an offset in each partition it wrote. Aborted
+    records are flushed before the abort, so they are in the log. Partition 1's last transaction
+    before the open one is aborted, so its last stable offset comes right after an abort marker.
+    Committed records written after the open transaction began on partitions 0 and 1 lie past
+    their last stable offset; partition 2 has no open transaction and ends with a commit marker.
+    """
+    create_topic(bootstrap, topic, partitions=TXN_PARTITIONS)
+    written: dict[str, list[Row]] = {"committed": [], "aborted": [], "open": []}
+
+    def send(producer: Producer, prefix: str, count: int, partitions: Sequence[int], fate: str) -> None:
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            assert error is None, error
+            written[fate].append((message.partition(), message.offset(), message.value().decode()))
+
+        producer.begin_transaction()
+        for i in range(count):
+            value = f"{prefix}-{i}".encode()
+            producer.produce(topic, value=value, partition=partitions[i % len(partitions)], on_delivery=delivered)
+        producer.flush(30)
+        if fate == "aborted":
+            producer.abort_transaction(30)
+        elif fate == "committed":
+            producer.commit_transaction(30)
+
+    everywhere = range(TXN_PARTITIONS)
+    producer = _transactional_producer(bootstrap, f"{topic}-tx")
+    send(producer, "committed", 12, everywhere, "committed")
+    send(producer, "aborted", 6, everywhere, "aborted")
+    send(producer, "committed-again", 6, everywhere, "committed")
+    send(producer, "aborted-in-1", 4, [1], "aborted")
+    open_producer = _transactional_producer(bootstrap, f"{topic}-open-tx")
+    send(open_producer, "open", 4, [0, 1], "open")
+    send(producer, "late", 6, everywhere, "committed")
+
+    every = sorted(row for rows in written.values() for row in rows)
+    high = {p: max(o for p_, o, _ in every if p_ == p) + 2 for p in everywhere}  # the last commit marker's + 1
+    stable = {p: min((o for p_, o, _ in written["open"] if p_ == p), default=high[p]) for p in everywhere}
+    committed = sorted(row for row in written["committed"] if row[1] < stable[row[0]])
+    return TransactionalTopic(committed, sorted(written["aborted"]), every,
+                              {p: (stable[p], high[p]) for p in everywhere}, open_producer)

@@ -57,6 +57,15 @@ def test_option_names_are_case_insensitive_and_kafka_properties_pass_through():
     assert options.max_offsets_per_trigger == 10
 
 
+def test_isolation_level_defaults_to_read_uncommitted_and_reaches_the_consumer_only_as_checked():
+    assert parse_source_options({**BASE, "subscribe": "a"}, streaming=False).read.isolation_level == "read_uncommitted"
+    read = parse_source_options(
+        {**BASE, "subscribe": "a", "KAFKA.ISOLATION.LEVEL": "read_committed"}, streaming=True
+    ).read
+    assert read.isolation_level == "read_committed"
+    assert "isolation.level" not in dict(read.properties)
+
+
 def test_starting_timestamp_wins_over_starting_offsets():
     options = parse_source_options(
         {**BASE, "subscribe": "a", "startingOffsets": "earliest", "startingTimestamp": "1000"}, streaming=True
@@ -77,6 +86,7 @@ def test_starting_timestamp_wins_over_starting_offsets():
         ({"subscribe": "a", "minPartitions": "0"}, False, "positive integer"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, False, "'true' or 'false'"),
         ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, False, "startingOffsets"),
+        ({"subscribe": "a", "kafka.isolation.level": "READ_COMMITTED"}, False, "one of: read_committed, read_"),
     ],
 )
 def test_invalid_source_options(extra, streaming, message):
