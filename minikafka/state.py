@@ -13,13 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from minikafka.control_client import ControlClient
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 DEFAULT_TIMEOUT_S = 15.0
 
+
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class PartitionState:
@@ -239,6 +241,18 @@ class State:
 
     # ---- groups (kafka-python admin: ListGroups, DescribeGroups, OffsetFetch) --------------------------------------
 
+    def _with_admin(self, call: Callable[[Any], T]) -> T:
+        """`call` with the admin client kept between calls; one whose broker restarted since (kill and start) has a
+        dead connection, so it is replaced once and the call made again."""
+        with quiet_schema_loading():
+            from kafka.errors import KafkaConnectionError, NodeNotReadyError
+
+        try:
+            return call(self._admin_client())
+        except (KafkaConnectionError, NodeNotReadyError):
+            self.close()
+            return call(self._admin_client())
+
     def _admin_client(self):
         if self._admin is None:
             with quiet_schema_loading():
@@ -254,20 +268,20 @@ class State:
         the broker's num.partitions / default.replication.factor."""
         spec = {"num_partitions": partitions, "replication_factor": replication_factor,
                 "configs": {k: str(v) for k, v in (config or {}).items()}}
-        self._admin_client().create_topics({name: spec})
+        self._with_admin(lambda admin: admin.create_topics({name: spec}))
 
     def delete_topic(self, name: str) -> None:
-        self._admin_client().delete_topics([name])
+        self._with_admin(lambda admin: admin.delete_topics([name]))
 
     def groups(self) -> list[str]:
-        return sorted({g["group_id"] for g in self._admin_client().list_groups()})
+        return sorted({g["group_id"] for g in self._with_admin(lambda admin: admin.list_groups())})
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
-        offsets = self._admin_client().list_group_offsets({group_id: None}).get(group_id, {})
+        offsets = self._with_admin(lambda admin: admin.list_group_offsets({group_id: None})).get(group_id, {})
         return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
     def group(self, group_id: str) -> GroupState:
-        described = self._admin_client().describe_groups([group_id])[group_id]
+        described = self._with_admin(lambda admin: admin.describe_groups([group_id]))[group_id]
         if described.get("error"):
             raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
         members = [GroupMember(m["member_id"], m["client_id"], m["client_host"], m.get("group_instance_id"),
@@ -281,9 +295,9 @@ class State:
     def transactions(self) -> list[TransactionState]:
         """Every transactional id the transaction coordinators know, in any state, sorted by id: what
         `kafka-transactions.sh list` finds, described as `describe` does."""
-        admin = self._admin_client()
-        ids = sorted({t.transactional_id for listed in admin.list_transactions().values() for t in listed})
-        described = admin.describe_transactions(ids) if ids else {}
+        listings = self._with_admin(lambda admin: admin.list_transactions())
+        ids = sorted({t.transactional_id for listed in listings.values() for t in listed})
+        described = self._with_admin(lambda admin: admin.describe_transactions(ids)) if ids else {}
         return [_transaction_state(i, described[i]) for i in ids]
 
     def transaction(self, transactional_id: str) -> TransactionState:
@@ -292,7 +306,7 @@ class State:
             from kafka.errors import TransactionalIdNotFoundError
 
         try:
-            described = self._admin_client().describe_transactions([transactional_id])
+            described = self._with_admin(lambda admin: admin.describe_transactions([transactional_id]))
         except TransactionalIdNotFoundError:
             raise KeyError(f"unknown transactional id {transactional_id!r}") from None
         return _transaction_state(transactional_id, described[transactional_id])

@@ -417,3 +417,27 @@ def test_injected_coordinator_errors_reach_the_producer(broker):
         producer.commit_transaction(30)
     assert raised.value.args[0].fatal()
     assert consume(broker.bootstrap_servers, "read_committed", 1) == [b"committed-0"]
+
+
+def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(broker_factory):
+    broker = broker_factory(transactional_id_expiration_ms=1500,
+                            transaction_remove_expired_transaction_cleanup_interval_ms=100)
+    admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    producer = confluent_producer(broker.bootstrap_servers, "expiring-tx")
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"committed-0", partition=0)
+    producer.commit_transaction(30)
+    assert broker.state.transaction("expiring-tx").state in ("PrepareCommit", "CompleteCommit")
+
+    def expired() -> bool:
+        try:
+            broker.state.transaction("expiring-tx")
+        except KeyError:
+            return True
+        return False
+
+    wait_until(expired, timeout=30, message="the idle transactional id to expire")
+    broker.kill()
+    broker.start()  # the tombstone in __transaction_state keeps it gone
+    assert expired()
+    assert consume(broker.bootstrap_servers, "read_committed", 1) == [b"committed-0"]
