@@ -102,6 +102,8 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "transaction.partition.verification.enable": (bool, True),
+    "add.partitions.to.txn.retry.backoff.ms": (int, 20),
+    "add.partitions.to.txn.retry.backoff.max.ms": (int, 100),
     "producer.id.expiration.ms": (int, 86400000),
     "producer.id.expiration.check.interval.ms": (int, 600000),
     # The port of the Prometheus metrics endpoint (0: a free one); none by default.

@@ -203,6 +203,13 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer's transaction at this epoch is open here (a transaction version 2 producer's next
+        transaction, at the epoch its last EndTxn bumped to, is not the same one)."""
+        entry = self._producers.get(producer_id)
+        return (entry is not None and entry.current_txn_first_offset is not None
+                and entry.producer_epoch == producer_epoch)
+
     def last_entries(self) -> dict[int, ProducerStateEntry]:
         """Snapshot of all producer states, for inspection and DescribeProducers."""
         return dict(self._producers)

@@ -182,17 +182,25 @@ class CoordinatorLog:
         for batch in self.replay_batches(partition):
             yield from batch.records
 
-    def replay_batches(self, partition: int) -> Iterator[ReplayedBatch]:
+    def replay_batches(self, partition: int, max_bytes: int = READ_CHUNK_BYTES) -> Iterator[ReplayedBatch]:
         """Every batch of one partition in log order: its keyed records, and for a transaction's batches the
-        producer and, for a control batch, the end marker it holds."""
-        hosted = self._replica_manager.get_partition(self.topic, partition)
-        if hosted is None:
-            return
-        the_log = hosted.log
-        offset = the_log.log_start_offset
-        end = the_log.log_end_offset
-        while offset < end:
-            data = bytes(the_log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True))
+        producer and, for a control batch, the end marker it holds. The log is read `max_bytes` at a time (a bigger
+        first batch whole; Kafka's coordinators read their load.buffer.size), and the replica and its log end
+        offset are looked up again for each read, so a caller may yield to the event loop between batches: a
+        replica gone meanwhile ends the replay, and a log start offset moved past the next read raises
+        OffsetOutOfRangeError."""
+        offset: int | None = None
+        while True:
+            hosted = self._replica_manager.get_partition(self.topic, partition)
+            if hosted is None:
+                return
+            the_log = hosted.log
+            if offset is None:
+                offset = the_log.log_start_offset
+            end = the_log.log_end_offset
+            if offset >= end:
+                return
+            data = bytes(the_log.read(offset, max_bytes, max_offset=end, min_one_message=True))
             if not data:
                 break
             next_offset = offset

@@ -1,18 +1,20 @@
-"""A partition leader asks the transaction coordinator whether a partition is in a producer's transaction before
-it appends the producer's first transactional batch there (KIP-890 part 1; Kafka's AddPartitionsToTxnManager).
+"""A partition leader asks the transaction coordinator about a partition before it appends a producer's first
+transactional batch there (KIP-890; Kafka's AddPartitionsToTxnManager): whether the partition is in the
+transaction (part 1, verify), or to add it (part 2, a transaction version 2 client that sends no AddPartitionsToTxn).
 
 Without the check, a batch that arrives after its transaction was aborted (a slow retry) would open a transaction
 no coordinator knows of, and hold the partition's last stable offset forever. The question is an
-AddPartitionsToTxn v4 request with verify_only, sent over the inter-broker listener to the leader of the id's
-`__transaction_state` partition. Its answers become produce errors as Kafka's do: PRODUCER_FENCED is
-INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE only for producers that know it (Produce v11+), INVALID_TXN_STATE for
-the others; a coordinator that cannot be reached, moved or is busy (CONCURRENT_TRANSACTIONS) becomes
-NOT_ENOUGH_REPLICAS, which every client retries without refreshing its metadata.
+AddPartitionsToTxn v4+ request, verify_only unless adding, sent over the inter-broker listener to the leader of
+the id's `__transaction_state` partition. What the request version of the client's Produce or TxnOffsetCommit says
+it understands picks the operation (Kafka's TransactionSupportedOperation): below Produce v11 / TxnOffsetCommit v4
+TRANSACTION_ABORTABLE is answered as INVALID_TXN_STATE; from Produce v12 / TxnOffsetCommit v5 the partition is
+added. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH, which producers handle there.
 """
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from enum import Enum
 
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
 
@@ -26,12 +28,33 @@ from minikafka.protocol.internal_topics import TRANSACTION_STATE_TOPIC
 log = logging.getLogger("minikafka.add_partitions_to_txn_manager")
 
 TopicPartition = tuple[str, int]
-VERIFY_VERSION = 4
-# Produce versions above this understand TRANSACTION_ABORTABLE (KIP-890).
-GENERIC_ERROR_PRODUCE_VERSION = 10
-_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset((
-    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR))
+ADD_PARTITIONS_TO_TXN_VERSION = 5
+
+
+class TransactionSupportedOperation(Enum):
+    """What a client's request version says it understands (Kafka's TransactionSupportedOperation)."""
+
+    DEFAULT_ERROR = "default error"  # verify; TRANSACTION_ABORTABLE unknown to the client
+    GENERIC_ERROR_SUPPORTED = "generic error supported"  # verify
+    ADD_PARTITION = "add partition"  # add the partition (transaction version 2)
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self is TransactionSupportedOperation.ADD_PARTITION
+
+    @classmethod
+    def for_produce(cls, version: int) -> TransactionSupportedOperation:
+        return cls._by_version(version, generic_from=11, add_from=12)
+
+    @classmethod
+    def for_txn_offset_commit(cls, version: int) -> TransactionSupportedOperation:
+        return cls._by_version(version, generic_from=4, add_from=5)
+
+    @classmethod
+    def _by_version(cls, version: int, *, generic_from: int, add_from: int) -> TransactionSupportedOperation:
+        if version >= add_from:
+            return cls.ADD_PARTITION
+        return cls.GENERIC_ERROR_SUPPORTED if version >= generic_from else cls.DEFAULT_ERROR
 
 
 class AddPartitionsToTxnManager:
@@ -39,27 +62,26 @@ class AddPartitionsToTxnManager:
         self.metadata_cache = metadata_cache
         self.clients = clients
 
-    async def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                 partitions: list[TopicPartition], produce_version: int) -> dict[TopicPartition,
-                                                                                                 ErrorCode]:
-        """The produce error of each partition that is not verified to be in the transaction; {} when all are."""
-        errors = await self._ask_coordinator(transactional_id, producer_id, producer_epoch, partitions)
-        generic = produce_version > GENERIC_ERROR_PRODUCE_VERSION
+    async def add_or_verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                        partitions: list[TopicPartition], operation: TransactionSupportedOperation
+                                        ) -> dict[TopicPartition, ErrorCode]:
+        """The coordinator's error for each partition it did not verify (or add); {} when all are in."""
+        errors = await self._ask_coordinator(transactional_id, producer_id, producer_epoch, partitions,
+                                             verify_only=not operation.supports_epoch_bump)
         answer = {}
         for tp, code in errors.items():
             if code == ErrorCode.NONE:
                 continue
             if code == ErrorCode.PRODUCER_FENCED:
                 code = ErrorCode.INVALID_PRODUCER_EPOCH
-            elif code == ErrorCode.TRANSACTION_ABORTABLE and not generic:
+            elif code == ErrorCode.TRANSACTION_ABORTABLE and operation is TransactionSupportedOperation.DEFAULT_ERROR:
                 code = ErrorCode.INVALID_TXN_STATE
-            if code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS:
-                code = ErrorCode.NOT_ENOUGH_REPLICAS
             answer[tp] = code
         return answer
 
     async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                               partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                               partitions: list[TopicPartition], *, verify_only: bool
+                               ) -> dict[TopicPartition, ErrorCode]:
         def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return dict.fromkeys(partitions, code)
 
@@ -74,10 +96,10 @@ class AddPartitionsToTxnManager:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for name, index in partitions:
             by_topic[name].append(index)
-        R = AddPartitionsToTxnRequest[VERIFY_VERSION]
+        R = AddPartitionsToTxnRequest[ADD_PARTITIONS_TO_TXN_VERSION]
         T = R.AddPartitionsToTxnTransaction
         request = R(transactions=[T(transactional_id=transactional_id, producer_id=producer_id,
-                                    producer_epoch=producer_epoch, verify_only=True,
+                                    producer_epoch=producer_epoch, verify_only=verify_only,
                                     topics=[T.AddPartitionsToTxnTopic(name=name, partitions=indexes)
                                             for name, indexes in by_topic.items()])])
         try:

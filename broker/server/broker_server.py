@@ -45,6 +45,7 @@ from minikafka.broker.metadata.dynamic_config import (
     LEADER_REPLICATION_THROTTLED_RATE,
     REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
 )
+from minikafka.broker.metadata.features import TRANSACTION_VERSION, finalized_level
 from minikafka.broker.metadata.kraft_metadata_source import KRaftMetadataSource
 from minikafka.broker.metadata.metadata_cache import MetadataCache
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
@@ -337,7 +338,8 @@ class BrokerServer:
                                                    self.faults.marker_holds.is_held)
 
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
-                                            self.producer_ids.generate_producer_id, lambda: TransactionVersion.TV_0)
+                                            self.producer_ids.generate_producer_id,
+                                            lambda: TransactionVersion(finalized_level(TRANSACTION_VERSION)))
 
     def _broker_clients(self, client_id: str) -> BrokerClients:
         """Connections to the brokers on the inter-broker listener, for one of the broker's inter-broker senders."""

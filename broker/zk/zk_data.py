@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from minikafka.broker.metadata.features import SupportedVersionRange
 from minikafka.storage.partition_metadata import uuid_from_str, uuid_to_str
 
 TopicPartition = tuple[str, int]
@@ -246,12 +247,6 @@ class EndPoint:
     def connection_string(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.listener_name}://{host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class SupportedVersionRange:
-    min_version: int
-    max_version: int
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,20 @@
 """TxnOffsetCommit over the wire, against a broker process: offsets committed in a producer's transaction are not
 returned by OffsetFetch, which with require_stable answers their partitions UNSTABLE_OFFSET_COMMIT, until the
 transaction's marker in the group's `__consumer_offsets` partition commits them (COMMIT) or drops them (ABORT); a
-broker loading that partition afterwards serves the same."""
+broker loading that partition afterwards serves the same.
+
+Each test opens a real transaction (InitProducerId, then AddOffsetsToTxn below v5, whose commit adds the partition
+itself) and writes the marker by hand, as the coordinator would, to see the group's side alone."""
 from __future__ import annotations
 
 import pytest
 from kafka.protocol.consumer.group import OffsetFetchRequest
-from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, WriteTxnMarkersRequest
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
+)
 
 from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.protocol.errors import ErrorCode
@@ -19,7 +27,24 @@ NO_OFFSET = -1
 E = ErrorCode
 
 
-def txn_offset_commit(conn: RawConnection, version: int, group: str, producer_id: int,
+Producer = tuple[str, int, int]  # transactional id, producer id, epoch
+
+
+def begin(conn: RawConnection, transactional_id: str) -> Producer:
+    """A transactional producer, from the coordinator (this broker)."""
+    init = conn.request(InitProducerIdRequest[4](transactional_id=transactional_id, transaction_timeout_ms=600_000,
+                                                 producer_id=-1, producer_epoch=-1))
+    assert init.error_code == E.NONE
+    return transactional_id, init.producer_id, init.producer_epoch
+
+
+def add_offsets(conn: RawConnection, producer: Producer, group: str) -> None:
+    transactional_id, producer_id, epoch = producer
+    assert conn.request(AddOffsetsToTxnRequest[3](transactional_id=transactional_id, producer_id=producer_id,
+                                                  producer_epoch=epoch, group_id=group)).error_code == E.NONE
+
+
+def txn_offset_commit(conn: RawConnection, version: int, group: str, producer: Producer,
                       offsets: dict[tuple[str, int], int], *, generation: int = -1,
                       member: str = "") -> dict[tuple[str, int], int]:
     R = TxnOffsetCommitRequest[version]
@@ -28,8 +53,9 @@ def txn_offset_commit(conn: RawConnection, version: int, group: str, producer_id
     for (topic, partition), offset in offsets.items():
         by_topic.setdefault(topic, []).append(T.TxnOffsetCommitRequestPartition(
             partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="m"))
-    response = conn.request(R(transactional_id=f"tx-{producer_id}", group_id=group, producer_id=producer_id,
-                              producer_epoch=0, generation_id=generation, member_id=member, group_instance_id=None,
+    transactional_id, producer_id, epoch = producer
+    response = conn.request(R(transactional_id=transactional_id, group_id=group, producer_id=producer_id,
+                              producer_epoch=epoch, generation_id=generation, member_id=member, group_instance_id=None,
                               topics=[T(name=topic, partitions=parts) for topic, parts in by_topic.items()]))
     return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
@@ -51,20 +77,24 @@ def offset_fetch(conn: RawConnection, version: int, group: str, partitions: list
     return error, {p.partition_index: (p.committed_offset, p.error_code) for t in topics for p in t.partitions}
 
 
-def write_marker(conn: RawConnection, producer_id: int, commit: bool, group: str) -> None:
+def write_marker(conn: RawConnection, producer: Producer, commit: bool, group: str) -> None:
     """The transaction coordinator's marker for the group's partition of `__consumer_offsets`."""
+    _, producer_id, epoch = producer
     partition = partition_for(group, OFFSETS_PARTITIONS)
     response = conn.request(WriteTxnMarkersRequest[1](markers=[
-        (producer_id, 0, commit, [(OFFSETS_TOPIC, [partition])], 0)]))
+        (producer_id, epoch, commit, [(OFFSETS_TOPIC, [partition])], 0)]))
     assert [p.error_code for m in response.markers for t in m.topics for p in t.partitions] == [E.NONE]
 
 
-def prepare(broker, group: str, producer_id: int, version: int) -> None:
+def prepare(broker, group: str, version: int) -> Producer:
     """The group's transactional commit of offsets 10 and 11, pending, whatever OffsetFetch version asks."""
     with RawConnection(broker.bootstrap_servers) as conn:
         conn.find_coordinator(group)
         create_topic(conn, TOPIC, 2)
-        assert txn_offset_commit(conn, version, group, producer_id, {
+        producer = begin(conn, f"tx-{group}")
+        if version < 5:
+            add_offsets(conn, producer, group)
+        assert txn_offset_commit(conn, version, group, producer, {
             (TOPIC, 0): 10, (TOPIC, 1): 11, (TOPIC, 7): 12, ("missing", 0): 13}) == {
             (TOPIC, 0): E.NONE, (TOPIC, 1): E.NONE,
             (TOPIC, 7): E.UNKNOWN_TOPIC_OR_PARTITION, ("missing", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
@@ -74,15 +104,16 @@ def prepare(broker, group: str, producer_id: int, version: int) -> None:
                 E.NONE, {0: (NO_OFFSET, E.NONE), 1: (NO_OFFSET, E.NONE)})
         for fetch_version in (7, 8):
             assert offset_fetch(conn, fetch_version, group, [0, 1], require_stable=True) == (E.NONE, pending)
+    return producer
 
 
 @pytest.mark.parametrize("version", [0, 3, 5])
 def test_offsets_committed_in_a_transaction_are_committed_by_its_marker(broker, version):
-    group, producer_id = f"committing-v{version}", 7000 + version
-    prepare(broker, group, producer_id, version)
+    group = f"committing-v{version}"
+    producer = prepare(broker, group, version)
     committed = (E.NONE, {0: (10, E.NONE), 1: (11, E.NONE)})
     with RawConnection(broker.bootstrap_servers) as conn:
-        write_marker(conn, producer_id, True, group)
+        write_marker(conn, producer, True, group)
         assert offset_fetch(conn, 8, group, [0, 1], require_stable=True) == committed  # the marker committed them
 
     broker.kill()
@@ -93,11 +124,11 @@ def test_offsets_committed_in_a_transaction_are_committed_by_its_marker(broker, 
 
 
 def test_offsets_committed_in_an_aborted_transaction_are_dropped(broker):
-    group, producer_id = "aborting", 7100
-    prepare(broker, group, producer_id, 3)
+    group = "aborting"
+    producer = prepare(broker, group, 3)
     nothing = (E.NONE, {0: (NO_OFFSET, E.NONE), 1: (NO_OFFSET, E.NONE)})
     with RawConnection(broker.bootstrap_servers) as conn:
-        write_marker(conn, producer_id, False, group)
+        write_marker(conn, producer, False, group)
         assert offset_fetch(conn, 8, group, [0, 1], require_stable=True) == nothing  # the marker dropped them
 
     broker.kill()
@@ -108,15 +139,16 @@ def test_offsets_committed_in_an_aborted_transaction_are_dropped(broker):
 
 
 def test_an_open_transaction_stays_pending_across_a_restart(broker):
-    group, producer_id = "still-open", 7200
-    prepare(broker, group, producer_id, 5)
+    group = "still-open"
+    producer = prepare(broker, group, 5)
     broker.kill()
     broker.start()
     with RawConnection(broker.bootstrap_servers) as conn:
         assert offset_fetch(conn, 7, group, [0, 1], require_stable=True) == (
             E.NONE, {0: (NO_OFFSET, E.UNSTABLE_OFFSET_COMMIT), 1: (NO_OFFSET, E.UNSTABLE_OFFSET_COMMIT)})
         # A commit with a generation needs the group's: this one has none (a simple group, generation 0).
-        assert txn_offset_commit(conn, 3, group, producer_id, {(TOPIC, 0): 20}, generation=5, member="m") == {
+        assert txn_offset_commit(conn, 3, group, producer, {(TOPIC, 0): 20}, generation=5, member="m") == {
             (TOPIC, 0): E.UNKNOWN_MEMBER_ID}
-        assert txn_offset_commit(conn, 3, "no-such-group", producer_id, {(TOPIC, 0): 20}, generation=5,
+        add_offsets(conn, producer, "no-such-group")
+        assert txn_offset_commit(conn, 3, "no-such-group", producer, {(TOPIC, 0): 20}, generation=5,
                                  member="m") == {(TOPIC, 0): E.ILLEGAL_GENERATION}

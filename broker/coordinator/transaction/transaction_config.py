@@ -16,6 +16,7 @@ class TransactionConfig:
     remove_expired_transactional_ids_interval_ms: int = 3600000
     request_timeout_ms: int = 30000  # request.timeout.ms: a state write's and a marker request's wait
     partition_verification_enable: bool = True  # transaction.partition.verification.enable (KIP-890)
+    load_buffer_size: int = 5242880  # transaction.state.log.load.buffer.size: one read of a partition's load
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> TransactionConfig:
@@ -29,4 +30,5 @@ class TransactionConfig:
                 "transaction.remove.expired.transaction.cleanup.interval.ms"),
             request_timeout_ms=config.get("request.timeout.ms"),
             partition_verification_enable=config.get("transaction.partition.verification.enable"),
+            load_buffer_size=max(1, config.get("transaction.state.log.load.buffer.size")),
         )

@@ -75,14 +75,20 @@ class TransactionCoordinator:
         self.marker_manager = marker_manager
         self.generate_producer_id = generate_producer_id
         self.clock_ms = clock_ms
+        # The partition loads running, each in its cancel scope, in the nursery of `run` once it is open.
+        self._loads: dict[int, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        """The marker sender and the periodic aborts and expirations, until cancelled."""
+        """The marker sender, the partition loads and the periodic aborts and expirations, until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.marker_manager.run)
             self.state_manager.active = True
+            self._nursery = nursery
+            for partition, coordinator_epoch in self.state_manager.loading_partitions.items():
+                self._start_load(partition, coordinator_epoch)  # elected before the coordinator ran
             nursery.start_soon(self._every, self.config.abort_timed_out_transactions_interval_ms,
                                self.abort_timed_out_transactions)
             nursery.start_soon(self._every, self.config.remove_expired_transactional_ids_interval_ms,
@@ -92,6 +98,8 @@ class TransactionCoordinator:
                 await trio.sleep_forever()
             finally:
                 self.state_manager.active = False
+                self._nursery = None
+                self._loads.clear()  # cancelled with the nursery
 
     @staticmethod
     async def _every(interval_ms: int, action: Callable[[], Awaitable[object]]) -> None:
@@ -100,17 +108,52 @@ class TransactionCoordinator:
             await action()
 
     def on_elected(self, partition: int, coordinator_epoch: int) -> None:
-        """This broker now leads `partition` of `__transaction_state`: serve its ids, and finish the commits and
-        aborts its previous coordinator had prepared."""
+        """This broker now leads `partition` of `__transaction_state` (Kafka's onElection): its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS while a task loads them, off the caller's path, since a large partition takes
+        long; then they are served and the commits and aborts its previous coordinator had prepared are finished.
+        A load of an earlier election stops; an election before `run` is loaded once it runs; an empty partition is
+        served at once."""
         self.marker_manager.remove_markers_for_txn_topic_partition(partition)
-        for metadata in self.state_manager.load_transactions_for_partition(partition, coordinator_epoch):
-            commit = metadata.state is TransactionState.PREPARE_COMMIT
-            complete = metadata.prepare_complete(self.clock_ms())
-            self.marker_manager.add_txn_markers_to_send(coordinator_epoch, commit, metadata, complete)
+        self._cancel_load(partition)
+        if self.state_manager.add_loading_partition(partition, coordinator_epoch) and self._nursery is not None:
+            self._start_load(partition, coordinator_epoch)
 
     def on_resigned(self, partition: int) -> None:
+        """This broker no longer leads `partition` (Kafka's onResignation): its load stops, its ids and their
+        markers go."""
+        self._cancel_load(partition)
         self.state_manager.remove_transactions_for_partition(partition)
         self.marker_manager.remove_markers_for_txn_topic_partition(partition)
+
+    def _start_load(self, partition: int, coordinator_epoch: int) -> None:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        self._loads[partition] = scope
+        self._nursery.start_soon(self._load, partition, coordinator_epoch, scope,
+                                 name=f"load of {self.state_manager.transaction_log.topic}-{partition}")
+
+    def _cancel_load(self, partition: int) -> None:
+        scope = self._loads.pop(partition, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _load(self, partition: int, coordinator_epoch: int, scope: trio.CancelScope) -> None:
+        """Load one partition's ids (Kafka's loadTransactionsForTxnTopicPartition), then hand the transactions it
+        finds prepared to the marker sender, in the same step as they are installed: no request comes between."""
+        try:
+            with scope:
+                prepared = await self.state_manager.load_transactions_for_partition(partition, coordinator_epoch)
+                for metadata in prepared or ():
+                    commit = metadata.state is TransactionState.PREPARE_COMMIT
+                    complete = metadata.prepare_complete(self.clock_ms())
+                    self.marker_manager.add_txn_markers_to_send(coordinator_epoch, commit, metadata, complete)
+        except Exception:  # a bug met by one load must not stop the coordinator; its ids answer NOT_COORDINATOR
+            log.exception("loading partition %d of the transaction state failed", partition)
+            if self.state_manager.loading_partitions.get(partition) == coordinator_epoch:
+                self.state_manager.remove_transactions_for_partition(partition)
+        finally:
+            if self._loads.get(partition) is scope:
+                del self._loads[partition]
 
     # ---- InitProducerId ------------------------------------------------------------------------------------
 
@@ -139,7 +182,7 @@ class TransactionCoordinator:
             # Abort the ongoing transaction first; the client retries and then gets a second bump.
             ended = await self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
                                                 commit=False, is_from_client=False,
-                                                client_transaction_version=metadata.client_transaction_version)
+                                                client_transaction_version=self.state_manager.transaction_version())
             return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS if ended.error == ErrorCode.NONE
                                         else ended.error)
         error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
@@ -254,27 +297,34 @@ class TransactionCoordinator:
                 log.warning("the epoch fence of transactional id %r was not written (%s)", transactional_id,
                             error.name)
             return EndTxnResult(error)
-        return self._send_markers(transactional_id, coordinator_epoch, metadata, producer_id, producer_epoch, commit)
+        return self._send_markers(transactional_id, coordinator_epoch, metadata, producer_id, producer_epoch, commit,
+                                  client_transaction_version)
 
     async def _prepare_end(self, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
                            is_from_client: bool, client_transaction_version: TransactionVersion
                            ) -> tuple[TxnTransitMetadata, bool] | EndTxnResult:
         """The transit EndTxn writes, and whether it completes an epoch fence; or the answer when nothing is to be
-        written. Raises KafkaError for the errors Kafka answers before writing."""
+        written. Raises KafkaError for the errors Kafka answers before writing.
+
+        Transaction version 2 (EndTxn v5, and the coordinator's own aborts when the cluster is at version 2) bumps
+        the epoch at every end, so the epoch alone tells a retry (the request's epoch is one below) from the next
+        transaction's end (the same epoch): from Empty, CompleteCommit or CompleteAbort, an abort at the current
+        epoch ends an empty transaction (with a bump), a retry of the end that got there is answered as the first
+        was, and anything else is INVALID_TXN_STATE.
+        """
         fencing = metadata.pending_state is TransactionState.PREPARE_EPOCH_FENCE
-        tv2 = not fencing and metadata.client_transaction_version.supports_epoch_bump
-        retry_on_overflow = (tv2 and metadata.prev_producer_id == producer_id
-                             and producer_epoch == MAX_PRODUCER_EPOCH - 1 and metadata.producer_epoch == 0)
-        retry_on_epoch_bump = tv2 and metadata.producer_epoch == producer_epoch + 1
         state = metadata.state
-        if tv2:
-            if state in (TransactionState.ONGOING, TransactionState.EMPTY, TransactionState.DEAD,
-                         TransactionState.PREPARE_EPOCH_FENCE):
-                valid_epoch = producer_epoch == metadata.producer_epoch
-            elif state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+        tv2 = client_transaction_version.supports_epoch_bump
+        retry_on_overflow = (tv2 and not fencing and metadata.prev_producer_id == producer_id
+                             and producer_epoch == MAX_PRODUCER_EPOCH - 1 and metadata.producer_epoch == 0)
+        retry_on_epoch_bump = tv2 and not fencing and metadata.producer_epoch == producer_epoch + 1
+        if tv2 and not fencing:
+            if state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
                 valid_epoch = retry_on_epoch_bump
+            elif state in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
+                valid_epoch = retry_on_epoch_bump or retry_on_overflow or producer_epoch == metadata.producer_epoch
             else:
-                valid_epoch = retry_on_epoch_bump or retry_on_overflow
+                valid_epoch = producer_epoch == metadata.producer_epoch
         else:
             valid_epoch = ((not is_from_client or producer_epoch == metadata.producer_epoch)
                            and producer_epoch >= metadata.producer_epoch)
@@ -284,39 +334,75 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.PRODUCER_FENCED, f"producer epoch {producer_epoch} is fenced")
         if metadata.pending_transition_in_progress and not fencing:
             raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, "a transition is in progress")
-        if state is TransactionState.ONGOING:
+        is_retry = retry_on_epoch_bump or retry_on_overflow
+        result = "commit" if commit else "abort"
+
+        async def prepare(new_state: TransactionState, no_partition_added: bool) -> tuple[TxnTransitMetadata, bool]:
             next_producer_id = NO_PRODUCER_ID
-            if client_transaction_version.supports_epoch_bump and not fencing and metadata.is_producer_epoch_exhausted:
+            if tv2 and not fencing and metadata.is_producer_epoch_exhausted:
                 next_producer_id = await self.generate_producer_id()
-            if not commit and fencing:
+            epoch_fence = fencing and new_state is TransactionState.PREPARE_ABORT
+            if epoch_fence:
+                # The fence's bumped epoch becomes the transaction's as its abort is prepared.
                 metadata.pending_state = None
                 metadata.producer_epoch = producer_epoch
                 metadata.last_producer_epoch = NO_PRODUCER_EPOCH
-            new_state = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
             return (metadata.prepare_abort_or_commit(new_state, client_transaction_version, next_producer_id,
-                                                     self.clock_ms(), no_partition_added=False),
-                    not commit and fencing)
-        ok_state, retry_state = ((TransactionState.COMPLETE_COMMIT, TransactionState.PREPARE_COMMIT) if commit
-                                 else (TransactionState.COMPLETE_ABORT, TransactionState.PREPARE_ABORT))
-        if state is ok_state:
+                                                     self.clock_ms(), no_partition_added), epoch_fence)
+
+        def invalid() -> KafkaError:
+            log.debug("transactional id %r is %s; EndTxn(%s) refused", metadata.transactional_id, state.state_name,
+                      result)
+            return KafkaError(ErrorCode.INVALID_TXN_STATE, f"the transaction is {state.state_name}")
+
+        def current() -> EndTxnResult:
             return EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
-        if state is retry_state:
-            raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, f"the transaction is {state.state_name}")
+
+        if state is TransactionState.ONGOING:
+            return await prepare(TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT, False)
+        if state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            if commit == (state is TransactionState.PREPARE_COMMIT):
+                raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, f"the transaction is {state.state_name}")
+            raise invalid()
         if state in (TransactionState.DEAD, TransactionState.PREPARE_EPOCH_FENCE):
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"transactional id {metadata.transactional_id!r} is "
                                                              f"{state.state_name}, which it should never be here")
-        log.debug("transactional id %r is %s; EndTxn(%s) refused", metadata.transactional_id, state.state_name,
-                  "commit" if commit else "abort")
-        raise KafkaError(ErrorCode.INVALID_TXN_STATE, f"the transaction is {state.state_name}")
+        if not tv2:
+            if state is (TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT):
+                return current()
+            raise invalid()
+        if state is TransactionState.COMPLETE_COMMIT:
+            if commit:
+                if is_retry:
+                    return current()
+                raise invalid()
+            if is_retry:
+                raise invalid()
+            return await prepare(TransactionState.PREPARE_ABORT, True)
+        if state is TransactionState.COMPLETE_ABORT:
+            if commit:
+                raise invalid()
+            if is_retry:
+                return current()
+            return await prepare(TransactionState.PREPARE_ABORT, True)
+        if commit:  # Empty
+            raise invalid()
+        return await prepare(TransactionState.PREPARE_ABORT, True)
 
     def _send_markers(self, transactional_id: str, coordinator_epoch: int, metadata: TransactionMetadata,
-                      producer_id: int, producer_epoch: int, commit: bool) -> EndTxnResult:
-        """After PrepareCommit/PrepareAbort is written: answer the client, and have the markers written."""
+                      producer_id: int, producer_epoch: int, commit: bool,
+                      client_transaction_version: TransactionVersion) -> EndTxnResult:
+        """After PrepareCommit/PrepareAbort is written: answer the client with the producer id and epoch it goes on
+        with (a version 2 end bumped the epoch, and may move to the next producer id), and have the markers
+        written."""
         current = self._current(transactional_id)
         if current is None or current.coordinator_epoch != coordinator_epoch or current.metadata is not metadata:
             return EndTxnResult(ErrorCode.NOT_COORDINATOR)
         if metadata.producer_id != producer_id:
             return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        bumped = client_transaction_version.supports_epoch_bump and metadata.producer_epoch == producer_epoch + 1
+        if metadata.producer_epoch != producer_epoch and not bumped:
+            return EndTxnResult(ErrorCode.PRODUCER_FENCED)
         if metadata.pending_transition_in_progress:
             return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         expected = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
@@ -324,7 +410,7 @@ class TransactionCoordinator:
             return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         complete = metadata.prepare_complete(self.clock_ms())
         self.marker_manager.add_txn_markers_to_send(coordinator_epoch, commit, metadata, complete)
-        return EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
+        return EndTxnResult(ErrorCode.NONE, complete.producer_id, complete.producer_epoch)
 
     def _current(self, transactional_id: str) -> CoordinatorEpochAndTxnMetadata | None:
         try:
@@ -352,7 +438,7 @@ class TransactionCoordinator:
                      metadata.txn_timeout_ms)
             ended = await self._end_transaction(txn.transactional_id, fence.producer_id, fence.producer_epoch,
                                                 commit=False, is_from_client=False,
-                                                client_transaction_version=metadata.client_transaction_version)
+                                                client_transaction_version=self.state_manager.transaction_version())
             if ended.error != ErrorCode.NONE:
                 log.info("abort of timed-out transactional id %r: %s", txn.transactional_id, ended.error.name)
 

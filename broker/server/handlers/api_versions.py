@@ -4,21 +4,35 @@ Each API is advertised with the range its handler accepts (its schema's versions
 range where Kafka advertises more than it serves (Produce). A request newer than v4 is answered in v0 with
 UNSUPPORTED_VERSION and the list, so the client can retry with a version both sides know (KIP-511); that answer
 is made by kafka_apis, without a handler. v1+ carries the throttle time; v3+ is flexible and brings the
-client's software name and version, which are read past; no features (KIP-584) are advertised.
+client's software name and version, which are read past, and answers with the features this broker supports and
+the levels its cluster has finalized (KIP-584; `transaction.version` 2, which moves the Java 4.x producer to
+KIP-890's second transaction protocol).
 """
 from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
+from minikafka.broker.metadata.features import FINALIZED_FEATURES, FINALIZED_FEATURES_EPOCH, SUPPORTED_FEATURES
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
+FEATURES_VERSION = 3
+
 
 async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiMessage:
-    return ctx.response(error_code=ErrorCode.NONE, api_keys=ctx.services.api_versions.api_version_list(ctx.version),
-                        throttle_time_ms=0)
+    api_keys = ctx.services.api_versions.api_version_list(ctx.version)
+    if ctx.version < FEATURES_VERSION:
+        return ctx.response(error_code=ErrorCode.NONE, api_keys=api_keys, throttle_time_ms=0)
+    R = ctx.response_class
+    return ctx.response(
+        error_code=ErrorCode.NONE, api_keys=api_keys, throttle_time_ms=0,
+        supported_features=[R.SupportedFeatureKey(name=name, min_version=r.min_version, max_version=r.max_version)
+                            for name, r in SUPPORTED_FEATURES.items()],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[R.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                            for name, level in FINALIZED_FEATURES.items()])
 
 
 HANDLERS = {ApiKey.API_VERSIONS: handle_api_versions}

@@ -36,8 +36,10 @@ Versions served, and what changes between them:
   generation (-1) needs no membership, and one to an unknown group creates it (a generation there is
   ILLEGAL_GENERATION); v2+ the committed leader epoch; v3+ flexible, with member id, generation and group
   instance id checked as OffsetCommit checks them (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), but
-  not refused during a rebalance; v4 and v5 change nothing here (KIP-890's TRANSACTION_ABORTABLE comes from
-  transaction verification, which this broker does not do).
+  not refused during a rebalance. Before anything is written, the group's `__consumer_offsets` partition is
+  checked to be in the producer's transaction (KIP-890 part 1, with transaction.partition.verification.enable: for
+  all partitions INVALID_TXN_STATE, from v4 TRANSACTION_ABORTABLE, when no AddOffsetsToTxn added it;
+  INVALID_PRODUCER_EPOCH for a fenced producer) or, from v5 (transaction version 2), added to it.
 - OffsetDelete (v0): a group with members may delete only if it uses the "consumer" protocol type (NON_EMPTY_GROUP
   otherwise), and only offsets of topics it does not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 - DescribeGroups (v0-6): v3+ authorized operations when asked for; v4+ members' group instance ids; v5+ flexible;
@@ -54,6 +56,7 @@ from typing import Any
 from minikafka.broker.coordinator.group.group import SyncResult
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry, OffsetManager
+from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import ZERO_UUID, resolve_topic
 from minikafka.broker.server.handlers.transactions import find_transaction_coordinator
@@ -256,6 +259,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
     if entries:
         with_membership = ctx.version >= 3
         try:
+            await _verify_offsets_partition(ctx, request)
             entry_errors = await _offset_manager(ctx).commit_transactional_offsets(
                 request.group_id, request.producer_id, request.producer_epoch,
                 request.member_id if with_membership else "",
@@ -270,6 +274,39 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
         PR(partition_index=index, error_code=next(results) if code is None else code) for index, code in parts])
         for name, parts in plan]
     return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+async def _verify_offsets_partition(ctx: RequestContext, request: Any) -> None:
+    """KIP-890: the group's `__consumer_offsets` partition must be in the producer's transaction before its offsets
+    are written there: checked with the transaction coordinator (v0-4, when transaction.partition.verification.enable)
+    or added to the transaction (v5, transaction version 2, whose client sends no AddOffsetsToTxn). Raises the
+    request's error as Kafka's group coordinator answers it: a coordinator that cannot be reached is
+    COORDINATOR_LOAD_IN_PROGRESS, which clients retry without looking the group coordinator up again."""
+    operation = TransactionSupportedOperation.for_txn_offset_commit(ctx.version)
+    if not (operation.supports_epoch_bump or ctx.services.config.get("transaction.partition.verification.enable")):
+        return
+    if request.producer_id < 0 or request.producer_epoch < 0:
+        return  # refused by the coordinator, which knows no such transaction
+    tp = (GROUP_METADATA_TOPIC, _offset_manager(ctx).group_manager.partition_for(request.group_id))
+    partition = ctx.services.replica_manager.get_partition(*tp)
+    if partition is None or not partition.is_leader:
+        return  # not this broker's group: the coordinator answers NOT_COORDINATOR
+    if partition.log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
+        return
+    errors = await ctx.services.add_partitions_to_txn.add_or_verify_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, [tp], operation)
+    error = errors.get(tp)
+    if error is not None:
+        raise KafkaError(_TXN_OFFSET_COMMIT_VERIFICATION_ERRORS.get(error, error),
+                         f"the offsets partition is not in the transaction: {error.name}")
+
+
+_TXN_OFFSET_COMMIT_VERIFICATION_ERRORS = {
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 async def handle_offset_commit(ctx: RequestContext, request) -> object:

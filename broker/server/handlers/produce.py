@@ -9,13 +9,17 @@ v0-2 request closes the connection, as any version outside the accepted range do
   with transaction.partition.verification.enable (the default) a batch that would open its producer's transaction
   in a partition is first checked with the transaction coordinator (KIP-890 part 1, add_partitions_to_txn_manager:
   INVALID_TXN_STATE, or v11+ TRANSACTION_ABORTABLE, for a partition not in the transaction; transactional records
-  of more than one producer in a request are INVALID_PRODUCER_ID_MAPPING);
+  of more than one producer in a request are INVALID_PRODUCER_ID_MAPPING; a coordinator that cannot answer now is
+  NOT_ENOUGH_REPLICAS, which every producer retries);
   acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS);
 - v5+: each partition's answer carries the log start offset; v8+: record errors and an error message (KIP-467):
   a batch refused for some of its records (a timestamp out of range, no key on a compacted topic) lists each;
 - v9+: flexible; v10+: NOT_LEADER_OR_FOLLOWER carries the current leader and epoch and the leaders' endpoints
-  (KIP-951), so the producer moves without a metadata round trip; v11-12 add nothing this broker sends (KIP-890
-  error codes);
+  (KIP-951), so the producer moves without a metadata round trip; v11: TRANSACTION_ABORTABLE (KIP-890);
+- v12+ (transaction version 2, KIP-890 part 2): a transactional batch adds its partition to the transaction at the
+  coordinator, whatever transaction.partition.verification.enable says; CONCURRENT_TRANSACTIONS (the previous
+  transaction still ending) is retried here every add.partitions.to.txn.retry.backoff.ms for at most
+  add.partitions.to.txn.retry.backoff.max.ms, then answered as itself;
 - v13: topics by id (UNKNOWN_TOPIC_ID when the id is not known).
 acks=0 gets no response at all; when such a produce fails the connection is closed, the only signal that
 producer gets. acks=-1 needs the ISR to reach min.insync.replicas (NOT_ENOUGH_REPLICAS, before anything is
@@ -30,10 +34,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import trio
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer.produce import ProduceRequest
 
 from minikafka.broker.network.socket_server import CloseConnection
+from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import resolve_topic
 from minikafka.broker.server.handlers.leader_hints import node_endpoints
@@ -47,6 +53,9 @@ log = logging.getLogger("minikafka.produce")
 # Kafka 4 still advertises Produce from v0 (KAFKA-18659: librdkafka needs it) but refuses v0-2 requests.
 PRODUCE_ADVERTISED_MIN = 0
 MAGIC_V2 = 2
+_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset((
+    ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR))
 
 
 def _more_than_one_batch(records: bytes) -> bool:
@@ -59,8 +68,13 @@ def _more_than_one_batch(records: bytes) -> bool:
 
 async def _verify_transaction(ctx: RequestContext, transactional_id: str,
                               entries: dict[tuple[str, int], bytearray]) -> dict[tuple[str, int], ErrorCode]:
-    """KIP-890 part 1: the partitions where a transactional batch would open its producer's transaction are checked
-    with the coordinator first; the produce error of each that is not in the transaction."""
+    """KIP-890: the partitions where a transactional batch would open its producer's transaction are checked with
+    the coordinator first (part 1), or added to the transaction there (part 2, Produce v12+); the produce error of
+    each that is not in the transaction (Kafka's ReplicaManager.handleProduceAppend)."""
+    operation = TransactionSupportedOperation.for_produce(ctx.version)
+    config = ctx.services.config
+    if not (operation.supports_epoch_bump or config.get("transaction.partition.verification.enable")):
+        return {}
     replica_manager = ctx.services.replica_manager
     producers: set[tuple[int, int]] = set()
     unverified = []
@@ -72,16 +86,37 @@ async def _verify_transaction(ctx: RequestContext, transactional_id: str,
         partition = replica_manager.get_partition(*tp)
         if partition is None or not partition.is_leader:
             continue  # the append answers for it
-        entry = partition.log.producer_state.last_entry(header.producer_id)
-        if entry is None or entry.current_txn_first_offset is None:
+        if not partition.log.producer_state.has_ongoing_transaction(header.producer_id, header.producer_epoch):
             unverified.append(tp)
     if len(producers) > 1:
         return dict.fromkeys(entries, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     if not unverified:
         return {}
     ((producer_id, producer_epoch),) = producers
-    return await ctx.services.add_partitions_to_txn.verify_transaction(transactional_id, producer_id, producer_epoch,
-                                                                      unverified, ctx.version)
+    manager = ctx.services.add_partitions_to_txn
+    errors = await manager.add_or_verify_transaction(transactional_id, producer_id, producer_epoch, unverified,
+                                                     operation)
+    if operation.supports_epoch_bump:
+        # A transaction version 2 producer's first batch often comes while its previous transaction's markers are
+        # still being written: retry a while here rather than have the whole produce retried.
+        backoff_s = config.get("add.partitions.to.txn.retry.backoff.ms") / 1000
+        deadline = trio.current_time() + min(config.get("add.partitions.to.txn.retry.backoff.max.ms"),
+                                             config.get("request.timeout.ms")) / 1000
+        while ErrorCode.CONCURRENT_TRANSACTIONS in errors.values() and trio.current_time() + backoff_s < deadline:
+            await trio.sleep(backoff_s)
+            errors = await manager.add_or_verify_transaction(transactional_id, producer_id, producer_epoch,
+                                                             unverified, operation)
+    return {tp: _as_produce_error(code, operation) for tp, code in errors.items()}
+
+
+def _as_produce_error(code: ErrorCode, operation: TransactionSupportedOperation) -> ErrorCode:
+    """A coordinator's error as a producer retries it: NOT_ENOUGH_REPLICAS (retried without a metadata refresh) for
+    a coordinator that cannot answer now; CONCURRENT_TRANSACTIONS stays itself for a transaction version 2 client,
+    which knows it."""
+    if code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS or (code == ErrorCode.CONCURRENT_TRANSACTIONS
+                                                     and not operation.supports_epoch_bump):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return code
 
 
 def _is_transactional(records: bytes | bytearray | None) -> bool:
@@ -134,7 +169,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
                 targets[(ti, p.index)] = (topic.name, p.index)
                 entries[(topic.name, p.index)] = bytearray(p.records)
     replica_manager = ctx.services.replica_manager
-    if request.transactional_id is not None and ctx.services.config.get("transaction.partition.verification.enable"):
+    if request.transactional_id is not None:
         refused = await _verify_transaction(ctx, request.transactional_id, entries)
         for position, tp in list(targets.items()):
             if tp in refused:

@@ -1,0 +1,28 @@
+"""The features a broker supports and the levels its cluster has finalized (KIP-584; Kafka's BrokerFeatures and
+FinalizedFeatures), which ApiVersions v3+ tells clients.
+
+A client changes protocol by them: the Java 4.x producer runs transactions at version 2 (KIP-890 part 2: partitions
+added by Produce v12+ and TxnOffsetCommit v5, the epoch bumped by every EndTxn v5) only when `transaction.version`
+2 is finalized. The cluster is at the levels Kafka 4.1 finalizes for a new cluster; no UpdateFeatures changes them.
+The feature epoch is constant, since the levels never change while a cluster runs.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TRANSACTION_VERSION = "transaction.version"
+
+
+class SupportedVersionRange(NamedTuple):
+    min_version: int
+    max_version: int
+
+
+SUPPORTED_FEATURES: dict[str, SupportedVersionRange] = {TRANSACTION_VERSION: SupportedVersionRange(0, 2)}
+FINALIZED_FEATURES: dict[str, int] = {TRANSACTION_VERSION: 2}
+FINALIZED_FEATURES_EPOCH = 1
+
+
+def finalized_level(feature: str) -> int:
+    """The cluster's level of `feature`; 0, a feature's level when it is not finalized."""
+    return FINALIZED_FEATURES.get(feature, 0)

@@ -1,0 +1,324 @@
+"""Loading a `__transaction_state` partition when this broker becomes its leader, as Kafka's TransactionStateManager
+does: the partition is loading from the election on (its ids answer COORDINATOR_LOAD_IN_PROGRESS, which clients
+retry), a task of the coordinator reads it in reads of at most transaction.state.log.load.buffer.size bytes and
+yields to the event loop after each, and what it read is installed only if the partition is still loading at the
+same coordinator epoch. Real partition logs on disk; no network."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import trio
+import trio.testing
+
+from minikafka.broker.coordinator.coordinator_log import CoordinatorLog, build_batch, partition_for
+from minikafka.broker.coordinator.transaction.transaction_config import TransactionConfig
+from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from minikafka.broker.coordinator.transaction.transaction_metadata import (
+    TransactionMetadata,
+    TransactionVersion,
+    TxnTransitMetadata,
+)
+from minikafka.broker.coordinator.transaction.transaction_state import TransactionState
+from minikafka.broker.coordinator.transaction.transaction_state_manager import (
+    LOAD_RECORDS_PER_YIELD,
+    TransactionStateManager,
+)
+from minikafka.protocol.coordinator_records import PartitionsSchema, TransactionLogValue, encode_key, encode_value
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.internal_topics import TRANSACTION_STATE_TOPIC
+from minikafka.storage.log import AppendOrigin, Log
+from minikafka.storage.log_config import LogConfig
+
+E = ErrorCode
+NOW = 1_700_000_000_000
+PARTITIONS = 2
+EPOCH = 5
+TV0 = TransactionVersion.TV_0
+
+
+class Replicas:
+    """The replica manager as a coordinator's log sees it: this broker hosts every partition of
+    `__transaction_state`, each on a real log."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.partitions = {i: SimpleNamespace(log=Log.open(tmp_path / f"{TRANSACTION_STATE_TOPIC}-{i}",
+                                                           TRANSACTION_STATE_TOPIC, i, LogConfig(), now_ms=NOW))
+                           for i in range(PARTITIONS)}
+
+    def get_partition(self, topic: str, index: int) -> SimpleNamespace | None:
+        return self.partitions.get(index) if topic == TRANSACTION_STATE_TOPIC else None
+
+
+class Markers:
+    """The marker sender as the coordinator uses it: what it was handed, and which partitions it was told to
+    forget."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, bool, str]] = []
+        self.removed: list[int] = []
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+    def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata,
+                                complete: TxnTransitMetadata) -> None:
+        self.sent.append((coordinator_epoch, commit, metadata.transactional_id))
+
+    def remove_markers_for_txn_topic_partition(self, partition: int) -> None:
+        self.removed.append(partition)
+
+
+def ids_on(partition: int, count: int, prefix: str = "txn") -> list[str]:
+    """`count` transactional ids that live on `partition`."""
+    candidates = (f"{prefix}-{i}" for i in itertools.count())
+    return list(itertools.islice((t for t in candidates if partition_for(t, PARTITIONS) == partition), count))
+
+
+def record(transactional_id: str, producer_id: int, state: TransactionState = TransactionState.EMPTY,
+           ) -> tuple[bytes, bytes]:
+    partitions = None if state is TransactionState.EMPTY else (PartitionsSchema("orders", (0, 1)),)
+    value = TransactionLogValue(producer_id=producer_id, producer_epoch=0, transaction_timeout_ms=60_000,
+                                transaction_status=state.id, transaction_partitions=partitions,
+                                transaction_last_update_timestamp_ms=NOW, transaction_start_timestamp_ms=NOW)
+    return encode_key(transactional_id), encode_value(value, 0)
+
+
+def write(log: Log, records: list[tuple[bytes, bytes | None]], per_batch: int = 50) -> None:
+    for i in range(0, len(records), per_batch):
+        log.append_as_leader(bytearray(build_batch(records[i:i + per_batch], NOW)), EPOCH, NOW,
+                             origin=AppendOrigin.COORDINATOR)
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[Replicas]:
+    replicas = Replicas(tmp_path)
+    yield replicas
+    for partition in replicas.partitions.values():
+        partition.log.close()
+
+
+def state_manager(replicas: Replicas, load_buffer_size: int = 5242880) -> TransactionStateManager:
+    config = TransactionConfig(num_partitions=PARTITIONS, load_buffer_size=load_buffer_size)
+    manager = TransactionStateManager(config, CoordinatorLog(replicas, TRANSACTION_STATE_TOPIC, 1000),  # type: ignore[arg-type]
+                                      lambda: NOW, lambda: TV0)
+    manager.active = True
+    return manager
+
+
+def error_of(manager: TransactionStateManager, transactional_id: str) -> ErrorCode | None:
+    try:
+        manager.get_transaction_state(transactional_id)
+    except KafkaError as exc:
+        return exc.code
+    return None
+
+
+# ---- the state manager ---------------------------------------------------------------------------------------
+
+
+async def test_a_loading_partitions_ids_answer_coordinator_load_in_progress_until_it_is_loaded(replicas: Replicas):
+    loaded_ids = ids_on(0, 3)
+    write(replicas.partitions[0].log, [record(t, 100 + i) for i, t in enumerate(loaded_ids)]
+          + [record(loaded_ids[2], 0, TransactionState.PREPARE_COMMIT), (encode_key(loaded_ids[1]), None)])
+    manager = state_manager(replicas)
+    assert manager.add_loading_partition(0, EPOCH) is True
+    assert manager.loading_partitions == {0: EPOCH}
+    assert error_of(manager, loaded_ids[0]) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert error_of(manager, ids_on(1, 1)[0]) == E.NOT_COORDINATOR  # the other partition: not led here
+    new = TransactionMetadata(transactional_id=ids_on(0, 1, "new")[0], producer_id=7, prev_producer_id=-1,
+                              next_producer_id=-1, producer_epoch=-1, last_producer_epoch=-1, txn_timeout_ms=1000,
+                              state=TransactionState.EMPTY, topic_partitions=set(), txn_last_update_timestamp=NOW,
+                              client_transaction_version=TV0)
+    with pytest.raises(KafkaError) as raised:
+        manager.put_transaction_state_if_not_exists(new)
+    assert raised.value.code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert await manager.append_transaction_to_log(
+        new.transactional_id, EPOCH, new.prepare_increment_producer_epoch(1000, None, NOW)) \
+        == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert manager.all_transactions() == [] and manager.owned_partitions == set()
+
+    prepared = await manager.load_transactions_for_partition(0, EPOCH)
+
+    assert [m.transactional_id for m in prepared or []] == [loaded_ids[2]]
+    assert manager.loading_partitions == {} and manager.owned_partitions == {0}
+    first = manager.get_transaction_state(loaded_ids[0])
+    assert first is not None and first.coordinator_epoch == EPOCH and first.metadata.producer_id == 100
+    assert manager.get_transaction_state(loaded_ids[1]) is None  # its tombstone removed it
+    third = manager.get_transaction_state(loaded_ids[2])
+    assert third is not None and third.metadata.state is TransactionState.PREPARE_COMMIT
+    assert error_of(manager, ids_on(1, 1)[0]) == E.NOT_COORDINATOR
+
+
+async def test_a_load_reads_at_most_the_load_buffer_size_at_a_time_and_lets_other_tasks_run(replicas: Replicas):
+    """Decoding a read of load.buffer.size bytes takes seconds in Python: the load yields within reads too."""
+    loaded_ids = ids_on(0, 2000)
+    write(replicas.partitions[0].log, [record(t, i) for i, t in enumerate(loaded_ids)], per_batch=20)
+    the_log = replicas.partitions[0].log
+    reads: list[tuple[int, int]] = []
+    read = the_log.read
+
+    def counted_read(offset: int, max_bytes: int, **kwargs: object) -> bytes:
+        data = read(offset, max_bytes, **kwargs)  # type: ignore[arg-type]
+        reads.append((max_bytes, len(data)))
+        return data
+
+    manager = state_manager(replicas, load_buffer_size=8192)
+    manager.add_loading_partition(0, EPOCH)
+    the_log.read = counted_read  # type: ignore[method-assign]
+    ticks = 0
+    answers: list[ErrorCode | None] = []
+
+    async def other_work() -> None:
+        # Stands for the broker's other tasks: requests on other connections, replication, timers.
+        nonlocal ticks
+        while True:
+            ticks += 1
+            answers.append(error_of(manager, loaded_ids[-1]))
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other_work)
+        await manager.load_transactions_for_partition(0, EPOCH)
+        nursery.cancel_scope.cancel()
+
+    assert len(reads) > 10 and all(max_bytes == 8192 and 0 < size <= 8192 for max_bytes, size in reads)
+    assert ticks > len(loaded_ids) // (2 * LOAD_RECORDS_PER_YIELD)  # the other task ran every few hundred records
+    assert set(answers[:-1]) == {E.COORDINATOR_LOAD_IN_PROGRESS}  # and never saw the partition half loaded
+    assert len(manager.all_transactions()) == len(loaded_ids)
+
+
+async def test_a_resignation_during_the_load_leaves_nothing_installed(replicas: Replicas):
+    write(replicas.partitions[0].log, [record(t, i) for i, t in enumerate(ids_on(0, 3000))], per_batch=10)
+    manager = state_manager(replicas, load_buffer_size=2048)
+    manager.add_loading_partition(0, EPOCH)
+    resigned = False
+
+    async def resign_soon() -> None:
+        nonlocal resigned
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()
+        manager.remove_transactions_for_partition(0)
+        resigned = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(resign_soon)
+        assert await manager.load_transactions_for_partition(0, EPOCH) is None
+    assert resigned
+    assert manager.loading_partitions == {} and manager.owned_partitions == set() and manager.all_transactions() == []
+    assert error_of(manager, ids_on(0, 1)[0]) == E.NOT_COORDINATOR
+
+
+async def test_a_newer_election_during_the_load_supersedes_it(replicas: Replicas):
+    loaded_ids = ids_on(0, 3000)
+    write(replicas.partitions[0].log, [record(t, i) for i, t in enumerate(loaded_ids)], per_batch=10)
+    manager = state_manager(replicas, load_buffer_size=2048)
+    manager.add_loading_partition(0, EPOCH)
+    results: dict[int, list[TransactionMetadata] | None] = {}
+
+    async def load(epoch: int) -> None:
+        results[epoch] = await manager.load_transactions_for_partition(0, epoch)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(load, EPOCH)
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()
+        manager.add_loading_partition(0, EPOCH + 1)  # leader again, at a newer leader epoch
+        nursery.start_soon(load, EPOCH + 1)
+    assert results == {EPOCH: None, EPOCH + 1: []}
+    current = manager.get_transaction_state(loaded_ids[0])
+    assert current is not None and current.coordinator_epoch == EPOCH + 1
+    assert len(manager.all_transactions()) == len(loaded_ids)
+
+
+async def test_an_empty_partition_is_served_at_once(replicas: Replicas):
+    """`__transaction_state` just created: the request that created it goes on without a retry."""
+    manager = state_manager(replicas)
+    assert manager.add_loading_partition(1, EPOCH) is False
+    assert manager.loading_partitions == {} and manager.owned_partitions == {1}
+    assert manager.get_transaction_state(ids_on(1, 1)[0]) is None
+
+
+# ---- the coordinator -----------------------------------------------------------------------------------------
+
+
+async def producer_ids() -> int:
+    return 9000
+
+
+def coordinator_on(replicas: Replicas, load_buffer_size: int = 5242880) -> tuple[TransactionCoordinator, Markers]:
+    manager = state_manager(replicas, load_buffer_size)
+    manager.active = False  # until the coordinator runs
+    markers = Markers()
+    return TransactionCoordinator(manager.config, manager, markers, producer_ids, lambda: NOW), markers  # type: ignore[arg-type]
+
+
+async def test_every_transaction_api_answers_coordinator_load_in_progress_during_the_load(replicas: Replicas):
+    ongoing = ids_on(0, 1)[0]
+    write(replicas.partitions[0].log, [record(ongoing, 42, TransactionState.ONGOING)])
+    coordinator, _markers = coordinator_on(replicas)
+    coordinator.state_manager.active = True
+    coordinator.on_elected(0, EPOCH)  # no nursery: the load waits for `run`
+    tps = {("orders", 0)}
+    assert (await coordinator.handle_init_producer_id(ongoing, 1000, None)).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert (await coordinator.handle_init_producer_id(ids_on(0, 1, "new")[0], 1000, None)).error \
+        == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert await coordinator.handle_add_partitions_to_transaction(ongoing, 42, 0, tps, TV0) \
+        == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert (await coordinator.handle_end_transaction(ongoing, 42, 0, True, TV0)).error \
+        == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert coordinator.handle_verify_partitions_in_transaction(ongoing, 42, 0, tps) \
+        == {("orders", 0): E.COORDINATOR_LOAD_IN_PROGRESS}
+    assert error_of(coordinator.state_manager, ongoing) == E.COORDINATOR_LOAD_IN_PROGRESS  # DescribeTransactions
+    assert coordinator.state_manager.loading_partitions == {0: EPOCH}  # ListTransactions
+
+
+async def test_the_coordinator_loads_in_its_nursery_and_then_sends_the_prepared_transactions_markers(
+        replicas: Replicas):
+    committing, aborting, ongoing = ids_on(0, 3)
+    write(replicas.partitions[0].log, [record(committing, 1, TransactionState.PREPARE_COMMIT),
+                                       record(aborting, 2, TransactionState.PREPARE_ABORT),
+                                       record(ongoing, 3, TransactionState.ONGOING)])
+    coordinator, markers = coordinator_on(replicas)
+    coordinator.on_elected(0, EPOCH)  # as at a broker's start: elected before the coordinator runs
+    assert markers.removed == [0] and markers.sent == []
+    assert coordinator.state_manager.loading_partitions == {0: EPOCH}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(coordinator.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(markers.sent) == [(EPOCH, False, aborting), (EPOCH, True, committing)]
+        current = coordinator.state_manager.get_transaction_state(committing)
+        assert current is not None and current.metadata.pending_state is TransactionState.COMPLETE_COMMIT
+        assert error_of(coordinator.state_manager, ongoing) is None
+
+        coordinator.on_elected(1, EPOCH)  # elected while running: loaded at once in the nursery
+        await trio.testing.wait_all_tasks_blocked()
+        assert coordinator.state_manager.owned_partitions == {0, 1} and coordinator._loads == {}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_resignation_cancels_the_coordinators_load(replicas: Replicas):
+    write(replicas.partitions[0].log, [record(t, i, TransactionState.PREPARE_COMMIT)
+                                       for i, t in enumerate(ids_on(0, 3000))], per_batch=10)
+    coordinator, markers = coordinator_on(replicas, load_buffer_size=1024)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(coordinator.run)
+        coordinator.on_elected(0, EPOCH)
+        load = coordinator._loads[0]
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()
+        coordinator.on_resigned(0)
+        assert load.cancel_called and coordinator._loads == {}
+        await trio.testing.wait_all_tasks_blocked()
+        assert coordinator.state_manager.owned_partitions == set() and markers.sent == []
+        assert error_of(coordinator.state_manager, ids_on(0, 1)[0]) == E.NOT_COORDINATOR
+
+        coordinator.on_elected(0, EPOCH + 1)  # back again: loaded at the newer epoch, markers sent once
+        coordinator.on_elected(0, EPOCH + 2)  # and a newer election before that load ran
+        await trio.testing.wait_all_tasks_blocked()
+        assert {epoch for epoch, _, _ in markers.sent} == {EPOCH + 2} and len(markers.sent) == 3000
+        nursery.cancel_scope.cancel()
