@@ -243,15 +243,23 @@ class State:
 
     def _with_admin(self, call: Callable[[Any], T]) -> T:
         """`call` with the admin client kept between calls; one whose broker restarted since (kill and start) has a
-        dead connection, so it is replaced once and the call made again."""
+        dead connection, so it is replaced once and the call made again. A coordinator still loading its partition
+        after a restart is asked again, as Kafka's admin client does, for at most the state's timeout."""
         with quiet_schema_loading():
-            from kafka.errors import KafkaConnectionError, NodeNotReadyError
+            from kafka.errors import CoordinatorLoadInProgressError, KafkaConnectionError, NodeNotReadyError
 
-        try:
-            return call(self._admin_client())
-        except (KafkaConnectionError, NodeNotReadyError):
-            self.close()
-            return call(self._admin_client())
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                try:
+                    return call(self._admin_client())
+                except (KafkaConnectionError, NodeNotReadyError):
+                    self.close()
+                    return call(self._admin_client())
+            except CoordinatorLoadInProgressError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _admin_client(self):
         if self._admin is None:

@@ -16,6 +16,7 @@ from minikafka.broker.zk import zk_data
 from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, TopicExistsError
 from minikafka.broker.zk.zk_data import BrokerRegistration, EndPoint, LeaderIsrAndControllerEpoch
 from minikafka.broker.zk.zookeeper_client import ZkClientConfig, ZkEvent, ZkEventKind, ZooKeeperClientTimeoutError
+from tests.zookeeper.zookeeper_gate import zookeeper_gate
 
 EVENT_TIMEOUT_S = 30.0  # generous: the machine may be loaded; nothing here measures time
 RAW_CONNECT_TIMEOUT_S = 30.0
@@ -336,9 +337,11 @@ async def test_watches_fire_into_trio(zk_connect):
 
 async def test_zookeeper_killed_and_restarted_within_the_session(zookeeper, raw):
     connect = zookeeper.connect_string + "/kafka"
-    # A session long enough to outlast a restart of ZooKeeper's JVM on a loaded machine (a restart and the client's
-    # reconnection have taken over 15 s there); the server's maxSessionTimeout is 60 s.
-    async with KafkaZkClient.open(_config(connect, session_timeout_ms=45000)) as client:
+    # The client under test goes through a gate, held from the kill until the restarted server serves: a client that
+    # reaches ZooKeeper while it starts may wait out its whole session unanswered (see zookeeper_gate).
+    async with (zookeeper_gate(zookeeper) as gate,
+                # a session with room to spare: the restarted server counts it afresh from its start
+                KafkaZkClient.open(_config(gate.connect_string + "/kafka", session_timeout_ms=45000)) as client):
         await client.create_top_level_paths()
         events = client.subscribe()
         epoch = await client.register_broker(_broker(1))
@@ -347,6 +350,7 @@ async def test_zookeeper_killed_and_restarted_within_the_session(zookeeper, raw)
         assert await client.get_controller_id(watch=True) is None
 
         zookeeper.kill()
+        gate.hold()
         await _next_event(events, ZkEventKind.DISCONNECTED)
         assert not client.connected
         waiting: list[list[int]] = []
@@ -357,6 +361,7 @@ async def test_zookeeper_killed_and_restarted_within_the_session(zookeeper, raw)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(read_during_outage)
             await trio.to_thread.run_sync(zookeeper.start)
+            gate.release()
             await _next_event(events, ZkEventKind.RECONNECTED)
         assert waiting == [[1]]  # the request made while ZooKeeper was down waited and then completed
         assert client.session_id == session and client.broker_epoch == epoch
