@@ -15,8 +15,11 @@ exist is UNKNOWN_TOPIC_OR_PARTITION and an internal topic TOPIC_AUTHORIZATION_FA
 AddOffsetsToTxn), the others of that request then OPERATION_NOT_ATTEMPTED; v0-1 get PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH; v3+ is flexible. v4+ is the brokers' batched form (KIP-890 part 1): several transactional
 ids per request, each either added or, with verify_only, checked (TRANSACTION_ABORTABLE for a partition not in the
-transaction). AddOffsetsToTxn adds the group's `__consumer_offsets` partition. EndTxn commits or aborts; v5 answers
-with the producer id and epoch.
+transaction); an added one starts a transaction version 2 transaction (KIP-890 part 2: the client's Produce v12+ or
+TxnOffsetCommit v5 needed it). AddOffsetsToTxn adds the group's `__consumer_offsets` partition. EndTxn commits or
+aborts; v5 is transaction version 2: every end bumps the producer epoch (a new producer id when the epochs run out),
+and the answer carries the producer id and epoch the client goes on with; a retry with the previous epoch is
+answered as the first was.
 
 WriteTxnMarkers: the coordinator asks this broker, as partition leader, to end a producer's transaction in its
 partitions with a COMMIT or ABORT marker. Per marker (one producer) the partitions are appended to as acks=all with
@@ -25,16 +28,17 @@ NOT_LEADER_OR_FOLLOWER where this broker does not lead it (the coordinator retri
 UNKNOWN_TOPIC_OR_PARTITION where it has no replica, INVALID_PRODUCER_EPOCH for a marker of an older producer epoch
 and TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the partition has seen (nothing is
 appended then). Once a marker is in a `__consumer_offsets` partition, the group coordinator makes the producer's
-transactional offset commits there committed (or drops them). The markers of a request are written concurrently;
-the response comes when all are done. v1 is
-flexible; v2 adds the transaction version of KIP-890, which changes nothing in what is written. An administrator's
+transactional offset commits there committed (or drops them). The markers of a request are all appended first,
+then one wait for the ISR covers them all; the response comes when it ends. v1 is flexible; v2 adds the
+transaction version of KIP-890, which changes nothing in what is written. An administrator's
 abort of a hanging transaction (KIP-664) is such a request, with the epochs DescribeProducers reported.
 
 The admin APIs of KIP-664: DescribeTransactions per transactional id (TRANSACTIONAL_ID_NOT_FOUND for one the
 coordinator does not know); ListTransactions lists the ids this broker coordinates, filtered by state (unknown
 state names are echoed back), producer id, v1+ running longer than a duration, and v2+ a transactional id regular
-expression matched in full (INVALID_REGULAR_EXPRESSION if it does not compile); DescribeProducers gives a partition
-leader's producers with their epochs, last sequences and the start offset of their open transaction.
+expression matched in full (INVALID_REGULAR_EXPRESSION if it does not compile), COORDINATOR_LOAD_IN_PROGRESS while
+one of this broker's `__transaction_state` partitions loads; DescribeProducers gives a partition leader's producers
+with their epochs, last sequences and the start offset of their open transaction.
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
 from minikafka.broker.coordinator.transaction.transaction_state import TransactionState
-from minikafka.broker.replication.delayed_produce import AppendResult
+from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
@@ -179,8 +183,12 @@ async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_i
     if verify_only:
         return coordinator.handle_verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch,
                                                                    partitions)
+    # v4+ comes from a leader adding partitions for a transaction version 2 client (Kafka's
+    # transactionVersionForAddPartitionsToTxn).
+    client_version = (TransactionVersion.TV_2 if ctx.version >= BATCHED_ADD_PARTITIONS_VERSION
+                      else TransactionVersion.TV_0)
     error = await coordinator.handle_add_partitions_to_transaction(transactional_id, producer_id, producer_epoch,
-                                                                   partitions, TransactionVersion.TV_0)
+                                                                   partitions, client_version)
     return dict.fromkeys(partitions, _fenced_as(error, ctx.version, PRODUCER_FENCED_VERSION))
 
 
@@ -204,29 +212,21 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> ApiMess
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> ApiMessage:
+    """Every marker is appended first, then one wait until the ISR has them all: a request carrying the markers of
+    many transactions costs one replication round trip, not one per marker."""
     replica_manager = ctx.services.replica_manager
     timeout_ms = ctx.services.config.get("request.timeout.ms")
     answers: list[dict[TopicPartition, ErrorCode]] = [{} for _ in request.markers]
-
-    async def write(i: int, marker: WriteTxnMarkersRequest.WritableTxnMarker) -> None:
-        end_marker = EndTransactionMarker(
-            ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT,
-            marker.coordinator_epoch)
-        entries: dict[TopicPartition, bytearray] = {}
-        for t in marker.topics:
-            for index in t.partition_indexes:
-                tp = (t.name, index)
-                if replica_manager.get_partition(*tp) is None:
-                    answers[i][tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    entries[tp] = build_marker_batch(marker.producer_id, marker.producer_epoch, end_marker,
-                                                     time.time_ns() // 1_000_000)
-        if not entries:
-            return
-        results: dict[TopicPartition, AppendResult] = await replica_manager.append_records(
-            timeout_ms, -1, entries, client=ctx.client, stop_early=ctx.draining, origin=AppendOrigin.COORDINATOR)
-        for tp, result in results.items():
-            answers[i][tp] = result.error.code if result.error is not None else ErrorCode.NONE
+    appended: list[dict[TopicPartition, AppendResult]] = []
+    now_ms = time.time_ns() // 1_000_000
+    for i, marker in enumerate(request.markers):
+        entries = _marker_batches(ctx, marker, now_ms, answers[i])
+        appended.append(replica_manager.append_to_local_log(-1, entries, AppendOrigin.COORDINATOR) if entries else {})
+    replicated = await _wait_for_markers_replicated(ctx, timeout_ms, appended)
+    for i, marker in enumerate(request.markers):
+        for tp, result in appended[i].items():
+            error = result.error if result.error is not None else replicated.get(tp, result).error
+            answers[i][tp] = error.code if error is not None else ErrorCode.NONE
         # A transactional offset commit becomes visible (or is dropped) once its marker is written, as Kafka's
         # onTransactionCompleted makes it.
         offsets_partitions = [index for (topic, index), code in answers[i].items()
@@ -234,10 +234,6 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
         if offsets_partitions:
             ctx.services.group_coordinator.on_transaction_completed(marker.producer_id, offsets_partitions,
                                                                     bool(marker.transaction_result))
-
-    async with trio.open_nursery() as nursery:
-        for i, marker in enumerate(request.markers):
-            nursery.start_soon(write, i, marker)
     R = ctx.response_class
     M = R.WritableTxnMarkerResult
     T = M.WritableTxnMarkerTopicResult
@@ -250,6 +246,42 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
         markers.append(M(producer_id=marker.producer_id,
                          topics=[T(name=name, partitions=parts) for name, parts in topics.items()]))
     return ctx.response(markers=markers)
+
+
+def _marker_batches(ctx: RequestContext, marker: WriteTxnMarkersRequest.WritableTxnMarker, now_ms: int,
+                    answer: dict[TopicPartition, ErrorCode]) -> dict[TopicPartition, bytearray]:
+    """The control batch of `marker` for each of its partitions this broker has; the others are answered
+    UNKNOWN_TOPIC_OR_PARTITION in `answer`."""
+    end_marker = EndTransactionMarker(
+        ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT, marker.coordinator_epoch)
+    entries: dict[TopicPartition, bytearray] = {}
+    for t in marker.topics:
+        for index in t.partition_indexes:
+            tp = (t.name, index)
+            if ctx.services.replica_manager.get_partition(*tp) is None:
+                answer[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                entries[tp] = build_marker_batch(marker.producer_id, marker.producer_epoch, end_marker, now_ms)
+    return entries
+
+
+async def _wait_for_markers_replicated(ctx: RequestContext, timeout_ms: int,
+                                       appended: list[dict[TopicPartition, AppendResult]]
+                                       ) -> dict[TopicPartition, AppendResult]:
+    """One acks=all wait for every marker appended: per partition, until the ISR has its last marker (so every
+    earlier one too), at most request.timeout.ms."""
+    last: dict[TopicPartition, AppendResult] = {}
+    for results in appended:
+        for tp, result in results.items():
+            if result.error is None and result.info is not None:
+                previous = last.get(tp)
+                if previous is None or previous.info is None or result.info.last_offset > previous.info.last_offset:
+                    last[tp] = result
+    delayed = DelayedProduce(ctx.services.replica_manager, last)
+    if delayed.try_complete():
+        return delayed.results
+    return await delayed.wait(ctx.services.replica_manager.purgatory,
+                              trio.current_time() + max(0, timeout_ms) / 1000, ctx.client, ctx.draining)
 
 
 async def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest) -> ApiMessage:
@@ -287,9 +319,10 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
     """Every broker answers for the transactional ids it coordinates; an admin client asks them all."""
     R = ctx.response_class
     state_manager = _coordinator(ctx).state_manager
-    if not state_manager.active:
-        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                            unknown_state_filters=[], transaction_states=[])
+    if not state_manager.active or state_manager.loading_partitions:
+        # As Kafka: nothing is listed while any of this broker's partitions of `__transaction_state` loads.
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if state_manager.active else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ctx.response(throttle_time_ms=0, error_code=error, unknown_state_filters=[], transaction_states=[])
     pattern = request.transactional_id_pattern if ctx.version >= 2 else None
     try:
         matcher = re.compile(pattern) if pattern else None
