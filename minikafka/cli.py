@@ -3,6 +3,7 @@ other commands talk to a broker."""
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import resource
 import signal
@@ -94,6 +95,9 @@ async def _serve(config: BrokerConfig) -> None:
             if not node.stopping:
                 raise
             return
+        # What start-up built (modules, configs, the logs' state) lives as long as the process: out of the cyclic
+        # collector's way, a full collection scans only what came after it, and pauses a few ms instead of tens.
+        gc.freeze()
         address = node.controller_address
         if address is not None:
             print(f"minikafka controller listening on {address[0]}:{address[1]}", flush=True)

@@ -156,7 +156,9 @@ class QuorumController:
         self.heartbeats = BrokerHeartbeatManager(self.image, config.broker_session_timeout_ms)
         self.cluster = ClusterControlManager(self.image, cluster_id, self.heartbeats)
         self.producer_ids = ProducerIdControlManager(self.image)
-        self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer(), store.marked_for_deletion)
+        # KIP-903's broker epochs in AlterPartition's ISRs are KRaft's: Kafka's ZooKeeper controller checks liveness.
+        self.replication = ReplicationControl(self.image, config, StripedReplicaPlacer(), store.marked_for_deletion,
+                                              isr_broker_epochs=broker_sessions)
         self.reassignment = PartitionReassignment(self.image, config)
         self.commit_listeners: list[CommitListener] = []
         self._lock = trio.Lock()  # one operation at a time

@@ -95,12 +95,15 @@ class IsrChange:
 
 class ReplicationControl:
     def __init__(self, image: MetadataImage, config: QuorumControllerConfig, placer: StripedReplicaPlacer,
-                 marked_for_deletion: Collection[str] = ()) -> None:
-        """`marked_for_deletion`: the store's names of topics still being deleted (a live view)."""
+                 marked_for_deletion: Collection[str] = (), *, isr_broker_epochs: bool = True) -> None:
+        """`marked_for_deletion`: the store's names of topics still being deleted (a live view).
+        `isr_broker_epochs`: whether AlterPartition's ISR members are checked against their broker epochs (KRaft);
+        not in ZooKeeper mode (`isr_eligible`)."""
         self._image = image
         self._config = config
         self._placer = placer
         self._marked_for_deletion = marked_for_deletion
+        self._isr_broker_epochs = isr_broker_epochs
 
     # ---- topics ----------------------------------------------------------------------------------------------
 
@@ -326,11 +329,8 @@ class ReplicationControl:
             return None, ErrorCode.INVALID_REQUEST, None
         if partition.leader not in new_isr:
             return None, ErrorCode.INVALID_REQUEST, None
-        for broker_id, broker_epoch in change.new_isr:
-            broker = self._image.brokers.get(broker_id)
-            if (broker is None or not broker.active
-                    or (broker_epoch != -1 and broker_epoch != broker.broker_epoch)):
-                return None, ErrorCode.INELIGIBLE_REPLICA, None
+        if not all(self.isr_eligible(broker_id, broker_epoch) for broker_id, broker_epoch in change.new_isr):
+            return None, ErrorCode.INELIGIBLE_REPLICA, None
         record = build_partition_change(topic, change.index, partition, self._image.is_active,
                                         election=self._election(topic), target_isr=new_isr)
         if record is not None and record.leader not in (NO_LEADER_CHANGE, sender):
@@ -338,6 +338,17 @@ class ReplicationControl:
             # sender learns of its new role from the metadata (Kafka answers NEW_LEADER_ELECTED).
             return record, ErrorCode.NEW_LEADER_ELECTED, None
         return record, ErrorCode.NONE, partition.merge(record) if record is not None else partition
+
+    def isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """May this member of a proposed ISR be in it: registered, unfenced and not shutting down (KIP-841), and in
+        KRaft under the broker epoch its leader saw in its fetches, -1 being unknown (KIP-903). In ZooKeeper mode,
+        as in Kafka's KafkaController, no epoch is compared: leaders learn none from UpdateMetadata, so for a broker
+        restarted but not yet fetching again they send its previous process's, and every ISR change of its
+        partitions would be refused meanwhile."""
+        broker = self._image.brokers.get(broker_id)
+        if broker is None or not broker.active:
+            return False
+        return not self._isr_broker_epochs or broker_epoch == -1 or broker_epoch == broker.broker_epoch
 
     # ---- elections -------------------------------------------------------------------------------------------
 

@@ -340,10 +340,14 @@ class Partition:
         return self._prepare_isr_change(new_isr, maximal=list(self.isr))
 
     def _prepare_isr_change(self, new_isr: list[int], maximal: list[int]) -> PendingIsrChange:
+        """Each member with the broker epoch its last fetch carried, where the metadata has an epoch to hold it to
+        (KRaft). In ZooKeeper mode it has none, so -1 goes, as from Kafka's leaders there: the last fetch of a
+        follower restarted since was its previous process's."""
         with_epochs = []
         for broker in new_isr:
             replica = self.remote_replicas.get(broker)
-            epoch = replica.broker_epoch if replica is not None else None
+            known = self.alive_broker_epochs.get(broker) != NO_BROKER_EPOCH
+            epoch = replica.broker_epoch if replica is not None and known else None
             with_epochs.append((broker, NO_BROKER_EPOCH if epoch is None else epoch))
         change = PendingIsrChange(self.topic_id, self.index, self.leader_epoch, self.partition_epoch, with_epochs,
                                   maximal)

@@ -5,28 +5,41 @@ With the controller gone, producers keep writing with acks=all to the existing p
 fetching, so the high watermark moves) and consumers keep reading. A leader killed meanwhile stays the leader on
 record: nobody can elect another. Once the controller is back (its metadata log replayed), it fences the broker that
 never came back to heartbeat and elects a new leader, and a leader killed after that is replaced as fast as ever.
+
+In ZooKeeper mode the controller is a broker, and one killed and restarted at once registers again before the
+broker elected in its place reads /brokers/ids: nobody sees it go, it keeps its places in ISRs, and the broker epoch
+its leaders last saw is its previous process's until it fetches again. ISR changes of its partitions go through
+all the same, as in Kafka, where the ZooKeeper controller holds ISR members to liveness only.
 """
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Producer
+from kafka.admin import KafkaAdminClient, NewTopic
 
 import minikafka
+from tests.cluster.cluster_modes import REQUIRES_ZOOKEEPER, session_settings
 from tests.cluster.replication_checks import (
     Acknowledgements,
     assert_acknowledged_exactly_once,
     assert_replicas_identical,
 )
+from tests.helpers import wait_until
 
 TOPIC = "steady"
 PARTITIONS = 3
 PER_PHASE = 300
 WAIT_S = 20.0
+# Long enough for a restarted broker's process to be up, waiting for its previous registration to go, well before
+# that session expires: it registers again at once then, before the broker elected in its place reads /brokers/ids.
+RESTART_SESSION_TIMEOUT_MS = 6000
 
 
-def produce(producer: Producer, acks: Acknowledgements, phase: str) -> None:
-    """PER_PHASE unique records over every partition, each acknowledged (acks=all) before this returns."""
+def produce(producer: Producer, acks: Acknowledgements, phase: str, partitions: int = PARTITIONS) -> None:
+    """PER_PHASE unique records over the first `partitions` partitions, each acknowledged (acks=all) before this
+    returns."""
     before = acks.count()
 
     def delivered(err, msg) -> None:
@@ -36,7 +49,7 @@ def produce(producer: Producer, acks: Acknowledgements, phase: str) -> None:
             acks.failed(f"{msg.value()!r}: {err}")
 
     for i in range(PER_PHASE):
-        producer.produce(TOPIC, value=b"%s-%04d" % (phase.encode(), i), partition=i % PARTITIONS,
+        producer.produce(TOPIC, value=b"%s-%04d" % (phase.encode(), i), partition=i % partitions,
                          on_delivery=delivered)
         producer.poll(0)
     assert producer.flush(WAIT_S) == 0, f"{phase}: records still unacknowledged after {WAIT_S} s"
@@ -101,3 +114,58 @@ def test_controller_killed_brokers_serve_and_elections_resume_after_its_restart(
                                              f"{TOPIC}-{partition}")
             assert_replicas_identical(cluster, TOPIC, partition)
         assert acks.count() == 4 * PER_PHASE
+
+
+@REQUIRES_ZOOKEEPER
+def test_zookeeper_controller_restarted_at_once_keeps_no_follower_out_of_the_isr(tmp_path):
+    config = session_settings(True, RESTART_SESSION_TIMEOUT_MS)
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config, zookeeper=True) as cluster:
+        controller = cluster.wait_for_controller(timeout=WAIT_S)
+        leader, follower = (b for b in cluster.brokers if b is not controller)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10000)
+        try:
+            admin.create_topics([NewTopic(TOPIC, -1, topic_configs={"min.insync.replicas": "2"}, replica_assignments={
+                0: [leader.node_id, follower.node_id, controller.node_id]})])
+        finally:
+            admin.close()
+        cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
+
+        def isr() -> list[int]:
+            """As the controller committed it (read from ZooKeeper: a broker still starting answers nobody)."""
+            state = cluster.zookeeper_state.partition_state(TOPIC, 0)
+            return state.isr if state is not None else []
+
+        acks = Acknowledgements()
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5,
+                             "message.timeout.ms": 30000})
+        try:
+            produce(producer, acks, "before", partitions=1)
+            cluster.wait_for_replicas_caught_up(TOPIC, timeout=WAIT_S)
+
+            follower.kill()
+            wait_until(lambda: follower.node_id not in isr(), timeout=WAIT_S,
+                       message=f"broker {follower.node_id} to leave the ISR (its ZooKeeper session expires)")
+            controller.kill()
+            # The leader refuses the restarted broker's fetches (and sends it nothing), so the broker epoch it last
+            # saw it fetch with stays the killed process's; with nothing written meanwhile it stays in the ISR.
+            cut = cluster.cut_link(leader, controller, both_ways=False)
+            with ThreadPoolExecutor(1) as pool:
+                restarted = pool.submit(controller.start)  # ready once the leader reaches it again
+                try:
+                    wait_until(lambda: cluster.zookeeper_state.controller_id() not in (None, controller.node_id),
+                               timeout=WAIT_S, message="a broker other than the killed one to be controller")
+                    follower.start()
+                    wait_until(lambda: follower.node_id in isr(), timeout=WAIT_S,
+                               message=f"broker {follower.node_id} to rejoin the ISR of {TOPIC}-0 while broker "
+                                       f"{controller.node_id} is back but not fetching from the leader yet")
+                finally:
+                    cut.clear()
+                    restarted.result(timeout=WAIT_S)
+            cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
+            produce(producer, acks, "after", partitions=1)
+        finally:
+            producer.flush(WAIT_S)
+            del producer
+        cluster.wait_for_replicas_caught_up(TOPIC, timeout=WAIT_S)
+        assert_acknowledged_exactly_once(cluster.state.records(TOPIC, 0), acks.of(0), f"{TOPIC}-0")
+        assert_replicas_identical(cluster, TOPIC, 0)

@@ -1,7 +1,7 @@
 """An exactly-once copier (consume-transform-produce with send_offsets_to_transaction) over three input partitions on
-a three-broker cluster (KRaft), while the test kills -9 a partition leader, the broker that coordinates the copier's
-transactional id, and the copier itself (a new copier with the same transactional id fences the old one and
-resumes from the group's committed offsets).
+a three-broker cluster, in both controller modes, while the test kills -9 a partition leader, the broker that
+coordinates the copier's transactional id, and the copier itself (a new copier with the same transactional id fences
+the old one and resumes from the group's committed offsets).
 
 Afterwards the output, read at read_committed, is exactly the input: every record once, none lost, none twice; and
 the group's committed offsets are the input's end offsets.
@@ -43,10 +43,7 @@ def committed_offsets(bootstrap: str) -> dict[int, int]:
         consumer.close()
 
 
-# KRaft only for now: in ZooKeeper mode, when the killed coordinator was also the controller, the restarted brokers
-# were seen refused back into their ISRs (AlterPartition: INELIGIBLE_REPLICA) for over a minute, which leaves
-# min.insync.replicas=2 unmet; the transaction tests of test_transactions_failover cover ZooKeeper mode meanwhile.
-@pytest.mark.parametrize("zookeeper", [CLUSTER_MODES[0]])
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
 def test_copier_copies_exactly_once_through_leader_coordinator_and_copier_kills(tmp_path, zookeeper):
     with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper) as cluster:
         for topic in (SOURCE, SINK):

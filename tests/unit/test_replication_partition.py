@@ -10,6 +10,7 @@ import pytest
 
 from minikafka.broker.metadata.metadata_image import PartitionInfo
 from minikafka.broker.replication.partition import LeaderAndIsr, Partition
+from minikafka.broker.replication.replica import NO_BROKER_EPOCH
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig
@@ -101,6 +102,21 @@ def test_no_expansion_for_ineligible_or_short_followers(tmp_path: Path) -> None:
     assert partition.leader_epoch_start_offset == 2
     assert fetch(partition, 3, 1)[1] is None  # not into the current leader epoch yet
     assert fetch(partition, 3, 2)[1] is not None
+
+
+def test_isr_changes_carry_fetch_epochs_only_where_the_metadata_has_broker_epochs(tmp_path: Path) -> None:
+    partition = leader(tmp_path, [1, 2])
+    append(partition, 2)
+    fetch(partition, 2, 2)
+    _, expansion = fetch(partition, 3, 2)
+    assert expansion is not None and expansion.new_isr_with_epochs == [(1, -1), (2, 102), (3, 103)]  # KRaft
+    # ZooKeeper mode: UpdateMetadata names the live brokers without epochs, so none is sent (as Kafka's leaders
+    # send none there): 55, broker 2's last fetch, may be the epoch of a process restarted since.
+    zookeeper_mode = leader(tmp_path / "zk", [1, 2], alive={1: 101, 2: NO_BROKER_EPOCH, 3: NO_BROKER_EPOCH})
+    append(zookeeper_mode, 2)
+    fetch(zookeeper_mode, 2, 2, broker_epoch=55)
+    _, expansion = fetch(zookeeper_mode, 3, 2, broker_epoch=77)
+    assert expansion is not None and expansion.new_isr_with_epochs == [(1, -1), (2, -1), (3, -1)]
 
 
 def test_a_lagging_follower_is_shrunk_out_and_the_hw_moves_only_once_committed(tmp_path: Path) -> None:
