@@ -11,6 +11,7 @@ Run as `python -m tests.copier_worker BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 PER_TRANSACTION = 20
 FENCED_EXIT = 3
+CALL_TIMEOUT_S = 60
+ABORT_ATTEMPTS = 6
 
 
 def start(bootstrap: str, source: str, sink: str, group: str, transactional_id: str,
@@ -57,12 +60,14 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    # COPIER_DEBUG=1: librdkafka's transaction, protocol and group debug lines on stderr, to see a stall's cause.
+    debug = {"debug": "eos,protocol,broker,cgrp"} if os.environ.get("COPIER_DEBUG") else {}
+    consumer = Consumer({**debug, "bootstrap.servers": bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     # Kafka's default transaction timeout: a transaction that outlives it (a failover on a loaded machine) would be
     # aborted by the coordinator and this producer fenced, which ends the copier.
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+    producer = Producer({**debug, "bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                          "transaction.timeout.ms": 60000, "linger.ms": 5})
     producer.init_transactions(60)
     consumer.subscribe([source])
@@ -76,24 +81,20 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
             for m in messages:
                 producer.produce(sink, m.value(), key=m.key(), partition=m.partition())
             producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                 consumer.consumer_group_metadata(), 60)
-            producer.commit_transaction(60)
+                                                 consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.fatal():
-                print(f"copier {transactional_id}: fatal {error}", file=sys.stderr)
-                return FENCED_EXIT
-            if error.txn_requires_abort():
-                producer.abort_transaction(60)
-            elif error.retriable():
-                # A commit whose outcome is unknown: resume it; the abort below happens only if it cannot.
-                try:
-                    producer.commit_transaction(60)
-                    total += len(messages)
-                    progress.write_text(str(total))
-                    continue
-                except KafkaException:
-                    producer.abort_transaction(60)
+            if exc.args[0].fatal():
+                return _fenced(transactional_id, exc)
+            # Nothing is committed yet: abort, and read the batch again.
+            if not _abort(producer):
+                return _fenced(transactional_id, exc)
+            _rewind(consumer)
+            continue
+        try:
+            _commit(producer)
+        except KafkaException as exc:
+            if exc.args[0].fatal() or not _abort(producer):
+                return _fenced(transactional_id, exc)
             _rewind(consumer)
             continue
         total += len(messages)
@@ -101,6 +102,33 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
         time.sleep(0.01)
     consumer.close()
     return 0
+
+
+def _commit(producer: Producer) -> None:
+    """Commit; a commit whose outcome is unknown (retriable) is resumed once, as librdkafka asks."""
+    try:
+        producer.commit_transaction(CALL_TIMEOUT_S)
+    except KafkaException as exc:
+        if not exc.args[0].retriable() or exc.args[0].txn_requires_abort():
+            raise
+        producer.commit_transaction(CALL_TIMEOUT_S)
+
+
+def _abort(producer: Producer) -> bool:
+    """Abort the open transaction; False if the producer was fenced meanwhile."""
+    for _ in range(ABORT_ATTEMPTS):
+        try:
+            producer.abort_transaction(CALL_TIMEOUT_S)
+            return True
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                return False
+    return False
+
+
+def _fenced(transactional_id: str, exc: KafkaException) -> int:
+    print(f"copier {transactional_id}: fatal {exc.args[0]}", file=sys.stderr)
+    return FENCED_EXIT
 
 
 if __name__ == "__main__":

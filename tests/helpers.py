@@ -168,6 +168,26 @@ def fetch_batches(conn: RawConnection, topic: str, partition: int, end_offset: i
 SMALL_BATCHES = {"batch.size": 16384}  # so no batch outgrows a test's small segment.bytes
 
 
+def read_committed_values(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float) -> list[bytes]:
+    """The values of the topic's partitions as a read_committed consumer reads them from the start: until `expected`
+    came (or `timeout_s` passed), and whatever else comes at once after them."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as AssignedPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-committed-checker",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        consumer.assign([AssignedPartition(topic, p, 0) for p in range(partitions)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while len(got) < expected and time.monotonic() < deadline:
+            got.extend(m.value() for m in consumer.consume(500, timeout=0.3) if m.error() is None)
+        got.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
+        return got
+    finally:
+        consumer.close()
+
+
 def admin_create_topic(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(20)

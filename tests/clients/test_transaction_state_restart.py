@@ -7,13 +7,13 @@ import struct
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.errors import ErrorCode
-from tests.helpers import admin_create_topic
+from tests.helpers import admin_create_topic, read_committed_values
 from tests.raw_client import RawConnection
 
 TOPIC = "tx-after-restart"
@@ -45,23 +45,6 @@ def commit_one(bootstrap: str, transactional_id: str, value: bytes, done: list[s
     producer.produce(TOPIC, value=value, partition=0)
     producer.commit_transaction(LOAD_WAIT_S)
     done.append(transactional_id)
-
-
-def committed_values(bootstrap: str, expected: int) -> list[bytes]:
-    """What a read_committed consumer reads of the topic: until `expected` values came (or the time is up), and
-    whatever else comes at once after them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    try:
-        consumer.assign([TopicPartition(TOPIC, 0, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + LOAD_WAIT_S
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(m.value() for m in consumer.consume(100, timeout=0.3) if m.error() is None)
-        got.extend(m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None)
-        return got
-    finally:
-        consumer.close()
 
 
 def test_clients_retry_coordinator_load_in_progress_while_a_large_partition_loads_after_a_restart(broker_factory):
@@ -96,5 +79,5 @@ def test_clients_retry_coordinator_load_in_progress_while_a_large_partition_load
     assert answers[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # the broker served while the partition loaded
     assert answers[-1] == ErrorCode.NONE and answer.producer_epoch == 1  # loaded: the epoch from before, bumped
     assert done == ["tx-1"]  # the Java-like client retried through the load
-    assert committed_values(broker.bootstrap_servers, 1) == [b"after-restart"]
+    assert read_committed_values(broker.bootstrap_servers, TOPIC, 1, 1, LOAD_WAIT_S) == [b"after-restart"]
     assert broker.state.transaction(f"tx-{IDS - 1}").producer_epoch == 0  # every id is back

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from kafka import KafkaProducer
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 import minikafka
 from tests.cluster.cluster_modes import CLUSTER_MODES
 from tests.cluster.replication_checks import assert_replicas_identical, partition_dir
+from tests.helpers import read_committed_values
 from tests.raw_client import RawConnection
 
 TOPIC = "eos"
@@ -63,18 +64,7 @@ def end(producer: Producer, commit: bool) -> bool:
 
 def read_committed(bootstrap: str, expected: int, topic: str = TOPIC) -> list[bytes]:
     """The values of the topic's partitions at read_committed, read until `expected` came (or a minute passed)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + CONSUME_S
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(m.value() for m in consumer.consume(500, timeout=0.3) if m.error() is None)
-        got.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
-        return got
-    finally:
-        consumer.close()
+    return read_committed_values(bootstrap, topic, PARTITIONS, expected, CONSUME_S)
 
 
 def txn_indexes(directory: Path) -> dict[str, bytes]:
