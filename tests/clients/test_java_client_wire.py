@@ -278,12 +278,11 @@ def test_api_versions_as_network_client_reads_them(conn, client):
         lo, hi = ranges[api_key]
         assert 0 <= lo <= hi
         picked(ranges, client, api_key)
-    # Finalized features are read only with an epoch >= 0 (ApiVersions.update); a finalized transaction.version >= 2
-    # would switch a 4.x transactional producer to KIP-890's protocol, which this broker does not serve.
+    # Finalized features are read only with an epoch >= 0 (ApiVersions.update); transaction.version 2 switches a 4.x
+    # transactional producer to KIP-890's second protocol, which this broker serves (test_transactions_v2.py).
     finalized = {f.name: f for f in resp.finalized_features or []}
-    if finalized:
-        assert resp.finalized_features_epoch >= 0
-    assert "transaction.version" not in finalized or finalized["transaction.version"].max_version_level < 2
+    assert resp.finalized_features_epoch >= 0
+    assert finalized["transaction.version"].max_version_level == 2
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features or []}
     for name, f in finalized.items():
         assert name in supported and supported[name][0] <= f.max_version_level <= supported[name][1]
