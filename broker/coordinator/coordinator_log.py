@@ -177,10 +177,10 @@ class CoordinatorLog:
             return code
         return ErrorCode.NONE
 
-    def replay_records(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """(offset, key, value) of every keyed record of one partition in log order, control batches skipped."""
-        for batch in self.replay_batches(partition):
-            yield from batch.records
+    def is_empty(self, partition: int) -> bool:
+        """Whether this broker's replica of `partition` holds no offset at all (False when it has no replica)."""
+        hosted = self._replica_manager.get_partition(self.topic, partition)
+        return hosted is not None and hosted.log.log_start_offset >= hosted.log.log_end_offset
 
     def replay_batches(self, partition: int, max_bytes: int = READ_CHUNK_BYTES) -> Iterator[ReplayedBatch]:
         """Every batch of one partition in log order: its keyed records, and for a transaction's batches the

@@ -197,7 +197,7 @@ class TransactionStateManager:
         if self._cache.pop(partition, None) is not None:
             log.info("dropped the transactional ids of %s-%d loaded at an earlier coordinator epoch",
                      self.transaction_log.topic, partition)
-        if self._is_empty(partition):
+        if self.transaction_log.is_empty(partition):
             self._loading.pop(partition, None)
             self._cache[partition] = TxnMetadataCacheEntry(coordinator_epoch)
             log.debug("%s-%d is empty: served at coordinator epoch %d", self.transaction_log.topic, partition,
@@ -205,12 +205,6 @@ class TransactionStateManager:
             return False
         self._loading[partition] = coordinator_epoch
         return True
-
-    def _is_empty(self, partition: int) -> bool:
-        try:  # one read of the first batch alone
-            return next(self.transaction_log.replay_batches(partition, 1), None) is None
-        except (KafkaError, OSError):
-            return False  # the load reads it again, and logs what fails
 
     async def load_transactions_for_partition(self, partition: int,
                                               coordinator_epoch: int) -> list[TransactionMetadata] | None:
