@@ -561,6 +561,13 @@ class ReplicaManager:
         results = self.append_to_local_log(required_acks, entries, origin)
         if required_acks != -1 or all(r.error is not None for r in results.values()):
             return results
+        return await self.wait_for_replication(results, timeout_ms, client=client, stop_early=stop_early)
+
+    async def wait_for_replication(self, results: dict[TopicPartition, AppendResult], timeout_ms: int, *,
+                                   client: trio.SocketStream | None = None,
+                                   stop_early: Callable[[], bool] | None = None) -> dict[TopicPartition, AppendResult]:
+        """acks=all for appends already made (Kafka's DelayedProduce): until the ISR has each, at most
+        `timeout_ms`."""
         delayed = DelayedProduce(self, results)
         if delayed.try_complete():
             return delayed.results

@@ -45,7 +45,6 @@ from __future__ import annotations
 import re
 import time
 
-import trio
 from kafka.protocol.admin.transactions import (
     DescribeProducersRequest,
     DescribeTransactionsRequest,
@@ -64,7 +63,7 @@ from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
 from minikafka.broker.coordinator.transaction.transaction_state import TransactionState
-from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
+from minikafka.broker.replication.delayed_produce import AppendResult
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
@@ -277,11 +276,8 @@ async def _wait_for_markers_replicated(ctx: RequestContext, timeout_ms: int,
                 previous = last.get(tp)
                 if previous is None or previous.info is None or result.info.last_offset > previous.info.last_offset:
                     last[tp] = result
-    delayed = DelayedProduce(ctx.services.replica_manager, last)
-    if delayed.try_complete():
-        return delayed.results
-    return await delayed.wait(ctx.services.replica_manager.purgatory,
-                              trio.current_time() + max(0, timeout_ms) / 1000, ctx.client, ctx.draining)
+    return await ctx.services.replica_manager.wait_for_replication(last, timeout_ms, client=ctx.client,
+                                                                   stop_early=ctx.draining)
 
 
 async def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest) -> ApiMessage:
