@@ -1,5 +1,5 @@
 """An exactly-once copier (consume-transform-produce with send_offsets_to_transaction) over three input partitions on
-a three-broker cluster (KRaft), while the test kills -9 a partition leader, the broker that
+a three-broker cluster in both controller modes, while the test kills -9 a partition leader, the broker that
 coordinates the copier's transactional id, and the copier itself (a new copier with the same transactional id fences
 the old one and resumes from the group's committed offsets).
 
@@ -43,36 +43,50 @@ def committed_offsets(bootstrap: str) -> dict[int, int]:
         consumer.close()
 
 
-# KRaft only: in ZooKeeper mode a killed broker stays in the metadata until its ZooKeeper session expires, and when it
-# was the group's coordinator, librdkafka (2.10+) keeps that coordinator cached after the broker leaves the metadata
-# and is decommissioned: send_offsets_to_transaction then waits on a broker handle that never comes up, past its own
-# timeout (seen 2 times in 18 runs with COPIER_DEBUG=1: "Received CONNECT op" to the decommissioned broker, then
-# nothing), until the coordinator aborts the transaction. Apache Kafka's ZooKeeper mode would meet the same client.
-# The transaction failover tests of test_transactions_failover cover ZooKeeper mode.
-@pytest.mark.parametrize("zookeeper", [CLUSTER_MODES[0]])
+def roles(cluster: minikafka.Cluster) -> tuple[int, int, str]:
+    """The partition of SINK whose leader the test kills, and a transactional id coordinated by the third broker.
+
+    Neither victim is the group's coordinator: librdkafka (2.16, confluentinc/librdkafka#5511, with #5456) caches
+    the group coordinator for TxnOffsetCommit, and when that broker leaves the metadata (a killed broker once it
+    is fenced, in either controller mode, as with Apache Kafka) its handle is decommissioned while still cached:
+    send_offsets_to_transaction then waits for it past its own timeout, until some other broker changes state.
+    """
+    group_coordinator = coordinator_of(cluster, GROUP, key_type=0)
+    partition = next((p for p in range(PARTITIONS) if cluster.leader_of(SINK, p).node_id != group_coordinator),
+                     None)
+    assert partition is not None, f"broker {group_coordinator} leads every partition of {SINK}"
+    third = ({b.node_id for b in cluster.brokers} - {group_coordinator, cluster.leader_of(SINK, partition).node_id})
+    candidates = (f"{TRANSACTIONAL_ID}-{i}" for i in range(200))
+    transactional_id = next(t for t in candidates if coordinator_of(cluster, t) in third)
+    return partition, coordinator_of(cluster, transactional_id), transactional_id
+
+
+@pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
 def test_copier_copies_exactly_once_through_leader_coordinator_and_copier_kills(tmp_path, zookeeper):
     with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper) as cluster:
         for topic in (SOURCE, SINK):
             cluster.state.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
                                        config={"min.insync.replicas": 2})
         values = fill(cluster.bootstrap_servers)
+        partition, coordinator_id, transactional_id = roles(cluster)
         progress = tmp_path / "progress"
-        copier = start(cluster.bootstrap_servers, SOURCE, SINK, GROUP, TRANSACTIONAL_ID, progress)
+        copier = start(cluster.bootstrap_servers, SOURCE, SINK, GROUP, transactional_id, progress)
         try:
             wait_until(lambda: copied(progress) >= RECORDS // 5, timeout=WAIT_S, message="the copier to start copying")
-            leader = cluster.leader_of(SINK, 0)
+            leader = cluster.leader_of(SINK, partition)
             leader.kill()
             wait_until(lambda: copied(progress) >= 2 * RECORDS // 5, timeout=WAIT_S,
                        message="copying on after the leader kill")
             leader.start()
-            coordinator = cluster.broker(coordinator_of(cluster, TRANSACTIONAL_ID))
+            assert coordinator_of(cluster, transactional_id) == coordinator_id
+            coordinator = cluster.broker(coordinator_id)
             coordinator.kill()
             wait_until(lambda: copied(progress) >= 3 * RECORDS // 5, timeout=WAIT_S,
                        message="copying on after the coordinator kill")
             coordinator.start()
             copier.kill()
             copier.wait(30)
-            copier = start(cluster.bootstrap_servers, SOURCE, SINK, GROUP, TRANSACTIONAL_ID, progress)
+            copier = start(cluster.bootstrap_servers, SOURCE, SINK, GROUP, transactional_id, progress)
             output = read_committed(cluster.bootstrap_servers, RECORDS, SINK)
         finally:
             copier.kill()

@@ -22,7 +22,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 import minikafka
 from tests.cluster.cluster_modes import CLUSTER_MODES
 from tests.cluster.replication_checks import assert_replicas_identical, partition_dir
-from tests.helpers import read_committed_values
+from tests.helpers import read_committed_values, wait_until
 from tests.raw_client import RawConnection
 
 TOPIC = "eos"
@@ -34,12 +34,18 @@ WAIT_S = 60.0
 CONSUME_S = 60.0
 
 
-def coordinator_of(cluster: minikafka.Cluster, transactional_id: str) -> int:
+def coordinator_of(cluster: minikafka.Cluster, key: str, key_type: int = 1) -> int:
+    """The broker coordinating a transactional id (key type 1) or a group (0), once its topic is ready."""
     live = next(b for b in cluster.brokers if b.running)
-    with RawConnection(live.bootstrap_servers) as conn:
-        response = conn.request(FindCoordinatorRequest[3](key=transactional_id, key_type=1))
-    assert response.error_code == 0, response
-    return response.node_id
+    answers = []
+
+    def found() -> bool:
+        with RawConnection(live.bootstrap_servers) as conn:
+            answers.append(conn.request(FindCoordinatorRequest[3](key=key, key_type=key_type)))
+        return answers[-1].error_code == 0
+
+    wait_until(found, timeout=WAIT_S, message=f"a coordinator for {key!r}")
+    return answers[-1].node_id
 
 
 def end(producer: Producer, commit: bool) -> bool:
