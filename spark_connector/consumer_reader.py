@@ -1,4 +1,4 @@
-"""Executor side: read one offset range of one partition into Arrow record batches."""
+"""Executor side, through librdkafka's consumer: read one offset range of one partition into Arrow record batches."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as ClientPartition
 
-from .data_loss import log, report_data_loss
+from .data_loss import log, report_gone, report_truncated
 from .options import ReadConfig
 from .ranges import OffsetRange
 from .schema import record_batch
@@ -137,23 +137,10 @@ def _after_event(
 def _out_of_range(consumer: Consumer, position: int, rng: OffsetRange, fail: bool) -> int:
     """Report the offsets that are gone, then go on from the earliest offset, or give the range up."""
     earliest, latest = _watermarks(consumer, rng)
-    name = f"{rng.topic}-{rng.partition}"
-    if position < earliest:
-        report_data_loss(
-            f"Cannot fetch offset {position} of {name}: the earliest offset available is {earliest}; "
-            f"records in [{position}, {min(earliest, rng.end)}) are skipped.",
-            fail,
-        )
-        if earliest >= rng.end:
-            return rng.end
-        consumer.assign([ClientPartition(rng.topic, rng.partition, earliest)])
-        return earliest
-    report_data_loss(
-        f"Cannot fetch offset {position} of {name}: the partition ends at {latest}; "
-        f"records in [{position}, {rng.end}) are skipped.",
-        fail,
-    )
-    return rng.end
+    resumed = report_gone(f"{rng.topic}-{rng.partition}", position, rng.end, earliest, latest, fail)
+    if resumed < rng.end:
+        consumer.assign([ClientPartition(rng.topic, rng.partition, resumed)])
+    return resumed
 
 
 def _truncated(consumer: Consumer, position: int, rng: OffsetRange, fail: bool) -> bool:
@@ -161,9 +148,5 @@ def _truncated(consumer: Consumer, position: int, rng: OffsetRange, fail: bool) 
     _, latest = _watermarks(consumer, rng)
     if latest > position:
         return False
-    report_data_loss(
-        f"Could not read records in offset [{position}, {rng.end}) of {rng.topic}-{rng.partition}: "
-        f"the partition now ends at offset {latest}.",
-        fail,
-    )
+    report_truncated(f"{rng.topic}-{rng.partition}", position, rng.end, latest, fail)
     return True

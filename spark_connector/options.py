@@ -8,11 +8,12 @@ they are, after the properties the connector owns have been refused as Spark ref
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
+from .kafka_client import FetchSettings
 from .offsets import (
     EARLIEST,
     LATEST,
@@ -87,6 +88,26 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+# Kafka consumer properties (the Java client's names and defaults) the connector's own Fetch client honours; with
+# any other kafka.* property (TLS, SASL, client.rack, librdkafka's own ...) an executor reads through librdkafka.
+FETCH_DEFAULTS = {
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,  # Kafka's 1 MiB is sized for many partitions per request
+    "fetch.min.bytes": 1,
+    "fetch.max.wait.ms": 500,
+    "request.timeout.ms": 30_000,
+    "retry.backoff.ms": 100,
+}
+FETCH_IGNORED = frozenset({
+    "bootstrap.servers", "client.id", "group.id", "allow.auto.create.topics", "check.crcs", "client.dns.lookup",
+    "connections.max.idle.ms", "metadata.max.age.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
+    "retry.backoff.max.ms", "receive.buffer.bytes", "send.buffer.bytes", "socket.connection.setup.timeout.ms",
+    "socket.connection.setup.timeout.max.ms", "default.api.timeout.ms", "session.timeout.ms",
+    "heartbeat.interval.ms", "max.poll.records", "max.poll.interval.ms", "auto.commit.interval.ms",
+})  # fmt: skip
+FETCHERS = ("auto", "librdkafka")
+
+
 @dataclass(frozen=True)
 class ReadConfig:
     """What an executor needs to read an offset range; small and picklable."""
@@ -96,6 +117,56 @@ class ReadConfig:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     isolation_level: str
+    fetcher: str = "auto"
+
+    @property
+    def direct_fetch(self) -> bool:
+        """Whether executors read with the connector's own Fetch client (see FETCH_DEFAULTS), not librdkafka."""
+        if self.fetcher != "auto":
+            return False
+        for name, value in self.properties:
+            if name == "security.protocol" and value.strip().upper() == "PLAINTEXT":
+                continue
+            if name not in FETCH_DEFAULTS and name not in FETCH_IGNORED:
+                return False
+        return True
+
+    def _property(self, name: str) -> str | None:
+        return dict(self.properties).get(name)
+
+    def _int(self, name: str) -> int:
+        text = self._property(name)
+        if text is None:
+            return FETCH_DEFAULTS[name]
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"Kafka option '{name}' must be an integer, got {text!r}") from None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._property("bootstrap.servers") or ""
+
+    @property
+    def client_id(self) -> str:
+        return self._property("client.id") or "minikafka-spark"
+
+    @property
+    def request_timeout_ms(self) -> int:
+        return self._int("request.timeout.ms")
+
+    @property
+    def retry_backoff_ms(self) -> int:
+        return self._int("retry.backoff.ms")
+
+    def fetch_settings(self) -> FetchSettings:
+        return FetchSettings(
+            isolation_level=1 if self.isolation_level == READ_COMMITTED else 0,
+            max_wait_ms=self._int("fetch.max.wait.ms"),
+            min_bytes=self._int("fetch.min.bytes"),
+            max_bytes=self._int("fetch.max.bytes"),
+            partition_max_bytes=self._int("max.partition.fetch.bytes"),
+        )
 
     def consumer(self) -> Consumer:
         """A consumer that reads assigned partitions and never commits or resets offsets itself.
@@ -148,6 +219,15 @@ def _isolation_level(options: Mapping[str, str]) -> str:
             f"Invalid value {value} for configuration isolation.level (option '{ISOLATION_LEVEL}'): "
             f"String must be one of: {READ_COMMITTED}, {READ_UNCOMMITTED}"
         )
+    return value
+
+
+def _fetcher(options: Mapping[str, str]) -> str:
+    """`fetcher`: "auto" reads with the connector's own Fetch client where the kafka.* options allow it,
+    "librdkafka" always through librdkafka's consumer."""
+    value = options.get("fetcher", "auto").strip().lower()
+    if value not in FETCHERS:
+        raise ValueError(f"Option 'fetcher' must be one of {', '.join(FETCHERS)}, got {value!r}")
     return value
 
 
@@ -210,6 +290,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         poll_timeout_ms=_positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
         isolation_level=_isolation_level(options),
+        fetcher=_fetcher(options),
     )
     return SourceOptions(
         read=read,
@@ -229,11 +310,13 @@ class SinkOptions:
     topic: str | None
     properties: tuple[tuple[str, str], ...]
 
-    def producer(self) -> Producer:
-        """A producer that reports only failed deliveries and partitions keys as the Java client does."""
-        config = {"partitioner": "murmur2_random"}
+    def producer(self, on_delivery: Callable[[KafkaError | None, Message], None]) -> Producer:
+        """A producer that reports only failed deliveries, to `on_delivery`, and partitions keys as the Java
+        client does."""
+        config: dict[str, object] = {"partitioner": "murmur2_random"}
         config.update(self.properties)
         config["delivery.report.only.error"] = True
+        config["on_delivery"] = on_delivery
         return Producer(config)
 
 

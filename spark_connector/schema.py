@@ -24,6 +24,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from minikafka.protocol.record_columns import ColumnBuffers
+
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
@@ -70,4 +72,39 @@ def record_batch(topic: str, partition: int, messages: Sequence[Message], includ
     ]
     if include_headers:
         columns.append(pa.array([m.headers() for m in messages], schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def columns_batch(topic: str, partition: int, buffers: ColumnBuffers, timestamp_types: bytearray,
+                  include_headers: bool) -> pa.RecordBatch:
+    """One Arrow batch over decoded column buffers, without copying them (pyarrow wraps the bytearrays)."""
+    schema = arrow_schema(include_headers)
+    n = buffers.rows
+
+    def binary(validity: bytearray, offsets: bytearray, data: bytearray, kind: pa.DataType, rows: int) -> pa.Array:
+        bitmap = pa.py_buffer(validity) if validity else None  # header keys are never null: no bitmap
+        return pa.Array.from_buffers(kind, rows, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+    millis = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.timestamps)])
+    columns = [
+        binary(buffers.key_validity, buffers.key_offsets, buffers.key_data, schema.field("key").type, n),
+        binary(buffers.value_validity, buffers.value_offsets, buffers.value_data, schema.field("value").type, n),
+        pa.repeat(pa.scalar(topic, schema.field("topic").type), n),
+        pa.repeat(pa.scalar(partition, schema.field("partition").type), n),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.offsets)]),
+        millis.cast(pa.timestamp("ms", tz="UTC")).cast(schema.field("timestamp").type),
+        pa.Array.from_buffers(schema.field("timestampType").type, n, [None, pa.py_buffer(timestamp_types)]),
+    ]
+    if include_headers:
+        headers_type = schema.field("headers").type
+        entry_type = headers_type.value_type
+        entries = (len(buffers.header_key_offsets) // 4) - 1 if buffers.header_key_offsets else 0
+        keys = binary(bytearray(), buffers.header_key_offsets or bytearray(4), buffers.header_key_data,
+                      entry_type.field("key").type, entries)
+        values = binary(buffers.header_value_validity, buffers.header_value_offsets or bytearray(4),
+                        buffers.header_value_data, entry_type.field("value").type, entries)
+        entry = pa.StructArray.from_arrays([keys, values], fields=list(entry_type))
+        columns.append(pa.Array.from_buffers(headers_type, n, [pa.py_buffer(buffers.header_validity),
+                                                                pa.py_buffer(buffers.header_offsets)],
+                                             children=[entry]))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

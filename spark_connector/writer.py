@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import repeat
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
@@ -71,34 +72,42 @@ def _headers(entries: list[dict] | None) -> list[tuple[str, bytes | None]] | Non
 
 
 def produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenRecords:
-    """Send every row of `batches`; fail if any record is not acknowledged."""
-    producer = options.producer()
+    """Send every row of `batches`; fail if any record is not acknowledged.
+
+    The loop is the one cost per row: the producer's delivery callback is set once (not per record), arguments go
+    positionally, and columns a batch does not have are constants rather than lists.
+    """
     errors: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _message: object) -> None:
         if error is not None:
             errors.append(error)
 
+    producer = options.producer(delivered)
+    send = producer.produce
     count = 0
     for batch in batches:
         n = batch.num_rows
-        values = _column(batch, "value", as_bytes=True)
-        keys = _column(batch, "key", as_bytes=True) or [None] * n
-        partitions = _column(batch, "partition") or [None] * n
-        headers = _column(batch, "headers") or [None] * n
-        topics = [options.topic] * n if options.topic else _column(batch, "topic")
-        for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers, strict=True):
+        values = _column(batch, "value", as_bytes=True) or []
+        keys = _column(batch, "key", as_bytes=True) or repeat(None)
+        partitions = _column(batch, "partition") or repeat(None)
+        headers = _column(batch, "headers") or repeat(None)
+        topics = repeat(options.topic) if options.topic else _column(batch, "topic") or []  # repeats end with values
+        for topic, key, value, partition, header in zip(topics, keys, values, partitions, headers, strict=False):
             if topic is None:
                 raise ValueError("null topic present in the data. Use the topic option for setting a default topic.")
-            kwargs = {"key": key, "headers": _headers(header), "on_delivery": delivered}
-            if partition is not None:
-                kwargs["partition"] = partition
-            while True:
-                try:
-                    producer.produce(topic, value, **kwargs)
-                    break
-                except BufferError:
+            args = (topic, value, key, -1 if partition is None else partition)
+            extra = {"headers": _headers(header)} if header else {}
+            try:
+                send(*args, **extra)
+            except BufferError:  # the producer's queue is full: wait for deliveries, then send again
+                while True:
                     producer.poll(0.1)
+                    try:
+                        send(*args, **extra)
+                        break
+                    except BufferError:
+                        continue
         count += n
         producer.poll(0)
         if errors:

@@ -24,7 +24,7 @@ have to hold it. A batch compressed with a codec whose Python library is not ins
 only (its timestamps by the first and max ones), with a warning: refusing it would refuse every producer using
 that codec.
 
-Cost: the walk is compiled (storage/_record_walk.c, built at install): about 15 ns per record whatever its size
+Cost: the walk is compiled (protocol/_record_codec.c, built at install): about 15 ns per record whatever its size
 (0.15 ms per MB of 100-byte records) and 0.2 us per call. `_python_walk` here is its reference, and the walk where
 it is not built or MINIKAFKA_PURE_PYTHON=1 asks for it: a loop over records with inline paths for the one- and
 two-byte varints records are made of, about 1 us per record (10 ms per MB of 100-byte records, most of a broker's
@@ -58,6 +58,7 @@ from minikafka.protocol.record_batch import (
     InvalidRecordError,
     stamp_timestamp_type_and_max,
 )
+from minikafka.protocol.record_columns import PURE_PYTHON_ENV
 
 from .errors import InvalidTimestampError, RecordTooLargeError
 from .log_config import LogConfig
@@ -71,7 +72,6 @@ _INT_MASK = 0xFFFFFFFF
 _LONG_MASK = 0xFFFFFFFFFFFFFFFF
 _warned_codecs: set[int] = set()
 # Set to 1, records are walked in Python even where the compiled walk is built: for comparison, and for the tests.
-PURE_PYTHON_ENV = "MINIKAFKA_PURE_PYTHON"
 
 
 class RecordError(NamedTuple):
@@ -274,7 +274,7 @@ def _python_walk(buf: bytes | bytearray, pos: int, end: int, delta: int) -> tupl
     Raises InvalidRecordError, or IndexError for a field cut off by the end of `buf`. Each varint has an inline
     path for its usual length (one byte; two for the record length, offset delta and value length).
 
-    The reference for storage/_record_walk.c, which does the same in C, and the walk where that is not built."""
+    The reference for protocol/_record_codec.c, which does the same in C, and the walk where that is not built."""
     first = delta
     expected = delta << 1  # the next offset delta, zigzag-encoded as on the wire
     low, high = _LONG_MAX, _LONG_MIN
@@ -396,14 +396,14 @@ def _varint(buf: bytes | bytearray, pos: int, max_bytes: int, mask: int) -> tupl
 
 
 def _load_compiled_walk() -> Callable[[bytes | bytearray, int, int, int], tuple[int, int, int, int]] | None:
-    """storage/_record_walk.c's walk; None where it is not built (an install without a compiler) or not wanted."""
+    """protocol/_record_codec.c's walk; None where it is not built (an install without a compiler) or not wanted."""
     if os.environ.get(PURE_PYTHON_ENV) == "1":
         return None
     try:
-        from . import _record_walk
+        from minikafka.protocol import _record_codec
     except ImportError:
         return None
-    return _record_walk.walk
+    return _record_codec.walk
 
 
 compiled_walk = _load_compiled_walk()

@@ -51,9 +51,9 @@ def record_walk(request) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "compiled":
             try:
-                from minikafka.storage._record_walk import walk
+                from minikafka.protocol._record_codec import walk
             except ImportError:
-                pytest.skip("the compiled record walk (storage/_record_walk.c) is not built")
+                pytest.skip("the compiled record walk (protocol/_record_codec.c) is not built")
             patch.setattr(log_validator, "_walk", walk)
             patch.delenv(log_validator.PURE_PYTHON_ENV, raising=False)
         else:

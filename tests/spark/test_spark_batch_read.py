@@ -15,6 +15,7 @@ from spark_helpers import create_topic, delete_records, produce
 pytestmark = pytest.mark.spark
 
 BASE_TS = 1_700_000_000_000
+FETCHERS = ["auto", "librdkafka"]  # the connector's own Fetch client, librdkafka's consumer
 
 
 def _records(n_partitions: int, per_partition: int) -> list[dict]:
@@ -41,12 +42,13 @@ def _read(spark, broker, **options):
     return reader.load()
 
 
-def test_batch_read_equals_what_was_produced(spark, broker, unique_topic):
+@pytest.mark.parametrize("fetcher", FETCHERS)
+def test_batch_read_equals_what_was_produced(spark, broker, unique_topic, fetcher):
     create_topic(broker.bootstrap_servers, unique_topic, partitions=3)
     records = _records(3, 40)
     acks = produce(broker.bootstrap_servers, unique_topic, records)
 
-    df = _read(spark, broker, subscribe=unique_topic, includeHeaders="true")
+    df = _read(spark, broker, subscribe=unique_topic, includeHeaders="true", fetcher=fetcher)
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
         "timestampType:int,headers:array<struct<key:string,value:binary>>>"
@@ -108,12 +110,54 @@ def test_missing_topic_reads_empty_and_bad_options_fail(spark, broker, unique_to
         ).option("subscribe", unique_topic).load().collect()
 
 
-def test_data_loss_after_delete_records(spark, broker, unique_topic):
+@pytest.mark.parametrize("fetcher", FETCHERS)
+def test_data_loss_after_delete_records(spark, broker, unique_topic, fetcher):
     create_topic(broker.bootstrap_servers, unique_topic)
     produce(broker.bootstrap_servers, unique_topic, [{"value": b"%d" % i} for i in range(10)])
     delete_records(broker.bootstrap_servers, unique_topic, 0, 4)
     from_zero = json.dumps({unique_topic: {"0": 0}})
     with pytest.raises(Exception, match="failOnDataLoss"):
-        _read(spark, broker, subscribe=unique_topic, startingOffsets=from_zero).collect()
-    kept = _read(spark, broker, subscribe=unique_topic, startingOffsets=from_zero, failOnDataLoss="false")
+        _read(spark, broker, subscribe=unique_topic, startingOffsets=from_zero, fetcher=fetcher).collect()
+    kept = _read(spark, broker, subscribe=unique_topic, startingOffsets=from_zero, failOnDataLoss="false",
+                 fetcher=fetcher)
     assert [r.offset for r in kept.collect()] == list(range(4, 10))
+
+
+def test_both_fetchers_give_the_same_rows(spark, broker, unique_topic):
+    """Every codec, LogAppendTime, null keys and values, headers with null values, values from empty to 100 KB:
+    the connector's own Fetch client gives exactly librdkafka's rows."""
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    cases = {f"{unique_topic}-{codec}": codec for codec in ("none", "gzip", "snappy", "lz4", "zstd")}
+    append_time = f"{unique_topic}-append-time"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in cases] + [
+            NewTopic(append_time, num_partitions=2, replication_factor=1,
+                     topic_configs={"message.timestamp.type": "LogAppendTime"})])
+    finally:
+        admin.close()
+    rng = random.Random(11)
+    sizes = [0, 1, 100, 1000, 100_000]
+    for topic, codec in [*cases.items(), (append_time, "lz4")]:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": codec,
+                             "linger.ms": 5, "batch.size": 65536})
+        for i in range(600):
+            value = None if i % 11 == 0 else rng.randbytes(rng.choice(sizes))
+            headers = [("h", None), ("caf\u00e9", b"x" * (i % 4))] if i % 3 == 0 else None
+            producer.produce(topic, value, key=None if i % 4 == 0 else b"k%d" % i, partition=i % 2,
+                             headers=headers, timestamp=BASE_TS + i)
+        assert producer.flush(30) == 0
+
+    def rows(fetcher: str, topic: str) -> list[tuple]:
+        df = _read(spark, broker, subscribe=topic, includeHeaders="true", fetcher=fetcher)
+        return sorted((r.partition, r.offset, r.key, r.value, r.timestamp, r.timestampType,
+                       None if r.headers is None else [(h.key, h.value) for h in r.headers]) for r in df.collect())
+
+    for topic in [*cases, append_time]:
+        direct, librdkafka = rows("auto", topic), rows("librdkafka", topic)
+        assert len(direct) == 600, topic
+        assert direct == librdkafka, topic
+        assert {r[5] for r in direct} == ({1} if topic == append_time else {0})

@@ -16,7 +16,7 @@ pytest.importorskip("pyspark")
 from confluent_kafka import OFFSET_INVALID
 from spark_helpers import Row, produce_transactions
 
-from minikafka.spark_connector import partition_reader
+from minikafka.spark_connector import consumer_reader, partition_reader
 from minikafka.spark_connector.options import parse_source_options
 from minikafka.spark_connector.ranges import OffsetRange
 from minikafka.spark_connector.schema import source_schema
@@ -42,15 +42,19 @@ def _source_options(bootstrap: str, topic: str, **options: str) -> dict[str, str
             "kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS, **options}
 
 
-def test_ranges_ending_in_markers_or_aborted_records_finish(broker, unique_topic, monkeypatch):
-    """Each range gives its records and ends, also when the consumer's position stays behind the markers."""
+@pytest.mark.parametrize("fetcher", ["auto", "librdkafka"])
+def test_ranges_ending_in_markers_or_aborted_records_finish(broker, unique_topic, monkeypatch, fetcher):
+    """Each range gives its records and ends, with the connector's Fetch client and with librdkafka, also when
+    librdkafka's position stays behind the markers."""
     topic = produce_transactions(broker.bootstrap_servers, unique_topic)
     assert topic.ends[1] == (16, 21)
     expected = {COMMITTED: topic.committed, UNCOMMITTED: topic.uncommitted}
 
     def read(level: str, bounds: tuple[int, int]) -> list[Row]:
-        options = _source_options(broker.bootstrap_servers, unique_topic, **{"kafka.isolation.level": level})
+        options = _source_options(broker.bootstrap_servers, unique_topic, fetcher=fetcher,
+                                  **{"kafka.isolation.level": level})
         config = parse_source_options(options, streaming=False).read
+        assert config.direct_fetch == (fetcher == "auto")
         rng = OffsetRange(unique_topic, 1, *bounds)
         return [
             (1, offset, value.decode())
@@ -58,10 +62,10 @@ def test_ranges_ending_in_markers_or_aborted_records_finish(broker, unique_topic
             for offset, value in zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist(), strict=True)
         ]
 
-    for position in ("moves", "stays"):
+    for position in ("moves", "stays") if fetcher == "librdkafka" else ("moves",):
         with monkeypatch.context() as patch:
             if position == "stays":  # only the end-of-partition event tells the reader where the records end
-                patch.setattr(partition_reader, "_consumer_position", lambda consumer, rng: OFFSET_INVALID)
+                patch.setattr(consumer_reader, "_consumer_position", lambda consumer, rng: OFFSET_INVALID)
             for level, ranges in RANGES.items():
                 with ThreadPoolExecutor(len(ranges)) as pool:  # each read takes a poll interval: read them together
                     results = list(pool.map(lambda bounds, level=level: read(level, bounds), ranges))
@@ -78,9 +82,10 @@ def _rows(df) -> list[Row]:
     return sorted((r.partition, r.offset, r.value.decode()) for r in df.collect())
 
 
-def test_batch_read_committed_stops_at_the_last_stable_offset(spark, broker, unique_topic):
+@pytest.mark.parametrize("fetcher", ["auto", "librdkafka"])
+def test_batch_read_committed_stops_at_the_last_stable_offset(spark, broker, unique_topic, fetcher):
     topic = produce_transactions(broker.bootstrap_servers, unique_topic)
-    options = _source_options(broker.bootstrap_servers, unique_topic)
+    options = _source_options(broker.bootstrap_servers, unique_topic, fetcher=fetcher)
     committed = _read(spark, {**options, "kafka.isolation.level": COMMITTED})
     assert committed.schema == source_schema(include_headers=False)
     assert _rows(committed) == topic.committed

@@ -1,4 +1,4 @@
-"""The compiled record walk (storage/_record_walk.c) answers exactly as the Python one in log_validator, its
+"""The compiled record walk (protocol/_record_codec.c) answers exactly as the Python one in log_validator, its
 reference, on every input: the same result, or the same exception with the same message.
 
 Valid record sets of every shape, the same mutated (bytes flipped, cut, garbage spliced in), plain garbage, and
@@ -13,9 +13,9 @@ from minikafka.storage.log_validator import _python_walk
 from tests.record_bytes import record, varint
 
 try:
-    from minikafka.storage._record_walk import walk
+    from minikafka.protocol._record_codec import walk
 except ImportError:
-    pytest.skip("the compiled record walk (storage/_record_walk.c) is not built: `pip install -e .` builds it",
+    pytest.skip("the compiled record walk (protocol/_record_codec.c) is not built: `pip install -e .` builds it",
                 allow_module_level=True)
 
 BUFFER_TYPES = (bytes, bytearray, memoryview)
