@@ -207,6 +207,19 @@ walk_records(const Buf *b, Py_ssize_t pos, Py_ssize_t end, long long delta)
     return result;
 }
 
+/* args[1] and args[2] as the positions pos and end: -1 with the conversion's error set. */
+static int
+positions(PyObject *const *args, Py_ssize_t *pos, Py_ssize_t *end)
+{
+    *pos = PyLong_AsSsize_t(args[1]);
+    if (*pos == -1 && PyErr_Occurred())
+        return -1;
+    *end = PyLong_AsSsize_t(args[2]);
+    if (*end == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
 static PyObject *
 walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -220,11 +233,8 @@ walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
                      Py_TYPE(owner)->tp_name);
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (end == -1 && PyErr_Occurred())
+    Py_ssize_t pos, end;
+    if (positions(args, &pos, &end) < 0)
         return NULL;
     long long delta = PyLong_AsLongLong(args[3]);
     if (delta == -1 && PyErr_Occurred())
@@ -654,11 +664,8 @@ columns_append(RecordColumns *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "append() takes 9 arguments (%zd given)", nargs);
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (end == -1 && PyErr_Occurred())
+    Py_ssize_t pos, end;
+    if (positions(args, &pos, &end) < 0)
         return NULL;
     long long values[6]; /* count, base offset, base timestamp, log append time, min offset, max offset */
     int has_log_append_time = args[6] != Py_None;

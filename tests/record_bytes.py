@@ -49,7 +49,7 @@ def record(offset_delta: int, value: bytes | None, **fields) -> bytes:
 def batch(records: list[bytes], *, count: int | None = None, last_offset_delta: int | None = None, codec: int = 0,
           payload: bytes | None = None, base_timestamp: int | None = None, max_timestamp: int | None = None,
           log_append_time: bool = False, producer_id: int = -1, producer_epoch: int = -1,
-          base_sequence: int = -1) -> bytes:
+          base_sequence: int = -1, transactional: bool = False, base_offset: int = 0) -> bytes:
     """A v2 batch of `records` (encoded by `record`) with a correct CRC.
 
     Header fields follow the records unless given: count, lastOffsetDelta = count - 1, both timestamps now.
@@ -65,8 +65,8 @@ def batch(records: list[bytes], *, count: int | None = None, last_offset_delta: 
         data = payload
     elif codec:
         data = COMPRESSORS[codec](data)
-    attributes = codec | (0x08 if log_append_time else 0)
-    header = bytearray(_HEADER.pack(0, 49 + len(data), -1, 2, 0, attributes, last_offset_delta, base_timestamp,
+    attributes = codec | (0x08 if log_append_time else 0) | (0x10 if transactional else 0)
+    header = bytearray(_HEADER.pack(base_offset, 49 + len(data), -1, 2, 0, attributes, last_offset_delta, base_timestamp,
                                     max_timestamp, producer_id, producer_epoch, base_sequence, count))
     out = header + data
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
