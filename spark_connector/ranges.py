@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 
 from pyspark.sql.datasource import InputPartition
 
@@ -26,20 +26,36 @@ class OffsetRange(InputPartition):
 
 
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split ranges into about `min_partitions` pieces, each range in proportion to its size.
+    """Split ranges into about `min_partitions` pieces, as Spark's KafkaOffsetRangeCalculator does.
 
-    As in Spark, ranges are left alone when there are already at least `min_partitions` of them.
+    Empty ranges are dropped, and ranges are left alone when there are already at least `min_partitions` of them.
+    Otherwise a range whose share of the records rounds to one piece stays whole, and the rest share out the
+    remaining pieces in proportion to their sizes (Java's rounding, half up), each cut into pieces of equal size,
+    the last ones taking what integer division leaves.
     """
     ranges = [r for r in ranges if r.size > 0]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
+    whole = {r for r in ranges if _part_count(r.size, total, min_partitions) == 1}
+    split_total = total - sum(r.size for r in whole)
+    split_min = max(min_partitions - len(whole), 1)
     pieces: list[OffsetRange] = []
     for r in ranges:
-        parts = min(r.size, max(1, round(r.size * min_partitions / total)))
-        bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-        pieces.extend(OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in pairwise(bounds))
+        parts = 1 if r in whole else _part_count(r.size, split_total, split_min)
+        remaining, start = r.size, r.start
+        for part in range(parts):
+            this = remaining // (parts - part)
+            remaining -= this
+            end = min(start + this, r.end)
+            if end > start:
+                pieces.append(OffsetRange(r.topic, r.partition, start, end))
+            start = end
     return pieces
+
+
+def _part_count(size: int, total: int, min_parts: int) -> int:
+    return max(math.floor(size / total * min_parts + 0.5), 1)
 
 
 def rate_limit(

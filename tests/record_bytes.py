@@ -66,8 +66,8 @@ def batch(records: list[bytes], *, count: int | None = None, last_offset_delta: 
     elif codec:
         data = COMPRESSORS[codec](data)
     attributes = codec | (0x08 if log_append_time else 0) | (0x10 if transactional else 0)
-    header = bytearray(_HEADER.pack(base_offset, 49 + len(data), -1, 2, 0, attributes, last_offset_delta, base_timestamp,
-                                    max_timestamp, producer_id, producer_epoch, base_sequence, count))
+    header = bytearray(_HEADER.pack(base_offset, 49 + len(data), -1, 2, 0, attributes, last_offset_delta,
+                                    base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count))
     out = header + data
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
     return bytes(out)

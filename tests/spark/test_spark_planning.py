@@ -133,6 +133,12 @@ def test_split_ranges_by_min_partitions():
         assert mine[0].start == ranges[p].start and mine[-1].end == ranges[p].end
         assert all(a.end == b.start for a, b in pairwise(mine))
     assert split_ranges(ranges, 2) == ranges[:2]
+    # Spark's pieces: the small partition's share rounds to one piece and stays whole; the big one takes the rest.
+    assert pieces == [OffsetRange("t", 0, 10 * i, 10 * i + 10) for i in range(9)] + [ranges[1]]
+    skewed = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 0, 5), OffsetRange("t", 2, 0, 7)]
+    assert split_ranges(skewed, 4) == [OffsetRange("t", 0, 0, 500), OffsetRange("t", 0, 500, 1000), *skewed[1:]]
+    uneven = split_ranges([OffsetRange("t", 0, 0, 10)], 3)
+    assert [(r.start, r.end) for r in uneven] == [(0, 3), (3, 6), (6, 10)]
 
 
 def test_rate_limit_takes_exactly_the_limit_without_starving():
