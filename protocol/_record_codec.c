@@ -257,93 +257,117 @@ walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 /* ---- RecordColumns: records decoded into Arrow-layout column buffers (protocol/record_columns.py) ----
  *
  * PythonRecordColumns in protocol/record_columns.py is the reference: the same buffers, and the same exception
- * with the same message for every input (tests/unit/test_record_columns.py holds it). An append first walks the
- * batch's records without writing (every check, what is kept, how many bytes), then reserves room and writes: a
- * corrupt batch leaves the columns as they were, and the writing pass cannot fail half way.
+ * with the same message for every input (tests/unit/test_record_columns.py holds it).
  *
- * Each output buffer is a bytearray kept at its capacity (grown by doubling) while `len` counts what is used, and
- * cut to `len` by take(), which hands the bytearrays over without another copy. */
+ * One pass per append, writing as it reads: reading each record twice (check, then write) cost a third of the
+ * time on small records. Whatever stops an append (a corrupt record, the column data limit, memory) rolls the
+ * columns back to where the append found them: lengths and counts are put back and the validity bits set since
+ * are cleared. A row is written once its record has been read to its end, after the room for it is made, so
+ * nothing fails half way through a row (header entries are written as they are read: a rollback takes them back).
+ *
+ * Each output buffer is a bytearray kept at its capacity (grown by doubling) while `len` counts what is used; take()
+ * cuts it to `len` and hands it over without another copy. Bitmaps are zero beyond the bits set (new capacity is
+ * zeroed, a rollback clears what it drops), so a row with a null needs no write and the last byte's unused bits are
+ * zero as Arrow wants them. */
 
 /* minikafka.protocol.record_batch.CorruptRecordError, set at import. */
 static PyObject *CorruptRecordError;
 
 typedef struct {
     PyObject *bytes; /* a bytearray whose size is the capacity */
-    Py_ssize_t len;
+    char *data;      /* its bytes, which move when it is resized */
+    Py_ssize_t len;  /* bytes used; for a bitmap set only by take(), from the row or entry count */
+    Py_ssize_t cap;
 } Out;
 
 static int
 out_init(Out *o)
 {
-    o->len = 0;
     o->bytes = PyByteArray_FromStringAndSize(NULL, 0);
-    return o->bytes == NULL ? -1 : 0;
-}
-
-/* Room for `extra` more bytes; new bytes are zeroed (bitmaps rely on it). */
-static int
-out_reserve(Out *o, Py_ssize_t extra)
-{
-    Py_ssize_t cap = PyByteArray_GET_SIZE(o->bytes);
-    Py_ssize_t need = o->len + extra;
-    if (need <= cap)
-        return 0;
-    Py_ssize_t grown = cap < 256 ? 256 : cap * 2;
-    if (grown < need)
-        grown = need;
-    if (PyByteArray_Resize(o->bytes, grown) < 0)
+    if (o->bytes == NULL)
         return -1;
-    memset(PyByteArray_AS_STRING(o->bytes) + cap, 0, (size_t)(grown - cap));
+    o->data = PyByteArray_AS_STRING(o->bytes);
+    o->len = o->cap = 0;
     return 0;
 }
 
-static inline void
-out_put(Out *o, const void *data, Py_ssize_t n)
+/* A capacity of at least `need` bytes (doubling, so that appends cost amortized O(1) per byte); the new bytes are
+ * zeroed when `zero` says so (bitmaps). */
+static int
+out_grow(Out *o, Py_ssize_t need, int zero)
 {
-    if (n > 0) {
-        memcpy(PyByteArray_AS_STRING(o->bytes) + o->len, data, (size_t)n);
-        o->len += n;
-    }
+    Py_ssize_t cap = o->cap < 128 ? 256 : o->cap * 2;
+    if (cap < need)
+        cap = need;
+    if (PyByteArray_Resize(o->bytes, cap) < 0)
+        return -1;
+    o->data = PyByteArray_AS_STRING(o->bytes);
+    if (zero)
+        memset(o->data + o->cap, 0, (size_t)(cap - o->cap));
+    o->cap = cap;
+    return 0;
+}
+
+/* A capacity of at least `need` bytes. */
+static inline int
+out_ensure(Out *o, Py_ssize_t need, int zero)
+{
+    return need <= o->cap ? 0 : out_grow(o, need, zero);
+}
+
+/* Room for `extra` more bytes of data. */
+static inline int
+out_reserve(Out *o, Py_ssize_t extra)
+{
+    return o->len + extra <= o->cap ? 0 : out_grow(o, o->len + extra, 0);
 }
 
 static inline void
-out_int32(Out *o, int32_t v)
+out_put(Out *o, const uint8_t *data, Py_ssize_t n)
 {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    out_put(o, b, 4);
+    memcpy(o->data + o->len, data, (size_t)n);
+    o->len += n;
+}
+
+/* Little-endian stores, whatever the host; compilers make each one store. */
+static inline void
+out_int32(Out *o, Py_ssize_t value)
+{
+    uint32_t v = (uint32_t)value;
+    uint8_t *p = (uint8_t *)o->data + o->len;
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+    o->len += 4;
 }
 
 static inline void
-out_int64(Out *o, int64_t value)
+out_int64(Out *o, long long value)
 {
     uint64_t v = (uint64_t)value;
-    uint8_t b[8];
+    uint8_t *p = (uint8_t *)o->data + o->len;
     for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    out_put(o, b, 8);
+        p[i] = (uint8_t)(v >> (8 * i));
+    o->len += 8;
 }
 
-/* Bit `index` of a bitmap whose bytes are already reserved and zeroed. */
 static inline void
-out_set_bit(Out *o, Py_ssize_t index)
+set_bit(Out *o, Py_ssize_t index)
 {
-    PyByteArray_AS_STRING(o->bytes)[index >> 3] |= (char)(1 << (index & 7));
+    o->data[index >> 3] |= (char)(1 << (index & 7));
 }
 
-/* The bytearray cut to what was written; a fresh empty buffer takes its place. */
-static PyObject *
-out_take(Out *o)
+/* Bits [from, to) back to zero (a rollback). */
+static void
+clear_bits(Out *o, Py_ssize_t from, Py_ssize_t to)
 {
-    if (PyByteArray_Resize(o->bytes, o->len) < 0)
-        return NULL;
-    PyObject *taken = o->bytes;
-    if (out_init(o) < 0) {
-        o->bytes = taken; /* keep the object consistent; the caller fails */
-        return NULL;
-    }
-    return taken;
+    if (from >= to)
+        return;
+    Py_ssize_t first = from >> 3, last = (to - 1) >> 3;
+    o->data[first] &= (char)((1 << (from & 7)) - 1);
+    if (last > first)
+        memset(o->data + first + 1, 0, (size_t)(last - first));
 }
 
+/* In ColumnBuffers' order, after `rows`. */
 enum { K_OFFSETS, K_TIMESTAMPS, K_KEY_VALID, K_KEY_OFFSETS, K_KEY_DATA, K_VALUE_VALID, K_VALUE_OFFSETS, K_VALUE_DATA,
        K_HEADER_VALID, K_HEADER_OFFSETS, K_HKEY_OFFSETS, K_HKEY_DATA, K_HVALUE_VALID, K_HVALUE_OFFSETS,
        K_HVALUE_DATA, N_OUT };
@@ -353,29 +377,74 @@ typedef struct {
     int include_headers;
     Py_ssize_t max_data_bytes;
     Py_ssize_t rows;
-    Py_ssize_t header_entries;
+    Py_ssize_t entries;   /* header entries */
+    Py_ssize_t row_cap;   /* rows the per-row buffers (fixed width, bitmaps) have room for */
+    Py_ssize_t entry_cap; /* the same for the per-entry ones */
     Out out[N_OUT];
 } RecordColumns;
 
+/* Empty buffers for a RecordColumns (Arrow offsets start with a 0; the header columns exist only with headers);
+ * -1 with nothing left allocated. */
 static int
-columns_reset(RecordColumns *self)
+fresh_outs(Out *outs, int include_headers)
 {
-    self->rows = 0;
-    self->header_entries = 0;
     for (int i = 0; i < N_OUT; i++) {
-        Py_CLEAR(self->out[i].bytes);
-        if (out_init(&self->out[i]) < 0)
+        if (out_init(&outs[i]) < 0) {
+            for (int j = 0; j < i; j++)
+                Py_DECREF(outs[j].bytes);
             return -1;
+        }
     }
-    /* Arrow offsets start with 0; the header columns exist only with headers. */
     int starts[] = {K_KEY_OFFSETS, K_VALUE_OFFSETS, K_HEADER_OFFSETS, K_HKEY_OFFSETS, K_HVALUE_OFFSETS};
-    for (int i = 0; i < 5; i++) {
-        if (!self->include_headers && starts[i] >= K_HEADER_VALID)
-            continue;
-        if (out_reserve(&self->out[starts[i]], 4) < 0)
+    for (int i = 0; i < (include_headers ? 5 : 2); i++) {
+        if (out_reserve(&outs[starts[i]], 4) < 0) {
+            for (int j = 0; j < N_OUT; j++)
+                Py_DECREF(outs[j].bytes);
             return -1;
-        out_int32(&self->out[starts[i]], 0);
+        }
+        out_int32(&outs[starts[i]], 0);
     }
+    return 0;
+}
+
+/* The columns empty again, on buffers from fresh_outs. */
+static void
+columns_replace(RecordColumns *self, Out *outs)
+{
+    for (int i = 0; i < N_OUT; i++) {
+        Py_XDECREF(self->out[i].bytes);
+        self->out[i] = outs[i];
+    }
+    self->rows = self->entries = self->row_cap = self->entry_cap = 0;
+}
+
+/* Room for row `self->rows` in every per-row buffer, and for twice as many rows as now (amortized growth). */
+static int
+grow_rows(RecordColumns *self)
+{
+    Py_ssize_t rows = self->rows < 32 ? 64 : self->rows * 2;
+    if (out_ensure(&self->out[K_OFFSETS], 8 * rows, 0) < 0 || out_ensure(&self->out[K_TIMESTAMPS], 8 * rows, 0) < 0 ||
+        out_ensure(&self->out[K_KEY_OFFSETS], 4 * (rows + 1), 0) < 0 ||
+        out_ensure(&self->out[K_VALUE_OFFSETS], 4 * (rows + 1), 0) < 0 ||
+        out_ensure(&self->out[K_KEY_VALID], (rows + 7) / 8, 1) < 0 ||
+        out_ensure(&self->out[K_VALUE_VALID], (rows + 7) / 8, 1) < 0)
+        return -1;
+    if (self->include_headers && (out_ensure(&self->out[K_HEADER_OFFSETS], 4 * (rows + 1), 0) < 0 ||
+                                  out_ensure(&self->out[K_HEADER_VALID], (rows + 7) / 8, 1) < 0))
+        return -1;
+    self->row_cap = rows;
+    return 0;
+}
+
+static int
+grow_entries(RecordColumns *self)
+{
+    Py_ssize_t entries = self->entries < 32 ? 64 : self->entries * 2;
+    if (out_ensure(&self->out[K_HKEY_OFFSETS], 4 * (entries + 1), 0) < 0 ||
+        out_ensure(&self->out[K_HVALUE_OFFSETS], 4 * (entries + 1), 0) < 0 ||
+        out_ensure(&self->out[K_HVALUE_VALID], (entries + 7) / 8, 1) < 0)
+        return -1;
+    self->entry_cap = entries;
     return 0;
 }
 
@@ -394,9 +463,27 @@ columns_init(RecordColumns *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t max_data_bytes = 0x7FFFFFFF;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|n", names, &include_headers, &max_data_bytes))
         return -1;
+    if (max_data_bytes < 0 || max_data_bytes > 0x7FFFFFFF) {
+        PyErr_SetString(PyExc_ValueError, "max_data_bytes must be within [0, 2**31 - 1]: Arrow's offsets are int32");
+        return -1;
+    }
+    Out outs[N_OUT];
+    if (fresh_outs(outs, include_headers) < 0)
+        return -1;
     self->include_headers = include_headers;
     self->max_data_bytes = max_data_bytes;
-    return columns_reset(self);
+    columns_replace(self, outs);
+    return 0;
+}
+
+/* A subclass's __init__ that does not call ours leaves no buffers. */
+static int
+uninitialized(const RecordColumns *self)
+{
+    if (self->out[0].bytes != NULL)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "RecordColumns.__init__() was not called");
+    return 1;
 }
 
 static void
@@ -407,12 +494,17 @@ columns_dealloc(RecordColumns *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The zigzag varint at *pos, which must end before `end`, as Java's int or long (`mask`). */
+/* The zigzag varint at *pos, which must end before `end`, as Java's int or long (`mask`). Most are one byte. */
 static inline int
 bounded_varint(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, uint64_t mask, long long *out)
 {
-    uint64_t raw = 0;
     Py_ssize_t p = *pos;
+    if (p < end && d[p] < 0x80) {
+        *pos = p + 1;
+        *out = zigzag(d[p]);
+        return 0;
+    }
+    uint64_t raw = 0;
     for (int i = 0; i < max_bytes; i++) {
         if (p + i >= end) {
             PyErr_Format(CorruptRecordError, "Record field at byte %zd runs past the end of its record", p);
@@ -506,20 +598,48 @@ replaced_utf8(const uint8_t *s, Py_ssize_t n)
     return encoded;
 }
 
+/* One append's batch: the header fields the records need. */
 typedef struct {
-    Py_ssize_t rows, key_bytes, value_bytes, entries, hkey_bytes, hvalue_bytes;
-} Sizes;
+    long long count, base_offset, base_timestamp, log_append_time, min_offset, max_offset;
+    int has_log_append_time;
+} Batch;
 
-/* One pass over the records of d[pos:end]: every check, and (when `self` is given) the rows in range written.
- * The first pass (self NULL) fills `sizes`; the second writes into buffers already reserved from them. */
+/* Header entry `self->entries` written (the key already replaced where it was not UTF-8). -1 on memory. */
 static int
-decode_pass(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, long long count,
-            long long base_offset, long long base_timestamp, int has_log_append_time, long long log_append_time,
-            long long min_offset, long long max_offset, int headers, Sizes *sizes)
+put_header(RecordColumns *self, const uint8_t *key, Py_ssize_t key_size, const uint8_t *value,
+           long long value_length)
 {
-    for (long long index = 0; index < count; index++) {
+    Py_ssize_t value_size = value_length > 0 ? (Py_ssize_t)value_length : 0;
+    if ((self->entries >= self->entry_cap && grow_entries(self) < 0) ||
+        out_reserve(&self->out[K_HKEY_DATA], key_size) < 0 || out_reserve(&self->out[K_HVALUE_DATA], value_size) < 0)
+        return -1;
+    out_put(&self->out[K_HKEY_DATA], key, key_size);
+    out_int32(&self->out[K_HKEY_OFFSETS], self->out[K_HKEY_DATA].len);
+    if (value_length >= 0)
+        set_bit(&self->out[K_HVALUE_VALID], self->entries);
+    out_put(&self->out[K_HVALUE_DATA], value, value_size);
+    out_int32(&self->out[K_HVALUE_OFFSETS], self->out[K_HVALUE_DATA].len);
+    self->entries++;
+    return 0;
+}
+
+/* The records of d[pos:end] read and checked, those in range written. Returns how many were kept, or -1 with the
+ * error set; *overflow is set (and writing stopped, reading not: a corrupt record later on still wins) when the
+ * kept ones would pass max_data_bytes. The caller rolls back on -1 and on overflow. */
+static Py_ssize_t
+decode(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, const Batch *batch, int *overflow)
+{
+    const int headers = self->include_headers;
+    Py_ssize_t kept = 0;
+    Py_ssize_t data_bytes = columns_data_bytes(self);
+    if (batch->count < 0) {
+        PyErr_Format(CorruptRecordError, "Record batch has an invalid record count of %lld", batch->count);
+        return -1;
+    }
+    for (long long index = 0; index < batch->count; index++) {
         if (pos >= end) {
-            PyErr_Format(CorruptRecordError, "Record batch ends after %lld of its %lld records", index, count);
+            PyErr_Format(CorruptRecordError, "Record batch ends after %lld of its %lld records", index,
+                         batch->count);
             return -1;
         }
         long long size;
@@ -544,29 +664,15 @@ decode_pass(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t en
             PyErr_Format(CorruptRecordError, "Record has an invalid number of headers: %lld", header_count);
             return -1;
         }
-        long long offset = (long long)((uint64_t)base_offset + (uint64_t)offset_delta);
-        int keep = offset >= min_offset && offset < max_offset;
-        Py_ssize_t row = self != NULL ? self->rows : 0;
-        if (keep && self != NULL) {
-            out_int64(&self->out[K_OFFSETS], offset);
-            out_int64(&self->out[K_TIMESTAMPS], has_log_append_time ? log_append_time
-                                                 : (long long)((uint64_t)base_timestamp + (uint64_t)timestamp_delta));
-            if (key_length >= 0) {
-                out_set_bit(&self->out[K_KEY_VALID], row);
-                out_put(&self->out[K_KEY_DATA], d + key_start, (Py_ssize_t)key_length);
-            }
-            out_int32(&self->out[K_KEY_OFFSETS], (int32_t)self->out[K_KEY_DATA].len);
-            if (value_length >= 0) {
-                out_set_bit(&self->out[K_VALUE_VALID], row);
-                out_put(&self->out[K_VALUE_DATA], d + value_start, (Py_ssize_t)value_length);
-            }
-            out_int32(&self->out[K_VALUE_OFFSETS], (int32_t)self->out[K_VALUE_DATA].len);
-        }
-        else if (keep) {
-            sizes->rows++;
-            sizes->key_bytes += key_length > 0 ? (Py_ssize_t)key_length : 0;
-            sizes->value_bytes += value_length > 0 ? (Py_ssize_t)value_length : 0;
-        }
+        /* Java's long arithmetic: wraps around. */
+        long long offset = (long long)((uint64_t)batch->base_offset + (uint64_t)offset_delta);
+        int keep = offset >= batch->min_offset && offset < batch->max_offset;
+        kept += keep;
+        Py_ssize_t key_size = key_length > 0 ? (Py_ssize_t)key_length : 0;
+        Py_ssize_t value_size = value_length > 0 ? (Py_ssize_t)value_length : 0;
+        int write = keep && !*overflow;
+        if (write && (data_bytes += key_size + value_size) > self->max_data_bytes)
+            *overflow = 1, write = 0;
         for (long long h = 0; h < header_count; h++) {
             long long hkey_length, hvalue_length;
             Py_ssize_t hkey_start = 0, hvalue_start = 0;
@@ -578,32 +684,24 @@ decode_pass(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t en
             }
             if (bounded_bytes(d, &pos, record_end, "header value", &hvalue_start, &hvalue_length) < 0)
                 return -1;
-            if (!(keep && headers))
+            if (!(write && headers))
                 continue;
+            /* Written before the record is read to its end: a rollback takes back the entries of a bad record. */
             const uint8_t *hkey = d + hkey_start;
             Py_ssize_t hkey_size = (Py_ssize_t)hkey_length;
             PyObject *replaced = NULL;
             if (!valid_utf8(hkey, hkey_size)) {
-                replaced = replaced_utf8(hkey, hkey_size);
-                if (replaced == NULL)
+                if ((replaced = replaced_utf8(hkey, hkey_size)) == NULL)
                     return -1;
                 hkey = (const uint8_t *)PyBytes_AS_STRING(replaced);
                 hkey_size = PyBytes_GET_SIZE(replaced);
             }
-            if (self != NULL) {
-                out_put(&self->out[K_HKEY_DATA], hkey, hkey_size);
-                out_int32(&self->out[K_HKEY_OFFSETS], (int32_t)self->out[K_HKEY_DATA].len);
-                if (hvalue_length >= 0) {
-                    out_set_bit(&self->out[K_HVALUE_VALID], self->header_entries);
-                    out_put(&self->out[K_HVALUE_DATA], d + hvalue_start, (Py_ssize_t)hvalue_length);
-                }
-                out_int32(&self->out[K_HVALUE_OFFSETS], (int32_t)self->out[K_HVALUE_DATA].len);
-                self->header_entries++;
-            }
-            else {
-                sizes->entries++;
-                sizes->hkey_bytes += hkey_size;
-                sizes->hvalue_bytes += hvalue_length > 0 ? (Py_ssize_t)hvalue_length : 0;
+            if ((data_bytes += hkey_size + (hvalue_length > 0 ? (Py_ssize_t)hvalue_length : 0)) >
+                self->max_data_bytes)
+                *overflow = 1, write = 0;
+            else if (put_header(self, hkey, hkey_size, d + hvalue_start, hvalue_length) < 0) {
+                Py_XDECREF(replaced);
+                return -1;
             }
             Py_XDECREF(replaced);
         }
@@ -612,54 +710,72 @@ decode_pass(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t en
                          index, record_end - pos);
             return -1;
         }
-        if (keep && self != NULL) {
-            if (headers) {
-                if (header_count > 0)
-                    out_set_bit(&self->out[K_HEADER_VALID], row);
-                out_int32(&self->out[K_HEADER_OFFSETS], (int32_t)self->header_entries);
-            }
-            self->rows++;
+        if (!write)
+            continue;
+        Py_ssize_t row = self->rows;
+        if ((row >= self->row_cap && grow_rows(self) < 0) || out_reserve(&self->out[K_KEY_DATA], key_size) < 0 ||
+            out_reserve(&self->out[K_VALUE_DATA], value_size) < 0)
+            return -1;
+        out_int64(&self->out[K_OFFSETS], offset);
+        out_int64(&self->out[K_TIMESTAMPS],
+                  batch->has_log_append_time ? batch->log_append_time
+                                             : (long long)((uint64_t)batch->base_timestamp + (uint64_t)timestamp_delta));
+        if (key_length >= 0)
+            set_bit(&self->out[K_KEY_VALID], row);
+        out_put(&self->out[K_KEY_DATA], d + key_start, key_size);
+        out_int32(&self->out[K_KEY_OFFSETS], self->out[K_KEY_DATA].len);
+        if (value_length >= 0)
+            set_bit(&self->out[K_VALUE_VALID], row);
+        out_put(&self->out[K_VALUE_DATA], d + value_start, value_size);
+        out_int32(&self->out[K_VALUE_OFFSETS], self->out[K_VALUE_DATA].len);
+        if (headers) {
+            if (header_count > 0)
+                set_bit(&self->out[K_HEADER_VALID], row);
+            out_int32(&self->out[K_HEADER_OFFSETS], self->entries);
         }
+        self->rows = row + 1;
     }
     if (pos != end) {
-        PyErr_Format(CorruptRecordError, "Record batch has %zd bytes after its %lld records", end - pos, count);
+        PyErr_Format(CorruptRecordError, "Record batch has %zd bytes after its %lld records", end - pos,
+                     batch->count);
         return -1;
     }
-    return 0;
+    return kept;
 }
 
-/* Room for `sizes` more: bitmaps to the new row (or entry) count, offsets and values per row, data bytes. */
-static int
-columns_reserve(RecordColumns *self, const Sizes *sizes)
+/* Where an append found the columns: what a rollback puts back. */
+typedef struct {
+    Py_ssize_t rows, entries, len[N_OUT];
+} Mark;
+
+static void
+columns_mark(const RecordColumns *self, Mark *mark)
 {
-    Py_ssize_t rows = self->rows + sizes->rows, entries = self->header_entries + sizes->entries;
-    Py_ssize_t want[N_OUT] = {0};
-    want[K_OFFSETS] = want[K_TIMESTAMPS] = 8 * sizes->rows;
-    want[K_KEY_OFFSETS] = want[K_VALUE_OFFSETS] = 4 * sizes->rows;
-    want[K_KEY_VALID] = want[K_VALUE_VALID] = (rows + 7) / 8 - self->out[K_KEY_VALID].len;
-    want[K_KEY_DATA] = sizes->key_bytes;
-    want[K_VALUE_DATA] = sizes->value_bytes;
-    if (self->include_headers) {
-        want[K_HEADER_VALID] = (rows + 7) / 8 - self->out[K_HEADER_VALID].len;
-        want[K_HEADER_OFFSETS] = 4 * sizes->rows;
-        want[K_HKEY_OFFSETS] = want[K_HVALUE_OFFSETS] = 4 * sizes->entries;
-        want[K_HVALUE_VALID] = (entries + 7) / 8 - self->out[K_HVALUE_VALID].len;
-        want[K_HKEY_DATA] = sizes->hkey_bytes;
-        want[K_HVALUE_DATA] = sizes->hvalue_bytes;
-    }
+    mark->rows = self->rows;
+    mark->entries = self->entries;
     for (int i = 0; i < N_OUT; i++)
-        if (out_reserve(&self->out[i], want[i]) < 0)
-            return -1;
-    /* Bitmaps grow to cover the new rows now: their bytes are set bit by bit below. */
-    int bitmaps[] = {K_KEY_VALID, K_VALUE_VALID, K_HEADER_VALID, K_HVALUE_VALID};
-    for (int i = 0; i < 4; i++)
-        self->out[bitmaps[i]].len += want[bitmaps[i]];
-    return 0;
+        mark->len[i] = self->out[i].len;
+}
+
+static void
+columns_rollback(RecordColumns *self, const Mark *mark)
+{
+    clear_bits(&self->out[K_KEY_VALID], mark->rows, self->rows);
+    clear_bits(&self->out[K_VALUE_VALID], mark->rows, self->rows);
+    if (self->include_headers)
+        clear_bits(&self->out[K_HEADER_VALID], mark->rows, self->rows);
+    clear_bits(&self->out[K_HVALUE_VALID], mark->entries, self->entries);
+    self->rows = mark->rows;
+    self->entries = mark->entries;
+    for (int i = 0; i < N_OUT; i++)
+        self->out[i].len = mark->len[i];
 }
 
 static PyObject *
 columns_append(RecordColumns *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (uninitialized(self))
+        return NULL;
     if (nargs != 9) {
         PyErr_Format(PyExc_TypeError, "append() takes 9 arguments (%zd given)", nargs);
         return NULL;
@@ -667,16 +783,15 @@ columns_append(RecordColumns *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t pos, end;
     if (positions(args, &pos, &end) < 0)
         return NULL;
-    long long values[6]; /* count, base offset, base timestamp, log append time, min offset, max offset */
-    int has_log_append_time = args[6] != Py_None;
+    Batch batch = {0};
+    batch.has_log_append_time = args[6] != Py_None;
+    long long *fields[] = {&batch.count, &batch.base_offset, &batch.base_timestamp, &batch.log_append_time,
+                           &batch.min_offset, &batch.max_offset};
     for (int i = 0; i < 6; i++) {
-        PyObject *arg = args[3 + i];
-        if (i == 3 && !has_log_append_time) {
-            values[i] = 0;
+        if (i == 3 && !batch.has_log_append_time)
             continue;
-        }
-        values[i] = PyLong_AsLongLong(arg);
-        if (values[i] == -1 && PyErr_Occurred())
+        *fields[i] = PyLong_AsLongLong(args[3 + i]);
+        if (*fields[i] == -1 && PyErr_Occurred())
             return NULL;
     }
     Py_buffer view;
@@ -688,32 +803,30 @@ columns_append(RecordColumns *self, PyObject *const *args, Py_ssize_t nargs)
                      view.len);
         goto done;
     }
-    Sizes sizes = {0};
-    int headers = self->include_headers;
-    if (decode_pass(NULL, view.buf, pos, end, values[0], values[1], values[2], has_log_append_time, values[3],
-                    values[4], values[5], headers, &sizes) < 0)
-        goto done;
-    Py_ssize_t grow = sizes.key_bytes + sizes.value_bytes + sizes.hkey_bytes + sizes.hvalue_bytes;
-    if (columns_data_bytes(self) + grow > self->max_data_bytes) {
+    Mark mark;
+    columns_mark(self, &mark);
+    int overflow = 0;
+    Py_ssize_t kept = decode(self, view.buf, pos, end, &batch, &overflow);
+    if (kept >= 0 && overflow)
         PyErr_Format(PyExc_OverflowError, "decoded records would pass %zd bytes of column data: take() them first",
                      self->max_data_bytes);
-        goto done;
-    }
-    if (columns_reserve(self, &sizes) < 0)
-        goto done;
-    Sizes unused = {0};
-    if (decode_pass(self, view.buf, pos, end, values[0], values[1], values[2], has_log_append_time, values[3],
-                    values[4], values[5], headers, &unused) < 0)
-        goto done; /* only a failed UTF-8 replacement (memory) gets here */
-    result = PyLong_FromSsize_t(sizes.rows);
+    if (kept < 0 || overflow)
+        columns_rollback(self, &mark);
+    else
+        result = PyLong_FromSsize_t(kept);
 done:
     PyBuffer_Release(&view);
     return result;
 }
 
+/* Everything since the last take; nothing changes unless it all succeeds. The new buffers are made first, then the
+ * old ones cut to their length (cutting can only fail for memory, leaving each buffer whole and its capacity its
+ * length), then handed over. */
 static PyObject *
 columns_take(RecordColumns *self, PyObject *Py_UNUSED(ignored))
 {
+    if (uninitialized(self))
+        return NULL;
     PyObject *result = PyTuple_New(1 + N_OUT);
     if (result == NULL)
         return NULL;
@@ -723,18 +836,35 @@ columns_take(RecordColumns *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     PyTuple_SET_ITEM(result, 0, rows);
-    for (int i = 0; i < N_OUT; i++) {
-        PyObject *taken = out_take(&self->out[i]);
-        if (taken == NULL) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(result, 1 + i, taken);
-    }
-    if (columns_reset(self) < 0) {
+    Out outs[N_OUT];
+    if (fresh_outs(outs, self->include_headers) < 0) {
         Py_DECREF(result);
         return NULL;
     }
+    /* The bitmaps' lengths follow from the counts (none at all for header columns left out). Cut buffers have no
+     * room for another row or entry: the next one grows them again. */
+    self->row_cap = self->rows;
+    self->entry_cap = self->entries;
+    Py_ssize_t row_bytes = (self->rows + 7) / 8;
+    self->out[K_KEY_VALID].len = self->out[K_VALUE_VALID].len = row_bytes;
+    self->out[K_HEADER_VALID].len = self->include_headers ? row_bytes : 0;
+    self->out[K_HVALUE_VALID].len = (self->entries + 7) / 8;
+    for (int i = 0; i < N_OUT; i++) {
+        Out *o = &self->out[i];
+        if (PyByteArray_Resize(o->bytes, o->len) < 0) {
+            for (int j = 0; j < N_OUT; j++)
+                Py_DECREF(outs[j].bytes);
+            Py_DECREF(result);
+            return NULL;
+        }
+        o->data = PyByteArray_AS_STRING(o->bytes);
+        o->cap = o->len;
+    }
+    for (int i = 0; i < N_OUT; i++) {
+        PyTuple_SET_ITEM(result, 1 + i, self->out[i].bytes);
+        self->out[i].bytes = NULL; /* the tuple's now */
+    }
+    columns_replace(self, outs);
     return result;
 }
 

@@ -9,7 +9,12 @@ source shows it). This module knows nothing of Arrow itself.
 
 `RecordColumns` is the compiled decoder of protocol/_record_codec.c where it is built, the Python one here
 (`PythonRecordColumns`, its reference: both give the same buffers and raise the same errors) where it is not or
-MINIKAFKA_PURE_PYTHON=1 says so.
+MINIKAFKA_PURE_PYTHON=1 says so (the switch storage/log_validator.py follows for its record walk).
+
+Arrow's binary columns index their data with int32 offsets: an append that would take the key, value and header
+data since the last take past `max_data_bytes` (at most 2**31 - 1, the default) raises OverflowError and keeps
+nothing of its batch. Callers take() well before that (data_bytes says how far they are). Numbers passed to append
+are Java longs (int64); offsets and timestamps wrap around as Java's long arithmetic does.
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ class PythonRecordColumns:
     """The decoder in Python: the reference for the compiled one, and the decoder where that is not built."""
 
     def __init__(self, include_headers: bool, max_data_bytes: int = MAX_DATA_BYTES) -> None:
+        if not 0 <= max_data_bytes <= MAX_DATA_BYTES:
+            raise ValueError("max_data_bytes must be within [0, 2**31 - 1]: Arrow's offsets are int32")
         self._include_headers = include_headers
         self._max_data_bytes = max_data_bytes
         self._reset()
@@ -124,7 +131,11 @@ class PythonRecordColumns:
     def append(self, buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
                base_timestamp: int, log_append_time: int | None, min_offset: int, max_offset: int) -> int:
         """Decode the `count` records of buf[pos:end] (one batch's records, uncompressed); keep those with offsets
-        in [min_offset, max_offset). Returns how many were kept; on CorruptRecordError nothing is kept."""
+        in [min_offset, max_offset), each with timestamp log_append_time when it is given (a LogAppendTime batch's
+        max timestamp), base_timestamp + its delta otherwise. Returns how many were kept.
+
+        CorruptRecordError for records Kafka's DefaultRecord would not read, OverflowError for data past
+        max_data_bytes: either way nothing of the batch is kept."""
         if not 0 <= pos <= end <= len(buf):
             raise ValueError(f"records [{pos}, {end}) are not within the buffer's {len(buf)} bytes")
         rows = _decode(buf, pos, end, count)
@@ -187,6 +198,8 @@ Record = tuple[int, int, "bytes | None", "bytes | None", list[tuple[bytes, "byte
 def _decode(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int) -> list[Record]:
     """The records of buf[pos:end] as (offset delta, timestamp delta, key, value, headers), as Kafka's
     DefaultRecord reads them; CorruptRecordError for anything else."""
+    if count < 0:
+        raise CorruptRecordError(f"Record batch has an invalid record count of {count}")
     records: list[Record] = []
     for index in range(count):
         if pos >= end:

@@ -71,7 +71,6 @@ _LONG_MAX = 2**63 - 1
 _INT_MASK = 0xFFFFFFFF
 _LONG_MASK = 0xFFFFFFFFFFFFFFFF
 _warned_codecs: set[int] = set()
-# Set to 1, records are walked in Python even where the compiled walk is built: for comparison, and for the tests.
 
 
 class RecordError(NamedTuple):

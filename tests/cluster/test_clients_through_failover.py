@@ -131,6 +131,7 @@ def produce_kafka_python(bootstrap: str, topic: str, ledger: Ledger, stop: Stop)
 
 def consume_kafka_python(bootstrap: str, topic: str, group: str, name: str, ledger: Ledger, stop: Stop) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.errors import KafkaConnectionError
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked) -> None:
@@ -145,7 +146,17 @@ def consume_kafka_python(bootstrap: str, topic: str, group: str, name: str, ledg
                              heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, max_poll_records=200)
     try:
         consumer.subscribe([topic], listener=Listener())
-        consumer.topics()  # kafka-python's join race needs the topic in its metadata first (tests/group_worker.py)
+        # kafka-python's join race needs the topic in its metadata first (tests/group_worker.py); its topics() raises
+        # when the broker it picks is the killed one (kafka-python 3.0), where poll() would go on to another.
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                consumer.topics()
+                break
+            except KafkaConnectionError:
+                if time.monotonic() > deadline or stop.is_set():
+                    raise
+                time.sleep(0.2)
         while not stop.is_set():
             for tp, records in consumer.poll(timeout_ms=int(POLL_S * 1000)).items():
                 for record in records:

@@ -149,8 +149,14 @@ def test_a_follower_catches_up_throttled_while_the_isr_keeps_its_latency(zookeep
             alter(admin, ConfigResource(ResourceType.BROKER, str(broker_id), incremental_configs=[
                 ConfigEntry("leader.replication.throttled.rate", str(RATE),
                             incremental_operation=AlterConfigOpType.SET)]))
-        leader_rate = described(admin, ConfigResource(ResourceType.BROKER, "1"))["leader.replication.throttled.rate"]
-        assert leader_rate.value == str(RATE) and not leader_rate.is_read_only
+        # ZooKeeper mode applies a broker's dynamic config when its config-change notification arrives, after the
+        # answer (as Kafka's DynamicConfigManager does): describe until it has.
+        rates = []
+        wait_until(lambda: rates.append(described(admin, ConfigResource(ResourceType.BROKER, "1"))[
+            "leader.replication.throttled.rate"]) or rates[-1].value == str(RATE), WAIT_S,
+            message="broker 1 to apply its leader.replication.throttled.rate")
+        leader_rate = rates[-1]
+        assert not leader_rate.is_read_only
         assert getattr(leader_rate.source, "value", leader_rate.source) == ConfigSource.DYNAMIC_BROKER_CONFIG.value
         wait_until(lambda: describe_cluster_default(cluster.broker(2).address) == {
             "follower.replication.throttled.rate": str(RATE)}, WAIT_S, message="the default reaching broker 2")
