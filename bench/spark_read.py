@@ -4,7 +4,8 @@
     python bench/spark_read.py --mb 200
     python bench/spark_read.py --compare-jvm a.jar,b.jar,...   # also Spark's own Kafka source and sink
 
-Starts its own broker (unless --bootstrap-servers is given), fills a topic, then after a warm-up batch read times:
+Starts its own broker (unless --bootstrap-servers is given), fills a topic, then after a warm-up batch read (and
+write) times:
 - a batch read that sums the value lengths of every record (what the connector must beat Spark's JVM source at);
 - a streaming query with Trigger.AvailableNow into the noop sink, in one micro-batch and in eight
   (maxOffsetsPerTrigger);
@@ -177,6 +178,9 @@ def main() -> None:
             for fmt in formats:
                 seconds = timed(lambda fmt=fmt: batch_read(fmt), count)
                 print(f"warm-up batch read, {fmt}: {seconds:.1f} s: {megabytes / seconds:.1f} MB/s", flush=True)
+                if "write" not in skip:
+                    seconds = timed(lambda fmt=fmt: write(fmt), count)
+                    print(f"warm-up batch write, {fmt}: {seconds:.1f} s: {megabytes / seconds:.1f} MB/s", flush=True)
             for group, name, step in steps:
                 if group in skip:
                     continue
