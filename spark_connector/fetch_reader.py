@@ -12,14 +12,13 @@ a truncated partition are data loss; a range that makes no progress for kafkaCon
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.record_batch import LOG_OVERHEAD
+from minikafka.protocol.record_batch import iter_batches
 
 from .completed_fetch import FetchedColumns
 from .data_loss import log, report_gone, report_truncated
@@ -42,9 +41,6 @@ from .schema import columns_batch
 BATCH_BYTES = 16 << 20
 BATCH_ROWS = 65_536
 EARLIEST, LATEST = -2, -1
-_BASE_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-LAST_OFFSET_DELTA_OFFSET = 23
 
 
 def read_range(config: ReadConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -188,14 +184,6 @@ class _RangeReader:
 
 def _next_offset(records: memoryview, position: int) -> int:
     """The offset after the last whole batch of `records` (`position` when there is none), from headers alone."""
-    pos = 0
-    size = len(records)
-    while pos + LOG_OVERHEAD <= size:
-        base, length = _BASE_AND_LENGTH.unpack_from(records, pos)
-        end = pos + LOG_OVERHEAD + length
-        if end > size or length < LAST_OFFSET_DELTA_OFFSET + 4 - LOG_OVERHEAD:
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(records, pos + LAST_OFFSET_DELTA_OFFSET)
-        position = max(position, base + delta + 1)
-        pos = end
+    for _, header in iter_batches(records):
+        position = max(position, header.last_offset + 1)
     return position

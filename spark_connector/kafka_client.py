@@ -28,7 +28,6 @@ with quiet_schema_loading():
     from minikafka.protocol.codec import SCHEMAS
 
 _SIZE = struct.Struct(">i")
-_SIZE_AND_CORRELATION = struct.Struct(">ii")
 CLIENT_SOFTWARE = ("minikafka-spark", "1")
 # Versions this client speaks: topic names in Fetch (v13 uses topic ids) and the fields read below.
 SPOKEN = {ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12), ApiKey.LIST_OFFSETS: (1, 7), ApiKey.FETCH: (4, 12)}

@@ -98,11 +98,11 @@ def columns_batch(topic: str, partition: int, buffers: ColumnBuffers, timestamp_
     if include_headers:
         headers_type = schema.field("headers").type
         entry_type = headers_type.value_type
-        entries = (len(buffers.header_key_offsets) // 4) - 1 if buffers.header_key_offsets else 0
-        keys = binary(bytearray(), buffers.header_key_offsets or bytearray(4), buffers.header_key_data,
-                      entry_type.field("key").type, entries)
-        values = binary(buffers.header_value_validity, buffers.header_value_offsets or bytearray(4),
-                        buffers.header_value_data, entry_type.field("value").type, entries)
+        entries = len(buffers.header_key_offsets) // 4 - 1  # Arrow offsets: one more than the entries
+        keys = binary(bytearray(), buffers.header_key_offsets, buffers.header_key_data, entry_type.field("key").type,
+                      entries)
+        values = binary(buffers.header_value_validity, buffers.header_value_offsets, buffers.header_value_data,
+                        entry_type.field("value").type, entries)
         entry = pa.StructArray.from_arrays([keys, values], fields=list(entry_type))
         columns.append(pa.Array.from_buffers(headers_type, n, [pa.py_buffer(buffers.header_validity),
                                                                 pa.py_buffer(buffers.header_offsets)],
