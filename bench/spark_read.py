@@ -4,11 +4,12 @@
     python bench/spark_read.py --mb 200
     python bench/spark_read.py --compare-jvm a.jar,b.jar,...   # also Spark's own Kafka source and sink
 
-Starts its own broker (unless --bootstrap-servers is given), fills a topic, then after a warm-up batch read (and
-write) times:
+Starts its own broker (unless --bootstrap-servers is given), fills a topic, runs every step once per format to
+warm up (Spark compiles and loads classes, Python workers start), then times:
 - a batch read that sums the value lengths of every record (what the connector must beat Spark's JVM source at);
 - a streaming query with Trigger.AvailableNow into the noop sink, in one micro-batch and in eight
-  (maxOffsetsPerTrigger);
+  (maxOffsetsPerTrigger), timed from start() to the end, and also by the micro-batches alone (the sum of Spark's
+  triggerExecution durations: the rate of a running query, without the query's start and stop);
 - a batch write of the same number of 1 KB records to a new topic.
 With --compare-jvm (the comma-separated jars of Spark's Kafka connector: spark-sql-kafka-0-10,
 spark-token-provider-kafka-0-10, kafka-clients, commons-pool2) each step also runs with format("kafka") on the same
@@ -148,6 +149,8 @@ def main() -> None:
             assert row.b == count * args.record_bytes, row
             return row.n
 
+        batch_ms: dict[str, int] = {}
+
         def streaming_read(fmt: str, triggers: int) -> int:
             stream = reader(fmt, streaming=True).option("startingOffsets", "earliest")
             if triggers > 1:
@@ -156,6 +159,7 @@ def main() -> None:
                 query = (stream.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
                          .trigger(availableNow=True).start())
                 query.awaitTermination()
+                batch_ms[fmt] = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress)
                 return sum(p["numInputRows"] for p in query.recentProgress)
 
         def write(fmt: str) -> int:
@@ -173,25 +177,32 @@ def main() -> None:
             ("write", "batch write", write),
         ]
         try:
-            # The batch read once per format before anything is timed, so Spark's one-off start-up (Python
-            # workers, JVM classes and their compilation) is not counted as reading time.
-            for fmt in formats:
-                seconds = timed(lambda fmt=fmt: batch_read(fmt), count)
-                print(f"warm-up batch read, {fmt}: {seconds:.1f} s: {megabytes / seconds:.1f} MB/s", flush=True)
-                if "write" not in skip:
-                    seconds = timed(lambda fmt=fmt: write(fmt), count)
-                    print(f"warm-up batch write, {fmt}: {seconds:.1f} s: {megabytes / seconds:.1f} MB/s", flush=True)
+            # Every step once per format before anything is timed, so Spark's one-off start-up (Python workers,
+            # JVM classes and their compilation, streaming's first query) is not counted as reading time.
+            for group, name, step in steps:
+                for fmt in formats:
+                    if group not in skip:
+                        seconds = timed(lambda step=step, fmt=fmt: step(fmt), count)
+                        print(f"warm-up {name}, {fmt}: {seconds:.1f} s", flush=True)
             for group, name, step in steps:
                 if group in skip:
                     continue
-                rates = {}
+                rates, batch_rates = {}, {}
                 for fmt in formats:
+                    batch_ms.pop(fmt, None)
                     seconds = timed(lambda step=step, fmt=fmt: step(fmt), count)
                     rates[fmt] = megabytes / seconds
                     print(f"{name}, {fmt}: {count} records in {seconds:.1f} s: {rates[fmt]:.1f} MB/s", flush=True)
+                    if fmt in batch_ms:
+                        batch_rates[fmt] = megabytes / (batch_ms[fmt] / 1000)
+                        print(f"{name}, {fmt}, micro-batches alone: {batch_ms[fmt] / 1000:.1f} s: "
+                              f"{batch_rates[fmt]:.1f} MB/s", flush=True)
                 if "kafka" in rates:
                     print(f"{name}: minikafka connector / Spark's Kafka source = "
                           f"{rates['minikafka'] / rates['kafka']:.2f}x", flush=True)
+                if "kafka" in batch_rates:
+                    print(f"{name}, micro-batches alone: minikafka connector / Spark's Kafka source = "
+                          f"{batch_rates['minikafka'] / batch_rates['kafka']:.2f}x", flush=True)
         finally:
             spark.stop()
 

@@ -20,6 +20,8 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
+from .options import FetchSettings
+
 with quiet_schema_loading():
     from kafka.protocol.consumer import ListOffsetsRequest
     from kafka.protocol.consumer.fetch import FetchRequest
@@ -242,17 +244,6 @@ class KafkaClient:
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
-
-
-@dataclass(frozen=True)
-class FetchSettings:
-    """Kafka's consumer fetch properties, as the Java client names them."""
-
-    isolation_level: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    partition_max_bytes: int
 
 
 def fetched_partition(response: ApiMessage) -> FetchedPartition:

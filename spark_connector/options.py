@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from .kafka_client import FetchSettings
 from .offsets import (
     EARLIEST,
     LATEST,
@@ -106,6 +105,17 @@ FETCH_IGNORED = frozenset({
     "heartbeat.interval.ms", "max.poll.records", "max.poll.interval.ms", "auto.commit.interval.ms",
 })  # fmt: skip
 FETCHERS = ("auto", "librdkafka")
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """Kafka's consumer fetch properties, as the Java client names them."""
+
+    isolation_level: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partition_max_bytes: int
 
 
 @dataclass(frozen=True)

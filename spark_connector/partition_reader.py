@@ -12,12 +12,16 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from . import consumer_reader, fetch_reader
 from .options import ReadConfig
 from .ranges import OffsetRange
 
 
 def read_range(config: ReadConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the records of `rng` in offset order."""
-    reader = fetch_reader if config.direct_fetch else consumer_reader
+    # Imported here, in the executors that read: the driver's planning processes (one per streaming query
+    # start) never need the Fetch client, and its kafka-python schemas take a sixth of a second to import.
+    if config.direct_fetch:
+        from . import fetch_reader as reader
+    else:
+        from . import consumer_reader as reader
     yield from reader.read_range(config, rng)
