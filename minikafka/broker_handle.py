@@ -13,15 +13,21 @@ is a combined node (broker and controller in one process, a cluster of one); in 
 broker-only node that finds the cluster's controller. The handle holds its port from the first start until
 `close()` (on Linux), so a restart never finds it taken. `in_process=True` runs it on a thread of this process
 instead, for the fastest start.
+
+With `security="SSL"`, `"SASL_PLAINTEXT"` or `"SASL_SSL"` the client listener is secured as Kafka secures it
+(certificates made for the test, `users` as SASL/PLAIN users, `ssl_client_auth` for mutual TLS) and
+`client_config(user=..., client=...)` gives each client library its settings; an inter-broker listener, INTERNAL,
+stays plaintext. `faults` and `state` connect as the `admin` user.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minikafka.control_client import ControlClient
 from minikafka.faults import Faults
+from minikafka.handle_security import HandleSecurity
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 
 if TYPE_CHECKING:
@@ -47,7 +53,8 @@ class Broker(NodeHandle):
                  keep_data: bool = False, in_process: bool = False, config: Mapping[str, object] | None = None,
                  node_id: int = 1, log_path: str | Path | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None,
-                 log_dirs: int = 1) -> None:
+                 log_dirs: int = 1, security: str = "PLAINTEXT", users: Mapping[str, str] | None = None,
+                 ssl_client_auth: str = "none") -> None:
         """
         port: the listener's port (default: a free one, kept across restarts).
         data_dir: log.dirs (default: a temporary dir, removed on close unless keep_data).
@@ -55,6 +62,9 @@ class Broker(NodeHandle):
         config: broker properties by Kafka's names, e.g. {"num.partitions": 3, "log.segment.bytes": 1048576}.
         log_path: the broker's log file (default: next to the data dir).
         controller: the cluster's controller (process.roles=broker); none makes a combined node of its own.
+        security: the client listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+        users: SASL users and their passwords, besides `admin` (see `admin_password`).
+        ssl_client_auth: none, requested or required (mutual TLS; `client_config` then brings a certificate).
         """
         owned = [name for name in (config or {}) if name in OWNED_PROPERTIES]
         if owned:
@@ -67,12 +77,20 @@ class Broker(NodeHandle):
             raise ValueError("a broker needs at least one log dir")
         self.controller = controller
         self._log_dir_count = log_dirs
+        if security != "PLAINTEXT" and controller is not None:
+            raise ValueError("a secured broker runs as a node of its own, without a cluster's controller, for now")
+        self.security = HandleSecurity(security, users, host, ssl_client_auth)
         self._faults: Faults | None = None
         self._state: State | None = None
 
     def properties(self) -> dict[str, str]:
-        props = {**self.config, "node.id": str(self.node_id), "listeners": f"PLAINTEXT://{self.host}:{self._port}",
+        protocol = self.security.protocol
+        props = {**self.config, "node.id": str(self.node_id), "listeners": f"{protocol}://{self.host}:{self._port}",
                  "log.dirs": ",".join(str(d) for d in self.log_dirs)}
+        if protocol != "PLAINTEXT":
+            props.update({"listeners": f"{protocol}://{self.host}:{self._port},INTERNAL://{self.host}:0",
+                          "listener.security.protocol.map": f"{protocol}:{protocol},INTERNAL:PLAINTEXT",
+                          "inter.broker.listener.name": "INTERNAL", **self.security.broker_properties(protocol)})
         if self.controller is not None:
             props.update({"process.roles": "broker",
                           "controller.quorum.bootstrap.servers": self.controller.quorum_bootstrap_server})
@@ -92,17 +110,30 @@ class Broker(NodeHandle):
                 self._state.close()
                 self._state = None
         finally:
-            super().close()
+            try:
+                super().close()
+            finally:
+                self.security.close()
 
     @property
     def bootstrap_servers(self) -> str:
         """HOST:PORT of the broker's listener, for a client's bootstrap.servers."""
         return self.address
 
+    def client_config(self, user: str | None = None, client: str = "confluent", mechanism: str = "PLAIN") -> Any:
+        """What a client needs to connect as `user` (default: admin): a dict of settings by the names of `client`
+        ("confluent", "kafka-python", "aiokafka"), or Java client properties as text ("java")."""
+        return self.security.client_config(self.bootstrap_servers, user, client, mechanism)
+
+    @property
+    def admin_password(self) -> str:
+        """The password of the `admin` user every secured broker has."""
+        return self.security.users["admin"]
+
     # ---- faults and state -----------------------------------------------------------------------------------------
 
     def _control(self) -> ControlClient:
-        return ControlClient(self.bootstrap_servers)
+        return ControlClient(self.bootstrap_servers, security=self.security.for_handle())
 
     @property
     def faults(self) -> Faults:
@@ -118,7 +149,9 @@ class Broker(NodeHandle):
         from minikafka.state import State  # lazy: its dataclasses would add a quarter to `import minikafka`
 
         if self._state is None:
-            self._state = State(lambda: self.bootstrap_servers, lambda: [self._control()])
+            self._state = State(lambda: self.bootstrap_servers, lambda: [self._control()],
+                                client_settings=self.security.client_config(self.bootstrap_servers, None,
+                                                                            "kafka-python", "PLAIN"))
         return self._state
 
     def __repr__(self) -> str:

@@ -108,7 +108,34 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "producer.id.expiration.check.interval.ms": (int, 600000),
     # The port of the Prometheus metrics endpoint (0: a free one); none by default.
     "metrics.port": (int, None),
+    # Security: each may also be set for one listener as listener.name.<listener lower-case>.<property>.
+    "listener.security.protocol.map": (str, ""),
+    "security.inter.broker.protocol": (str, None),
+    "sasl.enabled.mechanisms": (str, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
+    "connections.max.reauth.ms": (int, 0),
+    "connection.failed.authentication.delay.ms": (int, 100),
+    "ssl.keystore.type": (str, "JKS"),
+    "ssl.keystore.location": (str, None),
+    "ssl.keystore.password": (str, None),
+    "ssl.keystore.certificate.chain": (str, None),
+    "ssl.keystore.key": (str, None),
+    "ssl.key.password": (str, None),
+    "ssl.truststore.type": (str, "JKS"),
+    "ssl.truststore.location": (str, None),
+    "ssl.truststore.password": (str, None),
+    "ssl.truststore.certificates": (str, None),
+    "ssl.client.auth": (str, "none"),
+    "ssl.principal.mapping.rules": (str, "DEFAULT"),
+    "ssl.enabled.protocols": (str, "TLSv1.2,TLSv1.3"),
+    "ssl.protocol": (str, "TLSv1.3"),
+    "ssl.cipher.suites": (str, ""),
+    "ssl.endpoint.identification.algorithm": (str, "https"),
 }
+
+# Kafka's SecurityProtocol, by name, with the ids its registrations carry.
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+LISTENER_PREFIX = "listener.name."
 
 
 class ConfigError(ValueError):
@@ -206,6 +233,7 @@ class BrokerConfig:
                 _parse(name, kind, self.props[name])
         parse_listeners(self.get("listeners"))
         self._validate_roles()
+        self._validate_security()
 
     def _validate_roles(self) -> None:
         """Kafka's checks of a KRaft node's roles, listeners and quorum, made before anything starts."""
@@ -264,6 +292,19 @@ class BrokerConfig:
             raise ConfigError(f"inter.broker.listener.name={self.inter_broker_listener_name} must be one of the "
                               f"broker's listeners: {', '.join(broker_names)}")
 
+    def _validate_security(self) -> None:
+        """Every listener has a security protocol; security.inter.broker.protocol and inter.broker.listener.name
+        are not both set, as Kafka refuses."""
+        for endpoint in self.listeners:
+            self.security_protocol(endpoint.listener)
+        inter_broker = self.get("security.inter.broker.protocol")
+        if inter_broker is not None:
+            if "inter.broker.listener.name" in self.props:
+                raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should "
+                                  "be set.")
+            if inter_broker.upper() not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid value {inter_broker!r} for configuration security.inter.broker.protocol")
+
     def _validate_zookeeper_mode(self) -> None:
         """A ZooKeeper-mode broker (zookeeper.connect set): no KRaft roles, no controller listener."""
         if self.props.get("process.roles", "").strip():
@@ -299,7 +340,41 @@ class BrokerConfig:
         return _parse(name, kind, self.props[name]) if name in self.props else default
 
     def unknown_properties(self) -> list[str]:
-        return sorted(k for k in self.props if k not in BROKER_PROPERTIES)
+        return sorted(k for k in self.props if k not in BROKER_PROPERTIES and not k.startswith(LISTENER_PREFIX))
+
+    def listener_props(self, listener: str) -> dict[str, str]:
+        """The properties as `listener` sees them: listener.name.<listener lower-case>.<property> over <property>
+        (Kafka's per-listener overrides). Keys that stay prefixed by a mechanism (`plain.sasl.jaas.config`) are
+        the listener's per-mechanism settings."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        props = {k: v for k, v in self.props.items() if not k.startswith(LISTENER_PREFIX)}
+        props.update((k[len(prefix):], v) for k, v in self.props.items() if k.startswith(prefix))
+        return props
+
+    def security_protocol(self, listener: str) -> str:
+        """The listener's security protocol from listener.security.protocol.map. Unmapped, a listener named after a
+        protocol has that protocol, and so does any other while the map is not set (every listener was plaintext
+        before security came); with a map, an unmapped listener is an error, as in Kafka."""
+        mapping = self.security_protocol_map
+        if listener in mapping:
+            return mapping[listener]
+        if listener in SECURITY_PROTOCOLS:
+            return listener
+        if not self.get("listener.security.protocol.map"):
+            return "PLAINTEXT"
+        raise ConfigError(f"No security protocol defined for listener {listener} in "
+                          f"listener.security.protocol.map={self.get('listener.security.protocol.map')}")
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        mapping = {}
+        for item in _names(self.get("listener.security.protocol.map")):
+            name, colon, protocol = item.partition(":")
+            if not colon or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid value {item!r} in configuration listener.security.protocol.map: expected "
+                                  f"LISTENER:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+            mapping[name.strip()] = protocol.strip().upper()
+        return mapping
 
     @property
     def node_id(self) -> int:
@@ -341,6 +416,9 @@ class BrokerConfig:
         """The listener other brokers reach this one on. A node with no roles configured may name its listeners
         freely: its first broker listener serves."""
         name: str = self.get("inter.broker.listener.name")
+        inter_broker = self.get("security.inter.broker.protocol")
+        if inter_broker is not None:  # the listener named after it, as in Kafka
+            name = inter_broker.upper()
         if not self.props.get("process.roles", "").strip():
             names = [e.listener for e in self.broker_listeners]
             if names and name not in names:

@@ -103,8 +103,10 @@ class State:
     """
 
     def __init__(self, bootstrap_servers: Callable[[], str], controls: Callable[[], list[ControlClient]],
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, client_settings: dict[str, Any] | None = None) -> None:
         self._bootstrap_servers = bootstrap_servers
+        # kafka-python's security settings for a secured listener (security_protocol, ssl_cafile, sasl_...).
+        self._client_settings = {k: v for k, v in (client_settings or {}).items() if k != "bootstrap_servers"}
         self._controls = controls
         self.timeout_s = timeout_s
         self._admin = None
@@ -195,7 +197,7 @@ class State:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=None,
                                  enable_auto_commit=False, auto_offset_reset="earliest",
                                  isolation_level=isolation_level, client_id="minikafka-state",
-                                 request_timeout_ms=int(timeout_s * 1000) + 1000)
+                                 request_timeout_ms=int(timeout_s * 1000) + 1000, **self._client_settings)
         try:
             if partition is None:
                 indexes = sorted(consumer.partitions_for_topic(topic) or ())
@@ -267,7 +269,7 @@ class State:
                 from kafka import KafkaAdminClient
 
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="minikafka-state",
-                                           request_timeout_ms=int(self.timeout_s * 1000))
+                                           request_timeout_ms=int(self.timeout_s * 1000), **self._client_settings)
         return self._admin
 
     def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,

@@ -24,7 +24,7 @@ class FrameDecoder:
             frames.append(complete)
         return frames
 
-    def append(self, data: bytes) -> None:
+    def append(self, data: bytes | bytearray) -> None:
         """Add received bytes, to be taken one frame at a time with `next_frame` (a server splits a read of many
         pipelined requests only as it answers them)."""
         self._buffer += data

@@ -17,6 +17,11 @@ No client can take the broker from the others (Kafka's Selector and KafkaChannel
 - a client over a client quota is throttled here: its connection muted for the throttle time after the response
   is written, or, for a request version older than KIP-219, the response held back as long.
 
+Security is per listener (broker/security): a TLS listener's connections are wrapped in trio's SSLStream after a
+handshake bounded in time (a client's certificate gives the connection its principal), and a SASL listener's
+connections authenticate first: their frames go to the connection's SaslServerAuthenticator until it lets requests
+through to the processor. A failed authentication is answered and the connection closed after Kafka's delay.
+
 Shutdown is structured: `drain()` stops the accept loops (closing the listening sockets) and the reading of new
 requests, waits a bounded time for the requests taken to be answered, and leaves the connection tasks for the
 owner's cancellation.
@@ -31,6 +36,8 @@ import trio
 
 from minikafka.broker.network.client_disconnect import unless_client_disconnects
 from minikafka.broker.network.file_send import send_pieces
+from minikafka.broker.security.listener_security import ANONYMOUS, ListenerSecurity, ssl_principal
+from minikafka.broker.security.sasl_server_authenticator import AuthenticationClose, SaslServerAuthenticator
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import Records, RecordsSend, Response
 from minikafka.protocol.file_records import TruncatedFileError
@@ -54,6 +61,10 @@ MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.PRODUCE,
 # Requests that always wait for other clients (the rebalance): answered under a watch for their client going. A
 # produce or fetch is watched by the purgatory, and only if it parks there.
 REBALANCE_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP))
+# A TLS handshake not done by then closes the connection (a client that connects and sends nothing, or too slowly).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+# Closing a TLS connection sends close_notify, for at most this long.
+TLS_CLOSE_TIMEOUT_S = 1.0
 
 
 class CloseConnection(Exception):
@@ -88,11 +99,18 @@ async def open_listeners(purpose: str, host: str, port: int) -> list[trio.Socket
 class ConnectionInfo:
     """What handlers may know about the peer."""
 
-    def __init__(self, connection_id: int, peer: str, listener: str, stream: trio.SocketStream | None = None) -> None:
+    def __init__(self, connection_id: int, peer: str, listener: str, stream: trio.SocketStream | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.connection_id = connection_id
         self.peer = peer
         self.listener = listener
+        self.security_protocol = security_protocol
         self.stream = stream  # the connection's socket, when it has one: a waiting request watches it
+        # Kafka's principal ("User:alice"): from SASL or the client's certificate, else ANONYMOUS.
+        self.principal = ANONYMOUS
+        self.authenticator: SaslServerAuthenticator | None = None  # on a SASL listener
+        # Set when the connection is to close once its last response is written, after this many seconds.
+        self.close_after_s: float | None = None
         # A client quota's throttle of the request just answered (client_quota_manager): how long the connection
         # stays muted, and whether its response waits that long too (a client older than KIP-219).
         self.throttle_time_ms = 0
@@ -121,7 +139,7 @@ class _UnsentResponses:
             self._pieces.append(response)
         self.size += len(response)
 
-    async def write(self, stream: trio.SocketStream) -> None:
+    async def write(self, stream: trio.abc.Stream) -> None:
         """Write all of them, leaving none."""
         pieces, self._pieces, self.size = self._pieces, [], 0
         await send_pieces(stream, pieces)
@@ -129,8 +147,10 @@ class _UnsentResponses:
 
 class SocketServer:
     def __init__(self, process: RequestProcessor, max_request_bytes: int, idle_timeout_s: float,
-                 on_connection_closed: ConnectionClosed | None = None) -> None:
+                 on_connection_closed: ConnectionClosed | None = None,
+                 security: dict[str, ListenerSecurity] | None = None) -> None:
         self._process = process
+        self._security = security or {}
         self._on_connection_closed = on_connection_closed
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
@@ -159,10 +179,20 @@ class SocketServer:
             peer = f"{host}:{port}"
         except OSError:
             peer = "?"
-        info = ConnectionInfo(conn_id, peer, listener_name, stream)
+        security = self._security.get(listener_name)
+        info = ConnectionInfo(conn_id, peer, listener_name, stream,
+                              security.protocol if security is not None else "PLAINTEXT")
         self.connections[conn_id] = stream
+        io: trio.abc.Stream = stream
         try:
-            await self._serve_requests(stream, info)
+            if security is not None and security.ssl_context is not None:
+                io = trio.SSLStream(stream, security.ssl_context, server_side=True)
+                if not await self._tls_handshake(io, info):
+                    return
+                info.principal = ssl_principal(io, security)
+            if security is not None and security.uses_sasl:
+                info.authenticator = SaslServerAuthenticator(security, peer)
+            await self._serve_requests(io, info)
         except FrameError as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (CloseConnection, TruncatedFileError) as exc:
@@ -176,9 +206,26 @@ class SocketServer:
             if self._on_connection_closed is not None:
                 self._on_connection_closed(info)
             with trio.CancelScope(shield=True):
+                if io is not stream:
+                    with trio.move_on_after(TLS_CLOSE_TIMEOUT_S):
+                        await io.aclose()
                 await stream.aclose()
 
-    async def _serve_requests(self, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+    async def _tls_handshake(self, io: trio.SSLStream, info: ConnectionInfo) -> bool:
+        """Whether the TLS handshake succeeded; a failed or slow one is logged in one line."""
+        try:
+            with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
+                await io.do_handshake()
+            return True
+        except trio.TooSlowError:
+            reason = f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+        except trio.BrokenResourceError as exc:
+            reason = f"TLS handshake failed: {exc.__cause__ or exc}"
+        log.warning("closing connection %s from %s on listener %s: %s", info.connection_id, info.peer, info.listener,
+                    reason)
+        return False
+
+    async def _serve_requests(self, stream: trio.abc.Stream, info: ConnectionInfo) -> None:
         """Answer the connection's requests in order until it closes, idles out or the server drains.
 
         Responses wait to be written together only behind requests that answer at once: before a read, and before
@@ -214,8 +261,14 @@ class SocketServer:
                     self._answering += 1
                 if unsent and request[:2] in MAY_WAIT_API_KEYS:
                     await unsent.write(stream)
-                response = await self._answer(stream, request, info)
+                response = await self._answer(request, info)
                 yielded = False
+                if info.close_after_s is not None:  # a failed authentication: answered, then closed
+                    if response is not None:
+                        unsent.add(response)
+                    await unsent.write(stream)
+                    await trio.sleep(info.close_after_s)
+                    return
                 if info.throttle_time_ms:
                     await self._throttle(stream, info, unsent, response)
                     yielded = True
@@ -233,7 +286,7 @@ class SocketServer:
                 if answering:
                     self._answered()
 
-    async def _throttle(self, stream: trio.SocketStream, info: ConnectionInfo, unsent: _UnsentResponses,
+    async def _throttle(self, stream: trio.abc.Stream, info: ConnectionInfo, unsent: _UnsentResponses,
                         response: Response | None) -> None:
         """A throttled client's connection: its response written at once (KIP-219) or after the throttle time
         (older clients), and nothing more read from it until that time is over."""
@@ -248,12 +301,22 @@ class SocketServer:
         if not delayed:
             await trio.sleep(pause_s)
 
-    async def _answer(self, stream: trio.SocketStream, request: bytes, info: ConnectionInfo) -> Response | None:
-        if request[:2] in REBALANCE_API_KEYS:
-            return await unless_client_disconnects(stream, functools.partial(self._process, request, info))
+    async def _answer(self, request: bytes, info: ConnectionInfo) -> Response | None:
+        authenticator = info.authenticator
+        if authenticator is not None:
+            try:
+                step = authenticator.take(request)
+            except AuthenticationClose as exc:
+                raise CloseConnection(str(exc)) from None
+            if step is not None:
+                info.principal = authenticator.principal
+                info.close_after_s = step.close_after_s
+                return step.response
+        if request[:2] in REBALANCE_API_KEYS and info.stream is not None:
+            return await unless_client_disconnects(info.stream, functools.partial(self._process, request, info))
         return await self._process(request, info)
 
-    async def _receive(self, stream: trio.SocketStream, info: ConnectionInfo) -> bytes:
+    async def _receive(self, stream: trio.abc.Stream, info: ConnectionInfo) -> bytes | bytearray:
         """The next bytes the client sent; empty when it closed or the connection was idle too long."""
         with trio.move_on_after(self._idle_timeout_s):
             return await stream.receive_some(RECEIVE_BYTES)

@@ -62,6 +62,8 @@ from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.broker.replication.replica_manager import ReplicaManager, TopicPartition, now_ms
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
+from minikafka.broker.security.listener_security import listener_security
+from minikafka.broker.security.sasl_server import ScramCredentials
 from minikafka.broker.server import handlers
 from minikafka.broker.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from minikafka.broker.server.api_version_manager import ApiVersionManager
@@ -72,7 +74,7 @@ from minikafka.broker.server.forwarding import ForwardingManager
 from minikafka.broker.server.handlers import controller_requests
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
-from minikafka.config import CONTROLLER_ROLE, BrokerConfig, ConfigError, Endpoint
+from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
@@ -81,7 +83,6 @@ from minikafka.storage.log_dir import lock_log_dirs
 log = logging.getLogger("minikafka.broker")
 
 SHUTDOWN_DRAIN_S = 10.0
-PLAINTEXT = 0  # SecurityProtocol id: every minikafka listener is plaintext
 
 
 class BrokerServer:
@@ -132,8 +133,12 @@ class BrokerServer:
                               controller_requests if config.zookeeper_mode else None, self.metrics)
         self.request_channel = RequestChannel(self.apis.request_schemas(config.inter_broker_listener_name),
                                               self.apis.handle, lambda: self.socket_server.draining)
+        # SCRAM credentials are the cluster's (metadata); each listener's security is built once, here.
+        self.scram_credentials = ScramCredentials()
+        security = {e.listener: listener_security(config, e.listener, self.scram_credentials)
+                    for e in config.broker_listeners}
         self.socket_server = SocketServer(self.request_channel.process, config.get("socket.request.max.bytes"),
-                                          config.get("connections.max.idle.ms") / 1000)
+                                          config.get("connections.max.idle.ms") / 1000, security=security)
 
     def _zk_metadata_source(self, config: BrokerConfig) -> MetadataSource:
         """A ZooKeeper-mode broker's metadata source, with the KafkaController it runs over the same ZooKeeper client
@@ -416,13 +421,14 @@ class BrokerServer:
             if self.config.props.get("advertised.listeners") else {}
         endpoints = []
         for endpoint, listeners in bound:
+            protocol = SECURITY_PROTOCOLS[self.config.security_protocol(endpoint.listener)]
             if endpoint.listener in advertised:
                 chosen = advertised[endpoint.listener]
-                endpoints.append(BrokerEndpointInfo(endpoint.listener, chosen.host, chosen.port, PLAINTEXT))
+                endpoints.append(BrokerEndpointInfo(endpoint.listener, chosen.host, chosen.port, protocol))
                 continue
             port = listeners[0].socket.getsockname()[1]
             host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-            endpoints.append(BrokerEndpointInfo(endpoint.listener, host, port, PLAINTEXT))
+            endpoints.append(BrokerEndpointInfo(endpoint.listener, host, port, protocol))
         return endpoints
 
     @property

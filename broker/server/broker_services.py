@@ -94,9 +94,14 @@ class RequestContext:
         self._request_quota = False  # whether a request_percentage applies: then the handler time is counted
 
     @property
+    def principal(self) -> str:
+        """Kafka's principal of the connection, "User:alice" (ANONYMOUS unless it authenticated)."""
+        return self.conn.principal
+
+    @property
     def user(self) -> str:
-        """The client's user principal: every listener is PLAINTEXT."""
-        return ANONYMOUS
+        """The principal's name, as client quotas name users."""
+        return self.conn.principal.partition(":")[2] or ANONYMOUS
 
     @property
     def client_id(self) -> str:

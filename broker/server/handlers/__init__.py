@@ -15,9 +15,10 @@ from minikafka.broker.server.handlers import (
     offsets,
     produce,
     reassignments,
+    sasl,
     topics,
     transactions,
 )
 
 MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas, cluster,
-           groups, log_dirs, transactions, control]
+           groups, log_dirs, transactions, sasl, control]

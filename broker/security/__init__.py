@@ -1,0 +1,1 @@
+"""Kafka's security: TLS, SASL, principals."""

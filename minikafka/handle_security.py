@@ -1,0 +1,175 @@
+"""Security for a test's broker: certificates made for it, users, and the configuration each client needs.
+
+    with minikafka.Broker(security="SASL_SSL", users={"alice": "secret"}) as broker:
+        producer = confluent_kafka.Producer(broker.client_config(user="alice"))
+
+A CA and a server certificate for the broker's host (trustme) are made in a directory of their own; the broker's
+client listener speaks the chosen protocol with Kafka's own properties (a PEM keystore, PLAIN users in the
+listener's JAAS configuration), and an `admin` user with a generated password is always there for the handle's
+own connections. `client_config` gives the settings by each client's names: confluent-kafka (librdkafka),
+kafka-python, aiokafka, and Java client properties as text (the CA as a PEM truststore).
+"""
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+CLIENTS = ("confluent", "kafka-python", "aiokafka", "java")
+ADMIN = "admin"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How one of the handle's own clients connects: the protocol, the CA file and the admin's credentials."""
+
+    protocol: str
+    ca_file: str | None
+    username: str | None
+    password: str | None
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class HandleSecurity:
+    """The security of one handle's client listener; files live until `close()`."""
+
+    def __init__(self, protocol: str, users: Mapping[str, str] | None, host: str,
+                 ssl_client_auth: str = "none") -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"security must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+        if ssl_client_auth not in ("none", "requested", "required"):
+            raise ValueError("ssl_client_auth must be none, requested or required")
+        self.protocol = protocol
+        self.ssl_client_auth = ssl_client_auth
+        self.users = {ADMIN: secrets.token_urlsafe(16), **(users or {})}
+        self._dir: Path | None = None
+        self.ca_file: Path | None = None
+        self._server_pem: Path | None = None
+        if self.tls:
+            self._make_certificates(host)
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def _make_certificates(self, host: str) -> None:
+        import trustme  # lazy: only handles with TLS need it
+
+        self._dir = Path(tempfile.mkdtemp(prefix="minikafka-tls-"))
+        self._ca = trustme.CA(organization_name="minikafka test CA")
+        self.ca_file = self._dir / "ca.pem"
+        self._ca.cert_pem.write_to_path(str(self.ca_file))
+        identities = sorted({host, "127.0.0.1", "localhost"})
+        server = self._ca.issue_cert(*identities, common_name=host)
+        self._server_pem = self._dir / "server.pem"
+        server.private_key_and_cert_chain_pem.write_to_path(str(self._server_pem))
+
+    def client_certificate(self, user: str) -> Path:
+        """A PEM file with a key and a certificate for `user` (CN=user), signed by the test CA, for mutual TLS."""
+        if self._dir is None:
+            raise ValueError("client certificates need a TLS listener (security SSL or SASL_SSL)")
+        path = self._dir / f"client-{user}.pem"
+        if not path.exists():
+            cert = self._ca.issue_cert(f"{user}.client.test", common_name=user)
+            cert.private_key_and_cert_chain_pem.write_to_path(str(path))
+        return path
+
+    def broker_properties(self, listener: str) -> dict[str, str]:
+        """Kafka's properties for `listener` with this security."""
+        prefix = f"listener.name.{listener.lower()}."
+        props: dict[str, str] = {}
+        if self.tls:
+            props.update({f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": str(self._server_pem),
+                          f"{prefix}ssl.truststore.type": "PEM",
+                          f"{prefix}ssl.truststore.location": str(self.ca_file),
+                          f"{prefix}ssl.client.auth": self.ssl_client_auth})
+        if self.sasl:
+            users = " ".join(f"user_{name}={_jaas_quote(password)}" for name, password in self.users.items())
+            props.update({
+                f"{prefix}sasl.enabled.mechanisms": "PLAIN",
+                f"{prefix}plain.sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
+            })
+        return props
+
+    def for_handle(self) -> ClientSecurity:
+        """The admin's way in, for the handle's faults and state."""
+        return ClientSecurity(self.protocol, str(self.ca_file) if self.ca_file else None,
+                              ADMIN if self.sasl else None, self.users[ADMIN] if self.sasl else None)
+
+    def client_config(self, bootstrap_servers: str, user: str | None, client: str, mechanism: str) -> Any:
+        """The settings a client needs to connect as `user`, by the names of `client`'s library."""
+        if client not in CLIENTS:
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}, not {client!r}")
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}, not {mechanism!r}")
+        user = user or ADMIN
+        if self.sasl and user not in self.users:
+            raise ValueError(f"no user {user!r}: the broker has {', '.join(sorted(self.users))}")
+        password = self.users.get(user)
+        cert = self.client_certificate(user) if self.tls and self.ssl_client_auth != "none" else None
+        ca = str(self.ca_file) if self.ca_file else None
+        if client == "confluent":
+            config = {"bootstrap.servers": bootstrap_servers, "security.protocol": self.protocol}
+            if ca:
+                config["ssl.ca.location"] = ca
+            if cert:
+                config.update({"ssl.certificate.location": str(cert), "ssl.key.location": str(cert)})
+            if self.sasl:
+                config.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password or ""})
+            return config
+        if client == "java":
+            lines = [f"bootstrap.servers={bootstrap_servers}", f"security.protocol={self.protocol}"]
+            if ca:
+                lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={ca}"]
+            if cert:
+                lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={cert}"]
+            if self.sasl:
+                module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else \
+                    "org.apache.kafka.common.security.scram.ScramLoginModule"
+                lines += [f"sasl.mechanism={mechanism}",
+                          f"sasl.jaas.config={module} required username={_jaas_quote(user)} "
+                          f"password={_jaas_quote(password or '')};"]
+            return "\n".join(lines) + "\n"
+        python: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "security_protocol": self.protocol}
+        if self.sasl:
+            python.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+        if self.tls:
+            if client == "kafka-python":
+                python["ssl_cafile"] = ca
+                if cert:
+                    python.update({"ssl_certfile": str(cert), "ssl_keyfile": str(cert)})
+            else:
+                import ssl
+
+                context = ssl.create_default_context(cafile=ca)
+                if cert:
+                    context.load_cert_chain(str(cert))
+                python["ssl_context"] = context
+        return python
+
+    def close(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
