@@ -17,8 +17,8 @@ No client can take the broker from the others (Kafka's Selector and KafkaChannel
 - a client over a client quota is throttled here: its connection muted for the throttle time after the response
   is written, or, for a request version older than KIP-219, the response held back as long.
 
-Security is per listener (broker/security): a TLS listener's connections are wrapped in trio's SSLStream after a
-handshake bounded in time (a client's certificate gives the connection its principal), and a SASL listener's
+Security is per listener (broker/security): a TLS listener's connections are wrapped in a TlsStream (tls_stream)
+after a handshake bounded in time (a client's certificate gives the connection its principal), and a SASL listener's
 connections authenticate first: their frames go to the connection's SaslServerAuthenticator until it lets requests
 through to the processor. A failed authentication is answered and the connection closed after Kafka's delay.
 
@@ -36,6 +36,7 @@ import trio
 
 from minikafka.broker.network.client_disconnect import unless_client_disconnects
 from minikafka.broker.network.file_send import send_pieces
+from minikafka.broker.network.tls_stream import TlsStream
 from minikafka.broker.security.listener_security import ANONYMOUS, ListenerSecurity, ssl_principal
 from minikafka.broker.security.sasl_server_authenticator import AuthenticationClose, SaslServerAuthenticator
 from minikafka.protocol.api_keys import ApiKey
@@ -63,8 +64,6 @@ MAY_WAIT_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.PRODUCE,
 REBALANCE_API_KEYS = frozenset(key.to_bytes(2, "big") for key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP))
 # A TLS handshake not done by then closes the connection (a client that connects and sends nothing, or too slowly).
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
-# Closing a TLS connection sends close_notify, for at most this long.
-TLS_CLOSE_TIMEOUT_S = 1.0
 
 
 class CloseConnection(Exception):
@@ -186,7 +185,7 @@ class SocketServer:
         io: trio.abc.Stream = stream
         try:
             if security is not None and security.ssl_context is not None:
-                io = trio.SSLStream(stream, security.ssl_context, server_side=True)
+                io = TlsStream(stream, security.ssl_context)
                 if not await self._tls_handshake(io, info):
                     return
                 info.principal = ssl_principal(io, security)
@@ -206,12 +205,9 @@ class SocketServer:
             if self._on_connection_closed is not None:
                 self._on_connection_closed(info)
             with trio.CancelScope(shield=True):
-                if io is not stream:
-                    with trio.move_on_after(TLS_CLOSE_TIMEOUT_S):
-                        await io.aclose()
-                await stream.aclose()
+                await io.aclose()
 
-    async def _tls_handshake(self, io: trio.SSLStream, info: ConnectionInfo) -> bool:
+    async def _tls_handshake(self, io: TlsStream, info: ConnectionInfo) -> bool:
         """Whether the TLS handshake succeeded; a failed or slow one is logged in one line."""
         try:
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):

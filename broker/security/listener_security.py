@@ -11,11 +11,9 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-import trio
-
 from minikafka.broker.security.jaas import PLAIN_LOGIN_MODULE, parse_jaas_config
 from minikafka.broker.security.sasl_server import CredentialStore, ScramCredentials
-from minikafka.broker.security.ssl_factory import peer_principal_dn, server_ssl_context
+from minikafka.broker.security.ssl_factory import TlsConnection, peer_principal_dn, server_ssl_context
 from minikafka.broker.security.ssl_principal_mapper import SslPrincipalMapper
 from minikafka.config import BrokerConfig, ConfigError
 
@@ -74,7 +72,7 @@ def listener_security(config: BrokerConfig, listener: str, scram_credentials: Sc
         int(props.get("connection.failed.authentication.delay.ms", "100")))
 
 
-def ssl_principal(stream: trio.SSLStream, security: ListenerSecurity) -> str:
+def ssl_principal(stream: TlsConnection, security: ListenerSecurity) -> str:
     """The principal of a TLS connection: its client certificate's name as the mapping rules make it, else
     ANONYMOUS (Kafka's DefaultKafkaPrincipalBuilder)."""
     dn = peer_principal_dn(stream)
