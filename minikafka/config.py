@@ -115,6 +115,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
     "connections.max.reauth.ms": (int, 0),
     "connection.failed.authentication.delay.ms": (int, 100),
+    "sasl.server.max.receive.size": (int, 524288),
     "ssl.keystore.type": (str, "JKS"),
     "ssl.keystore.location": (str, None),
     "ssl.keystore.password": (str, None),

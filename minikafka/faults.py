@@ -124,13 +124,25 @@ class Faults:
         answer = self._control.call("fault.add", kind="log-dir", path=str(path))
         return Fault(self, answer["fault"])
 
+    def fail_authentication(self, user: str | None = None) -> Fault:
+        """Refuse the SASL authentications of `user` (None: everyone's) as a wrong password is refused
+        (SASL_AUTHENTICATION_FAILED, then the connection closed), until the fault is cleared. Connections already
+        authenticated stay; `expire_sessions` makes them authenticate again."""
+        answer = self._control.call("fault.add", kind="auth-failure", user=user)
+        return Fault(self, answer["fault"])
+
+    def expire_sessions(self, user: str | None = None) -> int:
+        """End the SASL sessions of `user` (None: every user) now, as if connections.max.reauth.ms had passed:
+        a connection closes at its next request unless its client re-authenticates first. Returns how many."""
+        return self._control.call("sessions.expire", user=user)["expired"]
+
     def close_connections(self) -> int:
         """Close every client connection the broker has open (clients reconnect); returns how many."""
         return self._control.call("connections.close")["closed"]
 
     def clear(self, kind: str | None = None) -> int:
         """Undo all faults, or those of one kind ("error", "latency", "disk", "link", "fetch-pause",
-        "txn-markers-hold"); returns how many."""
+        "txn-markers-hold", "auth-failure"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -11,8 +11,9 @@ class FrameError(Exception):
 class FrameDecoder:
     """Splits a byte stream into frames of at most `max_size` bytes (socket.request.max.bytes for requests)."""
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, limit_name: str = "socket.request.max.bytes") -> None:
         self._max_size = max_size
+        self._limit_name = limit_name
         self._buffer = bytearray()
         self._need: int | None = None
 
@@ -23,6 +24,12 @@ class FrameDecoder:
         while (complete := self.next_frame()) is not None:
             frames.append(complete)
         return frames
+
+    def limit(self, max_size: int, limit_name: str) -> None:
+        """Frames not yet begun may be at most `max_size` bytes, the property `limit_name` (a SASL connection's
+        frames are bounded by sasl.server.max.receive.size until it has authenticated)."""
+        self._max_size = max_size
+        self._limit_name = limit_name
 
     def append(self, data: bytes | bytearray) -> None:
         """Add received bytes, to be taken one frame at a time with `next_frame` (a server splits a read of many
@@ -38,8 +45,7 @@ class FrameDecoder:
             if size < 0:
                 raise FrameError(f"negative frame size {size}")
             if size > self._max_size:
-                raise FrameError(
-                    f"frame of {size} bytes is larger than socket.request.max.bytes ({self._max_size})")
+                raise FrameError(f"frame of {size} bytes is larger than {self._limit_name} ({self._max_size})")
             self._need = size
             del self._buffer[:4]
         if len(self._buffer) < self._need:

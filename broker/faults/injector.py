@@ -17,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATION_FAILURE_KIND
+from minikafka.broker.faults.authentication_failures import AuthenticationFailure, AuthenticationFailures
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
 from minikafka.broker.faults.link_faults import CutLink, LinkFaults
@@ -59,7 +61,7 @@ log = logging.getLogger("minikafka.faults")
 
 # The purgatory key that held-back responses wait on; checking it releases them.
 LATENCY_KEY = ("minikafka", "latency")
-KINDS = ("error", "latency", "disk", "link", "fetch-pause", MARKER_HOLD_KIND)
+KINDS = ("error", "latency", "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
 
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
 Handler = Callable[[Request], Awaitable[Any]]
@@ -76,6 +78,7 @@ class FaultInjector:
         self.links = LinkFaults()
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
+        self.authentication_failures = AuthenticationFailures()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -127,9 +130,13 @@ class FaultInjector:
         """Keep this broker's transaction coordinator from sending WriteTxnMarkers to broker `to` (None: any)."""
         return self.marker_holds.hold(next(self._ids), to)
 
+    def fail_authentication(self, user: str | None) -> AuthenticationFailure:
+        """Refuse the SASL authentications of `user` (None: everyone's) as a wrong password is refused."""
+        return self.authentication_failures.add(next(self._ids), user)
+
     async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
-        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause" or "txn-markers-hold",
-        or one by id); returns how many."""
+        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold" or
+        "auth-failure", or one by id); returns how many."""
         if kind is not None and kind not in KINDS:
             raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
@@ -148,6 +155,8 @@ class FaultInjector:
             cleared += self.fetch_pauses.resume(rule_id)
         if kind in (None, MARKER_HOLD_KIND):
             cleared += self.marker_holds.release(rule_id)
+        if kind in (None, AUTHENTICATION_FAILURE_KIND):
+            cleared += self.authentication_failures.clear(rule_id)
         if kind in (None, "link"):
             cleared += await self.links.heal(rule_id)
         if cleared:
@@ -157,6 +166,7 @@ class FaultInjector:
     def describe(self) -> list[dict[str, Any]]:
         faults = [r.describe() for r in self.error_rules] + [r.describe() for r in self.latency_rules]
         faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
+        faults += self.authentication_failures.describe()
         disk = self.disk_quota.describe()
         return faults if disk is None else faults + [disk]
 

@@ -154,7 +154,7 @@ class SocketServer:
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
         self._next_id = 0
-        self.connections: dict[int, trio.SocketStream] = {}
+        self.connections: dict[int, ConnectionInfo] = {}
         self.draining = False
         self._accepting: list[trio.CancelScope] = []
         self._answering = 0  # connections answering requests they have taken
@@ -181,7 +181,7 @@ class SocketServer:
         security = self._security.get(listener_name)
         info = ConnectionInfo(conn_id, peer, listener_name, stream,
                               security.protocol if security is not None else "PLAINTEXT")
-        self.connections[conn_id] = stream
+        self.connections[conn_id] = info
         io: trio.abc.Stream = stream
         try:
             if security is not None and security.ssl_context is not None:
@@ -233,8 +233,14 @@ class SocketServer:
         unsent = _UnsentResponses()
         answering = False
         yielded = True  # since the last request answered: a read or write lets the other connections run
+        authenticator = info.authenticator
         try:
             while True:
+                if authenticator is not None:  # until authenticated, frames are SASL's and bounded as such
+                    if authenticator.authenticated:
+                        decoder.limit(self._max_request_bytes, "socket.request.max.bytes")
+                    else:
+                        decoder.limit(authenticator.max_receive_bytes, "sasl.server.max.receive.size")
                 request = decoder.next_frame()
                 if request is None:
                     if unsent:
@@ -326,10 +332,23 @@ class SocketServer:
 
     async def close_connections(self, keep: int) -> int:
         """Close every connection but connection `keep` (the control API's connections.close); how many."""
-        others = [stream for conn_id, stream in list(self.connections.items()) if conn_id != keep]
+        others = [info.stream for conn_id, info in list(self.connections.items())
+                  if conn_id != keep and info.stream is not None]
         for stream in others:
             await stream.aclose()
         return len(others)
+
+    def expire_sessions(self, user: str | None = None) -> int:
+        """End the SASL sessions of `user` (None: every user) now, as if connections.max.reauth.ms had passed:
+        each connection closes at its next request unless the client re-authenticates first. Returns how many."""
+        expired = 0
+        for info in self.connections.values():
+            authenticator = info.authenticator
+            if authenticator is not None and authenticator.authenticated and \
+                    (user is None or authenticator.principal == f"User:{user}"):
+                authenticator.expire_session()
+                expired += 1
+        return expired
 
     async def drain(self, timeout_s: float) -> None:
         """Stop accepting connections and taking requests; wait (at most `timeout_s`) for those taken to be

@@ -9,6 +9,7 @@ principal through `ssl.principal.mapping.rules`.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from minikafka.broker.security.jaas import PLAIN_LOGIN_MODULE, parse_jaas_config
@@ -34,13 +35,16 @@ class ListenerSecurity:
     credentials: CredentialStore
     reauth_ms: int  # connections.max.reauth.ms; 0: sessions never expire
     failed_authentication_delay_ms: int
+    max_receive_bytes: int  # sasl.server.max.receive.size: a frame's bound until the client has authenticated
+    refuses: Callable[[str], bool]  # a user whose authentications fail (the auth-failure fault)
 
     @property
     def uses_sasl(self) -> bool:
         return self.protocol in SASL_PROTOCOLS
 
 
-def listener_security(config: BrokerConfig, listener: str, scram_credentials: ScramCredentials) -> ListenerSecurity:
+def listener_security(config: BrokerConfig, listener: str, scram_credentials: ScramCredentials,
+                      refuses: Callable[[str], bool] = lambda user: False) -> ListenerSecurity:
     """The security of `listener`; ConfigError, naming the property, for what Kafka would refuse at start."""
     protocol = config.security_protocol(listener)
     props = config.listener_props(listener)
@@ -69,7 +73,8 @@ def listener_security(config: BrokerConfig, listener: str, scram_credentials: Sc
     return ListenerSecurity(
         listener, protocol, ssl_context, mapper, mechanisms, CredentialStore(plain_users, scram_credentials),
         int(props.get("connections.max.reauth.ms", "0")),
-        int(props.get("connection.failed.authentication.delay.ms", "100")))
+        int(props.get("connection.failed.authentication.delay.ms", "100")),
+        int(props.get("sasl.server.max.receive.size", "524288")), refuses)
 
 
 def ssl_principal(stream: TlsConnection, security: ListenerSecurity) -> str:

@@ -9,6 +9,8 @@ from minikafka.broker.security.scram import MAX_RESPONSE_BYTES, SaslAuthenticati
 
 PLAIN_MECHANISM = "PLAIN"
 
+INVALID_CREDENTIALS = "Authentication failed: Invalid username or password"
+
 
 class PlainSaslServer:
     """One PLAIN authentication. `password_of` gives a user's password, None for a user that has none."""
@@ -47,7 +49,7 @@ class PlainSaslServer:
         # surrogatepass: a configured password may hold what no UTF-8 response can (a lone surrogate, from a
         # properties file's \uXXXX escape); it then matches no response instead of failing the comparison.
         if expected is None or not hmac.compare_digest(password.encode(), expected.encode(errors="surrogatepass")):
-            raise SaslAuthenticationError("Authentication failed: Invalid username or password")
+            raise SaslAuthenticationError(INVALID_CREDENTIALS)
         if authorization_id and authorization_id != username:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different from username")

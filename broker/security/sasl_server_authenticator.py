@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.broker.security.listener_security import ListenerSecurity
+from minikafka.broker.security.plain_sasl_server import INVALID_CREDENTIALS, PLAIN_MECHANISM
 from minikafka.broker.security.sasl_server import SaslAuthenticationError, SaslError, SaslServer, create_sasl_server
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, ApiSchema, decode_request, encode_response
@@ -66,8 +67,16 @@ class SaslServerAuthenticator:
         self.session_expires_at: float | None = None  # time.monotonic() seconds
 
     @property
+    def max_receive_bytes(self) -> int:
+        return self._security.max_receive_bytes
+
+    @property
     def authenticated(self) -> bool:
         return self.state is SaslState.COMPLETE and not self._reauthenticating
+
+    def expire_session(self) -> None:
+        """End the session now (a fault): the next request closes the connection unless it re-authenticates."""
+        self.session_expires_at = time.monotonic()
 
     def session_expired(self, now: float | None = None) -> bool:
         return self.session_expires_at is not None and (now or time.monotonic()) >= self.session_expires_at
@@ -130,7 +139,7 @@ class SaslServerAuthenticator:
         assert self._server is not None and self._mechanism is not None
         if not self._kafka_headers:
             try:
-                token = self._server.evaluate_response(request)
+                token = self._evaluate(request)
             except (SaslAuthenticationError, SaslError) as exc:
                 log.info("failed authentication from %s with %s: %s", self._peer, self._mechanism, exc)
                 return self._fail(None)
@@ -146,7 +155,7 @@ class SaslServerAuthenticator:
             self._client_supports_reauthentication = True
         response_cls = schema.response[header.api_version]
         try:
-            token = self._server.evaluate_response(bytes(authenticate.auth_bytes))
+            token = self._evaluate(bytes(authenticate.auth_bytes))
         except SaslAuthenticationError as exc:
             message = str(exc)
         except SaslError:
@@ -160,6 +169,17 @@ class SaslServerAuthenticator:
         return self._fail(encode_response(schema, header.api_version, header.correlation_id, response_cls(
             error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message, auth_bytes=b"",
             session_lifetime_ms=0)))
+
+    def _evaluate(self, token: bytes) -> bytes:
+        """The mechanism's answer to the client's token; a user refused by a fault fails as a wrong password."""
+        server = self._server
+        assert server is not None
+        answer = server.evaluate_response(token)
+        if server.complete and self._security.refuses(server.authorization_id):
+            if server.mechanism == PLAIN_MECHANISM:
+                raise SaslAuthenticationError(INVALID_CREDENTIALS)
+            raise SaslError(f"authentication of {server.authorization_id} refused by a fault")
+        return answer
 
     @property
     def _activity(self) -> str:

@@ -135,7 +135,8 @@ class BrokerServer:
                                               self.apis.handle, lambda: self.socket_server.draining)
         # SCRAM credentials are the cluster's (metadata); each listener's security is built once, here.
         self.scram_credentials = ScramCredentials()
-        security = {e.listener: listener_security(config, e.listener, self.scram_credentials)
+        security = {e.listener: listener_security(config, e.listener, self.scram_credentials,
+                                                  self.faults.authentication_failures.refuses)
                     for e in config.broker_listeners}
         self.socket_server = SocketServer(self.request_channel.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000, security=security)
@@ -408,6 +409,10 @@ class BrokerServer:
     async def close_connections(self, keep: int) -> int:
         """Close every client connection but connection `keep` (the control API's connections.close)."""
         return await self.socket_server.close_connections(keep)
+
+    def expire_sessions(self, user: str | None) -> int:
+        """End SASL sessions now (the control API's sessions.expire)."""
+        return self.socket_server.expire_sessions(user)
 
     def crash(self) -> None:
         """Stop as a killed process would: requests in flight are dropped, nothing is flushed or checkpointed,

@@ -74,6 +74,9 @@ class BrokerServices(Protocol):
     async def close_connections(self, keep: int) -> int:
         """Close every client connection but connection `keep`; how many were closed."""
 
+    def expire_sessions(self, user: str | None) -> int:
+        """End the SASL sessions of `user` (None: all) now; how many ended."""
+
 
 class RequestContext:
     """One request in flight: who sent it, which version, and how to build its response."""

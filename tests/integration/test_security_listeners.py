@@ -280,3 +280,106 @@ def test_plaintext_bytes_to_a_tls_port_close_the_connection(secured):
     with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock, \
             context.wrap_socket(sock, server_hostname=host) as tls:
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
+
+
+def _authenticate(raw: RawConnection, user: str, password: str) -> int:
+    assert raw.request(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 0
+    return raw.request(SaslAuthenticateRequest[2](auth_bytes=_plain_token(user, password))).error_code
+
+
+def test_fault_fails_one_users_authentication_until_cleared(tmp_path):
+    with minikafka.Broker(security="SASL_PLAINTEXT", users={"alice": "a-secret", "bob": "b-secret"},
+                          data_dir=tmp_path / "d", log_path=tmp_path / "broker.log") as broker:
+        fault = broker.faults.fail_authentication("alice")
+        assert {"kind": "auth-failure", "user": "alice"}.items() <= broker.faults.list()[0].items()
+        with RawConnection(broker.bootstrap_servers) as raw:
+            assert raw.request(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 0
+            refused = raw.request(SaslAuthenticateRequest[2](auth_bytes=_plain_token("alice", "a-secret")))
+            assert (refused.error_code, refused.error_message) == \
+                (58, "Authentication failed: Invalid username or password")
+            assert raw.read_frame() is None
+        with RawConnection(broker.bootstrap_servers) as raw:
+            assert _authenticate(raw, "bob", "b-secret") == 0
+        fault.clear()
+        with RawConnection(broker.bootstrap_servers) as raw:
+            assert _authenticate(raw, "alice", "a-secret") == 0
+
+
+def test_expired_sessions_close_at_the_next_request_and_clients_come_back(tmp_path):
+    with minikafka.Broker(security="SASL_PLAINTEXT", users={"alice": "a-secret"}, data_dir=tmp_path / "d",
+                          log_path=tmp_path / "broker.log") as broker:
+        topic = f"expire-{uuid.uuid4().hex[:6]}"
+        broker.state.create_topic(topic, 1)
+        producer = Producer({**broker.client_config(user="alice"), "linger.ms": 0})
+        producer.produce(topic, b"before")
+        assert producer.flush(TIMEOUT_S) == 0
+        with RawConnection(broker.bootstrap_servers) as raw:
+            assert _authenticate(raw, "alice", "a-secret") == 0
+            assert broker.faults.expire_sessions("alice") >= 2  # the producer's connection and this one
+            raw.send(MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
+                                         include_topic_authorized_operations=False))
+            assert raw.read_frame() is None
+        producer.produce(topic, b"after")  # librdkafka reconnects and authenticates again
+        assert producer.flush(TIMEOUT_S) == 0
+        assert [r.value for r in broker.state.records(topic, 0)] == [b"before", b"after"]
+
+
+def test_malformed_and_oversized_sasl_tokens_are_refused_and_others_still_served(sasl_plaintext):
+    for token in (b"", b"\xff\xfe\xfd", b"\0alice", b"a\0b\0c\0d", b"\0alice\0" + b"x" * 9000):
+        with RawConnection(sasl_plaintext.bootstrap_servers) as raw:
+            assert raw.request(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 0
+            answer = raw.request(SaslAuthenticateRequest[2](auth_bytes=token))
+            assert answer.error_code == 58, token
+            assert raw.read_frame() is None
+    with RawConnection(sasl_plaintext.bootstrap_servers) as raw:  # a frame over sasl.server.max.receive.size
+        raw.send_bytes(struct.pack(">i", 524289) + b"\0" * 1024)
+        assert raw.read_frame() is None
+    with RawConnection(sasl_plaintext.bootstrap_servers) as raw:
+        assert _authenticate(raw, "alice", "alice-secret") == 0
+
+
+def test_thousands_of_failed_logins_leave_the_broker_serving(sasl_plaintext):
+    """1,000 wrong passwords on 50 connections at a time: each is refused, and a client meanwhile is served."""
+    topic = f"storm-{uuid.uuid4().hex[:6]}"
+    sasl_plaintext.state.create_topic(topic, 1)
+    host, port = sasl_plaintext.bootstrap_servers.rsplit(":", 1)
+    handshake = SaslHandshakeRequest[1](mechanism="PLAIN")
+    handshake.with_header(correlation_id=1, client_id="storm")
+    wrong = SaslAuthenticateRequest[2](auth_bytes=_plain_token("alice", "wrong"))
+    wrong.with_header(correlation_id=2, client_id="storm")
+    login = handshake.encode(header=True, framed=True) + wrong.encode(header=True, framed=True)
+    producer = Producer({**sasl_plaintext.client_config(user="alice"), "linger.ms": 0})
+    refused = 0
+    for wave in range(20):
+        sockets = [socket.create_connection((host, int(port)), timeout=TIMEOUT_S) for _ in range(50)]
+        try:
+            for sock in sockets:
+                sock.sendall(login)
+            for sock in sockets:
+                received = b""
+                while chunk := sock.recv(1 << 16):
+                    received += chunk
+                refused += b"Invalid username or password" in received
+        finally:
+            for sock in sockets:
+                sock.close()
+        producer.produce(topic, str(wave).encode())
+        assert producer.flush(TIMEOUT_S) == 0
+    assert refused == 1000
+    assert [r.value for r in sasl_plaintext.state.records(topic, 0)] == [str(w).encode() for w in range(20)]
+
+
+def test_a_tls_handshake_that_never_finishes_is_closed(tmp_path, monkeypatch):
+    from minikafka.broker.network import socket_server
+
+    monkeypatch.setattr(socket_server, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+    with minikafka.Broker(security="SSL", in_process=True, data_dir=tmp_path / "d",
+                          log_path=tmp_path / "broker.log") as broker:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+            sock.sendall(b"\x16\x03\x01")  # the start of a ClientHello, and then nothing
+            started = time.monotonic()
+            assert sock.recv(1 << 16) == b""
+            assert time.monotonic() - started < TIMEOUT_S
+        assert "no TLS handshake within 0.5 s" in broker.log_path.read_text()
+        assert _confluent_round_trip(broker.client_config(), f"t-{uuid.uuid4().hex[:6]}", _values(2)) == _values(2)

@@ -9,8 +9,11 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   may select a request source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is
   false; fetching is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as
   on an I/O error, until the broker restarts; the transaction coordinator holds its markers to broker "to", or to
-  any), fault.clear (kind, id), fault.list;
+  any; SASL authentications of a "user", or of everyone, fail as with a wrong password: auth-failure),
+  fault.clear (kind, id), fault.list;
 - connections.close: close every other client connection;
+- sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
+  unless its client re-authenticates;
 - shutdown: a clean stop, as on SIGTERM;
 - metrics: the node's metrics, by their Prometheus names and labels (see metrics).
 """
@@ -115,8 +118,10 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": _fail_log_dir(services, str(request.get("path")))}
     if kind == "txn-markers-hold":
         return {"fault": services.faults.hold_transaction_markers(_optional_int(request, "to")).describe()}
-    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir or "
-                     "txn-markers-hold")
+    if kind == "auth-failure":
+        return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir, "
+                     "txn-markers-hold or auth-failure")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
@@ -192,6 +197,13 @@ async def _fault_list(services: BrokerServices, _request: dict[str, Any], _conn:
     return {"faults": services.faults.describe()}
 
 
+async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
+                           _conn: ConnectionInfo) -> dict[str, Any]:
+    expired = services.expire_sessions(request.get("user"))
+    log.warning("fault: expired %d SASL session(s)", expired)
+    return {"expired": expired}
+
+
 async def _connections_close(services: BrokerServices, _request: dict[str, Any],
                              conn: ConnectionInfo) -> dict[str, Any]:
     closed = await services.close_connections(conn.connection_id)
@@ -217,6 +229,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "fault.clear": _fault_clear,
     "fault.list": _fault_list,
     "connections.close": _connections_close,
+    "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
     "metrics": _metrics,
 }
