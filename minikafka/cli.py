@@ -36,6 +36,11 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node-id", type=int, help="node.id (default 1)")
     p.add_argument("--metrics-port", type=int, help="serve Kafka's metrics for Prometheus on this port, on the "
                                                     "listener's host (metrics.port; 0 picks a free port)")
+    p.add_argument("--security", type=str.upper, choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                   help="secure the listener for a laptop: certificates made next to the data dir (DIR-tls), "
+                        "SASL/PLAIN users from --user; prints the CA and a client config (Kafka's properties)")
+    p.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
+                   help="a SASL user, with --security SASL_PLAINTEXT or SASL_SSL (repeatable)")
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker property, e.g. -o num.partitions=3 (repeatable)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
@@ -55,6 +60,8 @@ def _serve_config(args: argparse.Namespace) -> BrokerConfig:
         overrides["node.id"] = args.node_id
     if args.metrics_port is not None:
         overrides["metrics.port"] = args.metrics_port
+    if args.security not in (None, "PLAINTEXT"):
+        overrides.update(_security_overrides(args, overrides))
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep:
@@ -64,6 +71,34 @@ def _serve_config(args: argparse.Namespace) -> BrokerConfig:
     for key, value in SERVE_DEFAULTS.items():
         config.props.setdefault(key, value)
     return config
+
+
+def _security_overrides(args: argparse.Namespace, overrides: dict[str, object]) -> dict[str, str]:
+    """The listener as --security asks, its certificates (kept in DIR-tls beside the data dir, so clients go on
+    trusting the same CA) and users; the CA and a client config for the first user are printed."""
+    from minikafka.handle_security import HandleSecurity
+
+    users = {}
+    for item in args.user:
+        name, sep, password = item.partition(":")
+        if not sep or not name:
+            raise ConfigError(f"--user expects NAME:PASSWORD, got {item!r}")
+        users[name] = password
+    host = args.host or "127.0.0.1"
+    port = 9092 if args.port is None else args.port
+    data_dir = Path(str(overrides.get("log.dirs") or "./minikafka-data").split(",")[0]).absolute()
+    security = HandleSecurity(args.security, users, host, directory=data_dir.with_name(data_dir.name + "-tls"))
+    protocol = args.security
+    if security.ca_file is not None:
+        print(f"minikafka CA certificate: {security.ca_file}", flush=True)
+    config_file = data_dir.with_name(data_dir.name + "-client.properties")
+    properties = security.client_config(f"{host}:{port}", next(iter(users), None), "java", "PLAIN")
+    config_file.touch(mode=0o600)  # it holds a password
+    config_file.write_text(properties.split("\n", 1)[1])  # all but bootstrap.servers, which the tools take apart
+    print(f"minikafka client config: {config_file} (for --command-config and Kafka's tools)", flush=True)
+    return {"listeners": f"{protocol}://{host}:{port},INTERNAL://{host}:0",
+            "listener.security.protocol.map": f"{protocol}:{protocol},INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL", **security.broker_properties(protocol)}
 
 
 async def _serve(config: BrokerConfig) -> None:

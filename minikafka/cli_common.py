@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from minikafka.control_client import ControlError
+from minikafka.control_client import ControlClient, ControlError
 
 if TYPE_CHECKING:
     from kafka import KafkaAdminClient
@@ -72,9 +72,31 @@ def error_line(exc: BaseException) -> str:
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap-server, and how to reach a secured listener: --command-config and -X, as Kafka's tools and kcat
+    take client properties."""
     parser.add_argument("--bootstrap-server", "-b", dest="bootstrap_server",
                         default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
                         help=f"HOST:PORT of a broker (default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--command-config", help="a file of Kafka client properties (security.protocol, "
+                                                 "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
+    parser.add_argument("-X", dest="client_property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a client property, over --command-config's (repeatable)")
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """kafka-python's security settings from --command-config and -X (none for a plaintext listener)."""
+    from minikafka.client_properties import client_properties, kafka_python_settings
+
+    return kafka_python_settings(client_properties(args.command_config,
+                                                   parse_key_values(args.client_property, "-X")))
+
+
+def control_client(args: argparse.Namespace) -> ControlClient:
+    """The control API client of the --bootstrap-server broker, over its listener's security."""
+    from minikafka.client_properties import client_properties, control_security
+
+    props = client_properties(args.command_config, parse_key_values(args.client_property, "-X"))
+    return ControlClient(args.bootstrap_server, security=control_security(props))
 
 
 def admin_client(args: argparse.Namespace, client_id: str) -> KafkaAdminClient:
@@ -82,7 +104,7 @@ def admin_client(args: argparse.Namespace, client_id: str) -> KafkaAdminClient:
     from kafka import KafkaAdminClient
 
     return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id=client_id,
-                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, **client_settings(args))
 
 
 def add_topic(parser: argparse.ArgumentParser, text: str, required: bool = False) -> None:

@@ -27,8 +27,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from minikafka.cli_common import add_bootstrap, add_topic, run_guarded
-from minikafka.control_client import ControlClient
+from minikafka.cli_common import add_bootstrap, add_topic, control_client, run_guarded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -129,7 +128,7 @@ def describe_fault(fault: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    control = ControlClient(args.bootstrap_server)
+    control = control_client(args)
     action = args.action
     if action == "error":
         answer = control.call("fault.add", kind="error", api=args.api, error=args.error,

@@ -30,6 +30,7 @@ from minikafka.cli_common import (
     StopSignals,
     add_bootstrap,
     add_topic,
+    client_settings,
     error_line,
     kafka_error_name,
     parse_key_values,
@@ -195,7 +196,8 @@ def _produce(args: argparse.Namespace) -> int:
                                      request_timeout_ms=min(30000, max(1000, args.delivery_timeout_ms - 10)),
                                      transactional_id=args.transactional_id,
                                      transaction_timeout_ms=args.transaction_timeout_ms,
-                                     client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+                                     client_id="minikafka-produce", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                                     **client_settings(args))
         except Stopped:
             return stop.exit_code
         try:
@@ -556,7 +558,7 @@ def _consume(args: argparse.Namespace) -> int:
             consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
                                      enable_auto_commit=args.group is not None, auto_offset_reset=reset,
                                      isolation_level=args.isolation_level, client_id="minikafka-consume",
-                                     bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+                                     bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, **client_settings(args))
         except Stopped:
             return stop.exit_code
         try:
@@ -683,7 +685,7 @@ def _remove_member(args: argparse.Namespace, member_id: str, deadline: float) ->
 
     timeout_ms = _remaining_ms(deadline)
     admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="minikafka-consume",
-                             request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+                             request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms, **client_settings(args))
     try:
         admin.remove_group_members(args.group, [MemberToRemove(member_id=member_id, reason="the consumer stopped")])
     finally:

@@ -52,7 +52,8 @@ class HandleSecurity:
     """The security of one handle's client listener; files live until `close()`."""
 
     def __init__(self, protocol: str, users: Mapping[str, str] | None, host: str,
-                 ssl_client_auth: str = "none") -> None:
+                 ssl_client_auth: str = "none", directory: Path | None = None) -> None:
+        """`directory` keeps the certificates (made there once, kept after close); default a temporary one."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"security must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
         if ssl_client_auth not in ("none", "requested", "required"):
@@ -61,10 +62,11 @@ class HandleSecurity:
         self.ssl_client_auth = ssl_client_auth
         self.users = {ADMIN: secrets.token_urlsafe(16), **(users or {})}
         self._dir: Path | None = None
+        self._keep_dir = directory is not None
         self.ca_file: Path | None = None
         self._server_pem: Path | None = None
         if self.tls:
-            self._make_certificates(host)
+            self._make_certificates(host, directory)
 
     @property
     def tls(self) -> bool:
@@ -74,22 +76,25 @@ class HandleSecurity:
     def sasl(self) -> bool:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
-    def _make_certificates(self, host: str) -> None:
+    def _make_certificates(self, host: str, directory: Path | None) -> None:
         import trustme  # lazy: only handles with TLS need it
 
-        self._dir = Path(tempfile.mkdtemp(prefix="minikafka-tls-"))
-        self._ca = trustme.CA(organization_name="minikafka test CA")
+        self._dir = directory or Path(tempfile.mkdtemp(prefix="minikafka-tls-"))
         self.ca_file = self._dir / "ca.pem"
+        self._server_pem = self._dir / "server.pem"
+        if self.ca_file.exists() and self._server_pem.exists():
+            return  # made by an earlier start: clients keep trusting the same CA
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._ca = trustme.CA(organization_name="minikafka test CA")
         self._ca.cert_pem.write_to_path(str(self.ca_file))
         identities = sorted({host, "127.0.0.1", "localhost"})
         server = self._ca.issue_cert(*identities, common_name=host)
-        self._server_pem = self._dir / "server.pem"
         server.private_key_and_cert_chain_pem.write_to_path(str(self._server_pem))
 
     def client_certificate(self, user: str) -> Path:
         """A PEM file with a key and a certificate for `user` (CN=user), signed by the test CA, for mutual TLS."""
-        if self._dir is None:
-            raise ValueError("client certificates need a TLS listener (security SSL or SASL_SSL)")
+        if self._dir is None or not hasattr(self, "_ca"):
+            raise ValueError("client certificates need a TLS listener whose CA this handle made")
         path = self._dir / f"client-{user}.pem"
         if not path.exists():
             cert = self._ca.issue_cert(f"{user}.client.test", common_name=user)
@@ -170,6 +175,6 @@ class HandleSecurity:
         return python
 
     def close(self) -> None:
-        if self._dir is not None:
+        if self._dir is not None and not self._keep_dir:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
