@@ -383,3 +383,33 @@ def test_a_tls_handshake_that_never_finishes_is_closed(tmp_path, monkeypatch):
             assert time.monotonic() - started < TIMEOUT_S
         assert "no TLS handshake within 0.5 s" in broker.log_path.read_text()
         assert _confluent_round_trip(broker.client_config(), f"t-{uuid.uuid4().hex[:6]}", _values(2)) == _values(2)
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(broker):
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    binding = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    filter_ = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                               AclPermissionType.ANY)
+    for future in (*admin.create_acls([binding]).values(), *admin.delete_acls([filter_]).values()):
+        with pytest.raises(KafkaException) as raised:
+            future.result(TIMEOUT_S)
+        error = raised.value.args[0]
+        assert (error.name(), error.str()) == ("SECURITY_DISABLED", "No Authorizer is configured.")
+    # librdkafka drops DescribeAcls' top-level error (its result is an empty list): asked directly.
+    with quiet_schema_loading():
+        from kafka.protocol.admin import DescribeAclsRequest
+    with RawConnection(broker.bootstrap_servers) as raw:
+        described = raw.request(DescribeAclsRequest[3](
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+            host_filter=None, operation=1, permission_type=1))
+        assert (described.error_code, described.error_message) == (54, "No Authorizer is configured.")

@@ -3,6 +3,7 @@ says which versions of each API it serves and what changes between them. `contro
 broker's control-plane APIs) maps them in its CONTROL_PLANE_HANDLERS instead, served apart from MODULES (the wiring
 imports it in ZooKeeper mode)."""
 from minikafka.broker.server.handlers import (
+    acls,
     api_versions,
     client_quotas,
     cluster,
@@ -21,4 +22,4 @@ from minikafka.broker.server.handlers import (
 )
 
 MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas, cluster,
-           groups, log_dirs, transactions, sasl, control]
+           groups, log_dirs, transactions, sasl, acls, control]
