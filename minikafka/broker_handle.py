@@ -80,8 +80,18 @@ class Broker(NodeHandle):
         if security != "PLAINTEXT" and controller is not None:
             raise ValueError("a secured broker runs as a node of its own, without a cluster's controller, for now")
         self.security = HandleSecurity(security, users, host, ssl_client_auth)
+        self._scram_added = False
         self._faults: Faults | None = None
         self._state: State | None = None
+
+    def start(self) -> Broker:
+        """Start the broker (see NodeHandle.start); a SASL broker's users get their SCRAM credentials at its first
+        start (they live in its metadata from then on)."""
+        super().start()
+        if self.security.sasl and not self._scram_added:
+            self.security.add_scram_credentials(self.bootstrap_servers)
+            self._scram_added = True
+        return self
 
     def properties(self) -> dict[str, str]:
         protocol = self.security.protocol

@@ -24,6 +24,7 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 CLIENTS = ("confluent", "kafka-python", "aiokafka", "java")
 ADMIN = "admin"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 def _jaas_quote(value: str) -> str:
@@ -113,8 +114,9 @@ class HandleSecurity:
         if self.sasl:
             users = " ".join(f"user_{name}={_jaas_quote(password)}" for name, password in self.users.items())
             props.update({
-                f"{prefix}sasl.enabled.mechanisms": "PLAIN",
+                f"{prefix}sasl.enabled.mechanisms": ",".join(MECHANISMS),
                 f"{prefix}plain.sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
+                **{f"{prefix}{m.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;" for m in MECHANISMS[1:]},
             })
         return props
 
@@ -151,8 +153,7 @@ class HandleSecurity:
             if cert:
                 lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={cert}"]
             if self.sasl:
-                module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else \
-                    "org.apache.kafka.common.security.scram.ScramLoginModule"
+                module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
                 lines += [f"sasl.mechanism={mechanism}",
                           f"sasl.jaas.config={module} required username={_jaas_quote(user)} "
                           f"password={_jaas_quote(password or '')};"]
@@ -173,6 +174,23 @@ class HandleSecurity:
                     context.load_cert_chain(str(cert))
                 python["ssl_context"] = context
         return python
+
+    def add_scram_credentials(self, bootstrap_servers: str) -> None:
+        """Give every user SCRAM-SHA-256 and SCRAM-SHA-512 credentials (AlterUserScramCredentials, as the admin over
+        PLAIN), once the broker runs: SCRAM's credentials are the cluster's metadata, not the listener's."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import UserScramCredentialUpsertion
+
+        admin = KafkaAdminClient(**self.client_config(bootstrap_servers, ADMIN, "kafka-python", "PLAIN"))
+        try:
+            for mechanism in MECHANISMS[1:]:  # a request may name a user once
+                errors = admin.alter_user_scram_credentials(
+                    [UserScramCredentialUpsertion(user, mechanism, password) for user, password in self.users.items()])
+                failed = {user: error for user, error in errors.items() if error}
+                if failed:
+                    raise RuntimeError(f"the broker refused SCRAM credentials: {failed}")
+        finally:
+            admin.close()
 
     def close(self) -> None:
         if self._dir is not None and not self._keep_dir:

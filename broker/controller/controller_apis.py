@@ -4,7 +4,7 @@ operations, Kafka responses out.
 Served to brokers (and to tools that ask a controller): BrokerRegistration, BrokerHeartbeat, AlterPartition and
 AllocateProducerIds; the metadata-changing admin requests brokers forward as they came (CreateTopics,
 DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders, AlterPartitionReassignments,
-AlterClientQuotas) and ListPartitionReassignments; Fetch of
+AlterClientQuotas, AlterUserScramCredentials) and ListPartitionReassignments; Fetch of
 `__cluster_metadata-0`, by which brokers replicate the metadata log; ApiVersions; DescribeCluster for controller
 endpoints (KIP-919). Metadata is not served here, as Kafka's controller does not serve it.
 
@@ -34,6 +34,7 @@ from minikafka.broker.controller.quorum_controller import (
     TopicIsrChanges,
 )
 from minikafka.broker.controller.replication_control import PREFERRED_ELECTION, CreatedTopic, IsrChange, NewTopic
+from minikafka.broker.controller.scram_control import ScramCredentialDeletion, ScramCredentialUpsertion
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo
 from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.protocol.api_keys import ApiKey
@@ -57,7 +58,7 @@ _CONTROL_PLANE_KEYS = (ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiK
 _CLIENT_KEYS = (ApiKey.API_VERSIONS, ApiKey.FETCH, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                 ApiKey.CREATE_PARTITIONS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
                 ApiKey.ELECT_LEADERS, ApiKey.DESCRIBE_CLUSTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-                ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS)
+                ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 
 Handler = Callable[[Any, int, "ConnectionInfo | None"], Awaitable[ApiMessage]]
 
@@ -85,6 +86,7 @@ class ControllerApis:
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
@@ -352,6 +354,18 @@ class ControllerApis:
                         entity=[R.EntryData.EntityData(entity_type=d.entity_type, entity_name=d.entity_name)
                                 for d in entry.entity])
             for entry, e in zip(request.entries, errors, strict=True)])
+
+    async def _alter_user_scram_credentials(self, request: Any, version: int,
+                                            peer: ConnectionInfo | None) -> ApiMessage:
+        results = await self.controller.alter_user_scram_credentials(
+            [ScramCredentialDeletion(d.name, d.mechanism) for d in request.deletions],
+            [ScramCredentialUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
+             for u in request.upsertions])
+        R = self.schemas[ApiKey.ALTER_USER_SCRAM_CREDENTIALS].response[version]
+        return R(throttle_time_ms=0, results=[
+            R.AlterUserScramCredentialsResult(user=user, error_code=e.code if e else ErrorCode.NONE,
+                                              error_message=e.message if e else None)
+            for user, e in results])
 
     async def _elect_leaders(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
         """Preferred (v0 always) or unclean (v1+, KIP-460) elections; all partitions when none are named."""

@@ -66,6 +66,11 @@ from minikafka.broker.controller.replication_control import (
     ReplicationControl,
     partitions_named,
 )
+from minikafka.broker.controller.scram_control import (
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+    alter_scram_credentials,
+)
 from minikafka.broker.metadata.metadata_image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -569,6 +574,18 @@ class QuorumController:
         async with self._lock:
             records, results = alter_client_quotas(self.image.client_quotas, alterations)
             return await self._commit_each(records, results, validate_only)
+
+    # ---- SCRAM credentials --------------------------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramCredentialDeletion],
+                                           upsertions: Sequence[ScramCredentialUpsertion]
+                                           ) -> list[tuple[str, KafkaError | None]]:
+        """Delete and create or replace SCRAM credentials: one result per user named, every accepted change in one
+        commit (Kafka's atomic ControllerResult)."""
+        async with self._lock:
+            records, results = alter_scram_credentials(self.image.scram_credentials, deletions, upsertions)
+            errors = await self._commit_each(records, [error for _, error in results])
+            return [(user, error) for (user, _), error in zip(results, errors, strict=True)]
 
     # ---- leaders and ISRs --------------------------------------------------------------------------------------
 

@@ -138,6 +138,9 @@ class KRaftMetadataSource:
     async def client_quotas_altered(self, entities: list[ClientQuotaEntity]) -> None:
         pass  # the metadata log brought them before the controller answered
 
+    async def scram_credentials_altered(self, users: list[str]) -> None:
+        pass  # the metadata log brought them before the controller answered
+
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         started = time.monotonic()
         self.lifecycle.set_ready_to_unfence()

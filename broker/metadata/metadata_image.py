@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity, quota_entity
+from minikafka.broker.metadata.scram_credentials import ScramCredential, ScramCredentialKey, credential_data
 from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
@@ -23,9 +24,11 @@ from minikafka.protocol.metadata_records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 NO_LEADER = -1
@@ -164,6 +167,8 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by broker id; "" = cluster default
     next_producer_id: int = 0
     client_quotas: dict[ClientQuotaEntity, dict[str, float]] = field(default_factory=dict)  # values by key
+    # SCRAM credentials (KIP-554) by (user name, mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
+    scram_credentials: dict[ScramCredentialKey, ScramCredential] = field(default_factory=dict)
     offset: int = -1  # offset of the last record replayed
     controller_epoch: int = -1
 
@@ -232,6 +237,14 @@ class MetadataImage:
             return self._config(record)
         if isinstance(record, ClientQuotaRecord):
             self._client_quota(record)
+            return None
+        if isinstance(record, UserScramCredentialRecord):
+            self.scram_credentials[(record.name, record.mechanism)] = credential_data(record)
+            return None
+        if isinstance(record, RemoveUserScramCredentialRecord):
+            # As a broker's ScramDelta: removing what is not there leaves nothing to remove (the controller only
+            # writes the removal of a credential it holds).
+            self.scram_credentials.pop((record.name, record.mechanism), None)
             return None
         if isinstance(record, ProducerIdsRecord):
             self.next_producer_id = record.next_producer_id

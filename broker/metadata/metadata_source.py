@@ -92,6 +92,12 @@ class MetadataSource(Protocol):
         its change at once; a KRaft broker has caught up with the controller by then."""
         ...
 
+    async def scram_credentials_altered(self, users: list[str]) -> None:
+        """The controller accepted new SCRAM credentials of these users through this broker: read back as
+        `client_quotas_altered` reads quotas, so the image's `scram_credentials` hold them when the client is
+        answered."""
+        ...
+
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         """With the listeners serving: until the controller counts this broker in and its replicas are set."""
         ...

@@ -8,7 +8,7 @@ every listener reads and the metadata updates.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Protocol
 
@@ -42,20 +42,15 @@ class SaslServer(Protocol):
 
 
 class ScramCredentials:
-    """The cluster's SCRAM credentials by mechanism (its name, e.g. "SCRAM-SHA-256") and user."""
+    """The cluster's SCRAM credentials as the metadata has them now, by user and mechanism type id (the metadata
+    image's `scram_credentials`): a credential added or removed there is used from the next authentication on."""
 
-    def __init__(self) -> None:
-        self._credentials: dict[tuple[str, str], ScramCredential] = {}
-
-    def add(self, mechanism: str, user: str, credential: ScramCredential) -> None:
-        """Adds, or replaces, `user`'s credential for `mechanism`."""
-        self._credentials[(mechanism, user)] = credential
-
-    def remove(self, mechanism: str, user: str) -> None:
-        self._credentials.pop((mechanism, user), None)
+    def __init__(self, credentials: Callable[[], Mapping[tuple[str, int], ScramCredential]]) -> None:
+        self._credentials = credentials
 
     def get(self, mechanism: str, user: str) -> ScramCredential | None:
-        return self._credentials.get((mechanism, user))
+        scram = ScramMechanism.for_mechanism_name(mechanism)
+        return None if scram is None else self._credentials().get((user, scram.type_id))
 
 
 class CredentialStore:

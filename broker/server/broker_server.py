@@ -134,7 +134,7 @@ class BrokerServer:
         self.request_channel = RequestChannel(self.apis.request_schemas(config.inter_broker_listener_name),
                                               self.apis.handle, lambda: self.socket_server.draining)
         # SCRAM credentials are the cluster's (metadata); each listener's security is built once, here.
-        self.scram_credentials = ScramCredentials()
+        self.scram_credentials = ScramCredentials(lambda: self.metadata.image.scram_credentials)
         security = {e.listener: listener_security(config, e.listener, self.scram_credentials,
                                                   self.faults.authentication_failures.refuses)
                     for e in config.broker_listeners}

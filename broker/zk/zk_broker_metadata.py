@@ -16,8 +16,9 @@ registration of this broker STALE_BROKER_EPOCH.
 
 Topic configs come from /config/topics/<t> at start, at a topic's first LeaderAndIsr, and on each
 /config/changes notification; dynamic broker configs from /config/brokers/<id> and <default> at start and on each
-notification naming them. ZooKeeper is used by the start-up and these tasks only: the data path never waits
-on it.
+notification naming them; client quotas and users' SCRAM credentials from their /config/users, /config/clients and
+/config/ips znodes at start and on each notification naming them. ZooKeeper is used by the start-up and these tasks
+only: the data path never waits on it.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from minikafka.broker.metadata.metadata_image import (
 )
 from minikafka.broker.metadata.metadata_loader import Preparer, Publisher
 from minikafka.broker.metadata.metadata_source import StartDeadline
+from minikafka.broker.metadata.scram_credentials import user_of_zk_path
 from minikafka.broker.network.network_client import DisconnectedError, NetworkClientConfig
 from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.replication.replica_manager import ReplicaManager
@@ -52,6 +54,7 @@ from minikafka.broker.zk.zk_broker_channel import ZkControllerChannel
 from minikafka.broker.zk.zk_broker_configs import read_broker_configs, read_entity_broker_configs, resource_name_of
 from minikafka.broker.zk.zk_client_quotas import read_client_quotas, read_entity_quotas
 from minikafka.broker.zk.zk_data import BROKER_CONFIG, CONFIG_CHANGES_PATH, TOPIC_CONFIG, BrokerRegistration, EndPoint
+from minikafka.broker.zk.zk_scram_credentials import read_scram_credentials, read_user_credentials
 from minikafka.broker.zk.zookeeper_client import ZkClientConfig, ZkEventKind
 from minikafka.config import BrokerConfig
 from minikafka.protocol.api_keys import ApiKey
@@ -180,6 +183,9 @@ class ZkMetadataSource:
         topics = await self.zk.get_all_topics_in_cluster()
         self.image.topic_configs = await self.zk.get_topic_configs(topics) if topics else {}
         self.image.client_quotas = await read_client_quotas(self.zk)
+        credentials = await read_scram_credentials(self.zk)
+        self.image.scram_credentials.clear()
+        self.image.scram_credentials.update(credentials)
         self.image.broker_configs = await read_broker_configs(self.zk)
         return self.image.topic_configs
 
@@ -456,8 +462,11 @@ class ZkMetadataSource:
             log.warning("broker %d: config change notification %s not understood: %r", self.node_id, child, data)
             return
         quota_entity = entity_of_zk_path(f"{entity_type}/{entity_name}")
-        if quota_entity is not None:
+        if quota_entity is not None:  # Kafka's UserConfigHandler: a user's quotas and SCRAM credentials
             await self.client_quotas_changed(quota_entity)
+            user = user_of_zk_path(f"{entity_type}/{entity_name}")
+            if user is not None:
+                await self.scram_credentials_changed(user)
             return
         if entity_type == BROKER_CONFIG and entity_name:
             await self._broker_configs_changed(resource_name_of(entity_name))
@@ -500,6 +509,25 @@ class ZkMetadataSource:
         else:
             self.image.client_quotas.pop(entity, None)
         log.info("broker %d: client quotas of %s changed: %s", self.node_id, describe_entity(entity), values)
+
+    async def scram_credentials_altered(self, users: list[str]) -> None:
+        """Read back at once the credentials this broker had altered; the other brokers learn them from the change
+        notifications."""
+        for user in users:
+            try:
+                await self.scram_credentials_changed(user)
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the change notification brings it later
+                log.warning("SCRAM credentials of user %r not read back: %r", user, exc)
+
+    async def scram_credentials_changed(self, user: str) -> None:
+        """The user's SCRAM credentials are read again (Kafka's UserConfigHandler updating its CredentialCache)."""
+        credentials = await read_user_credentials(self.zk, user)
+        held = self.image.scram_credentials  # changed in place: whoever holds the mapping sees the change
+        for key in [key for key in held if key[0] == user]:
+            del held[key]
+        held.update({(user, mechanism): credential for mechanism, credential in sorted(credentials.items())})
+        log.info("broker %d: SCRAM credentials of user %r changed: mechanisms %s", self.node_id, user,
+                 sorted(credentials))
 
 
 def _sequence(child: str) -> int:

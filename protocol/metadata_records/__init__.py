@@ -11,9 +11,11 @@ from .records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     record_type,
 )
 from .serde import FRAME_VERSION, MetadataRecordError, decode_record, encode_record
@@ -32,9 +34,11 @@ __all__ = [
     "ProducerIdsRecord",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
     "decode_record",
     "encode_record",
     "record_type",

@@ -62,6 +62,14 @@ class ClientQuotaRecord(ApiData, load_json=__package__):  # type: ignore[call-ar
     pass
 
 
+class UserScramCredentialRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class RemoveUserScramCredentialRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -75,6 +83,8 @@ MetadataRecord = (
     | ProducerIdsRecord
     | BrokerRegistrationChangeRecord
     | ClientQuotaRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 
@@ -99,6 +109,8 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
         ClientQuotaRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 """Record class by record type: the types the controller writes and reads."""

@@ -175,7 +175,7 @@ def test_unsupported_mechanism_is_answered_with_the_enabled_ones(sasl_plaintext)
     with RawConnection(sasl_plaintext.bootstrap_servers) as raw:
         response = raw.request(SaslHandshakeRequest[1](mechanism="GSSAPI"))
         assert response.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
-        assert response.mechanisms == ["PLAIN"]
+        assert response.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
         assert raw.read_frame() is None  # and the connection is closed after the failed-authentication delay
 
 
@@ -413,3 +413,25 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(broker):
             resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
             host_filter=None, operation=1, permission_type=1))
         assert (described.error_code, described.error_message) == (54, "No Authorizer is configured.")
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("client", sorted(ROUND_TRIPS))
+def test_scram_with_each_client(secured, client, mechanism):
+    if not secured.security.sasl:
+        pytest.skip("a SASL listener only")
+    topic = f"scram-{client}-{uuid.uuid4().hex[:6]}"
+    config = secured.client_config(user="alice", client=client, mechanism=mechanism)
+    assert ROUND_TRIPS[client](config, topic, _values(5)) == _values(5)
+
+
+def test_scram_refusals_say_what_kafka_says_for_a_wrong_password_and_an_unknown_user(sasl_plaintext):
+    for user, password in (("alice", "wrong"), ("mallory", "whatever")):
+        config = {**sasl_plaintext.client_config(user="alice", mechanism="SCRAM-SHA-512"), "sasl.username": user,
+                  "sasl.password": password}
+        errors: list[str] = []
+        producer = Producer({**config, "error_cb": errors_into(errors), "message.timeout.ms": 2000})
+        producer.produce("never-written", b"x")
+        producer.flush(10)
+        assert any("Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                   "SCRAM-SHA-512" in e for e in errors), errors

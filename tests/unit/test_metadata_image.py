@@ -12,6 +12,7 @@ from minikafka.broker.metadata.metadata_image import (
     MetadataReplayError,
     PartitionInfo,
 )
+from minikafka.broker.metadata.scram_credentials import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -21,9 +22,11 @@ from minikafka.protocol.metadata_records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 ORDERS = uuid.UUID("6b1d3a4e-2f0c-4c59-9a57-0e3c1f2d8a10")
@@ -149,11 +152,36 @@ def test_producer_id_blocks_and_controller_epoch() -> None:
     assert (image.next_producer_id, image.offset, image.controller_epoch) == (2000, 1, 3)
 
 
+def test_scram_credential_records_create_replace_and_remove_credentials() -> None:
+    def upsert(user: str, mechanism: int, key: bytes, iterations: int = 4096) -> UserScramCredentialRecord:
+        return UserScramCredentialRecord(name=user, mechanism=mechanism, salt=b"salt-" + key, stored_key=b"st-" + key,
+                                         server_key=b"sv-" + key, iterations=iterations)
+
+    image = MetadataImage()
+    assert image.replay(upsert("alice", SCRAM_SHA_256, b"1"), 0) is None
+    image.replay(upsert("alice", SCRAM_SHA_512, b"2", 8192), 1)
+    image.replay(upsert("bob", SCRAM_SHA_256, b"3"), 2)
+    image.replay(upsert("alice", SCRAM_SHA_256, b"4", 5000), 3)  # replaced
+    assert image.scram_credentials == {
+        ("alice", SCRAM_SHA_256): ScramCredential(b"salt-4", b"st-4", b"sv-4", 5000),
+        ("alice", SCRAM_SHA_512): ScramCredential(b"salt-2", b"st-2", b"sv-2", 8192),
+        ("bob", SCRAM_SHA_256): ScramCredential(b"salt-3", b"st-3", b"sv-3", 4096),
+    }
+    assert "st-4" not in repr(image.scram_credentials[("alice", SCRAM_SHA_256)])  # keys stay out of logs
+    held = image.scram_credentials
+    assert image.replay(RemoveUserScramCredentialRecord(name="alice", mechanism=SCRAM_SHA_256), 4) is None
+    image.replay(RemoveUserScramCredentialRecord(name="carol", mechanism=SCRAM_SHA_256), 5)  # nothing to remove
+    assert sorted(held) == [("alice", SCRAM_SHA_512), ("bob", SCRAM_SHA_256)]
+    assert image.scram_credentials is held and image.offset == 5
+
+
 def test_the_same_records_build_the_same_image() -> None:
     records = [register(1, 0), register(2, 1), BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0, fenced=-1),
                *orders([1, 2], [1, 2], leader=1),
                PartitionChangeRecord(partition_id=0, topic_id=ORDERS, isr=[1]),
-               ConfigRecord(resource_type=TOPIC, resource_name="orders", name="min.insync.replicas", value="2")]
+               ConfigRecord(resource_type=TOPIC, resource_name="orders", name="min.insync.replicas", value="2"),
+               UserScramCredentialRecord(name="u", mechanism=SCRAM_SHA_512, salt=b"s", stored_key=b"k",
+                                         server_key=b"v", iterations=4096)]
     first, second = MetadataImage(), MetadataImage()
     replay_all(first, records)
     replay_all(second, records)

@@ -24,9 +24,11 @@ from minikafka.protocol.metadata_records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     decode_record,
     encode_record,
     record_type,
@@ -69,6 +71,9 @@ SAMPLES: dict[type, dict[str, Any]] = {
     ClientQuotaRecord: dict(entity=[ClientQuotaRecord.EntityData(entity_type="user", entity_name=None),
                                     ClientQuotaRecord.EntityData(entity_type="client-id", entity_name="app")],
                             key="producer_byte_rate", value=1048576.0, remove=False),
+    UserScramCredentialRecord: dict(name="alice", mechanism=2, salt=b"\x00salt\xff", stored_key=bytes(range(64)),
+                                    server_key=bytes(range(64, 128)), iterations=8192),
+    RemoveUserScramCredentialRecord: dict(name="alice", mechanism=1),
 }
 
 
@@ -84,8 +89,8 @@ def test_record_types_are_kafkas() -> None:
     assert {t: cls.__name__ for t, cls in RECORD_CLASSES.items()} == {
         0: "RegisterBrokerRecord", 1: "UnregisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord",
         4: "ConfigRecord", 5: "PartitionChangeRecord", 7: "FenceBrokerRecord", 8: "UnfenceBrokerRecord",
-        9: "RemoveTopicRecord", 14: "ClientQuotaRecord", 15: "ProducerIdsRecord",
-        17: "BrokerRegistrationChangeRecord",
+        9: "RemoveTopicRecord", 11: "UserScramCredentialRecord", 14: "ClientQuotaRecord", 15: "ProducerIdsRecord",
+        17: "BrokerRegistrationChangeRecord", 22: "RemoveUserScramCredentialRecord",
     }
     assert set(SAMPLES) == set(RECORD_CLASSES.values())
     assert {cls.__name__: cls.valid_versions for cls in SAMPLES} == {
@@ -93,6 +98,7 @@ def test_record_types_are_kafkas() -> None:
         "PartitionRecord": (0, 2), "ConfigRecord": (0, 0), "PartitionChangeRecord": (0, 2),
         "FenceBrokerRecord": (0, 0), "UnfenceBrokerRecord": (0, 0), "RemoveTopicRecord": (0, 0),
         "ProducerIdsRecord": (0, 0), "BrokerRegistrationChangeRecord": (0, 2), "ClientQuotaRecord": (0, 0),
+        "UserScramCredentialRecord": (0, 0), "RemoveUserScramCredentialRecord": (0, 0),
     }
 
 
@@ -106,6 +112,17 @@ def test_round_trip(cls: type, version: int) -> None:
     assert decoded.version == version
     assert decoded == record
     assert encode_record(decoded) == value
+
+
+def test_scram_credential_record_bytes() -> None:
+    """Kafka's layout: the name (compact string), the mechanism (int8), salt, stored and server keys (compact bytes),
+    iterations (int32), no tagged fields."""
+    value = encode_record(UserScramCredentialRecord(name="bob", mechanism=1, salt=b"s", stored_key=b"kk",
+                                                    server_key=b"vvv", iterations=4096))
+    assert value == (bytes([1, 11, 0]) + b"\x04bob" + b"\x01" + b"\x02s" + b"\x03kk" + b"\x04vvv"
+                     + struct.pack(">i", 4096) + b"\x00")
+    assert encode_record(RemoveUserScramCredentialRecord(name="bob", mechanism=2)) == (
+        bytes([1, 22, 0]) + b"\x04bob" + b"\x02" + b"\x00")
 
 
 def test_a_record_without_a_version_is_written_at_the_newest() -> None:

@@ -26,12 +26,21 @@ def b64(text: str) -> bytes:
     return base64.b64decode(text)
 
 
+def credentials_of(entries: dict[tuple[str, ScramMechanism], ScramCredential]) -> ScramCredentials:
+    """Credentials as the metadata image keys them: by user and mechanism type id."""
+    by_type = {(user, mechanism.type_id): credential for (user, mechanism), credential in entries.items()}
+    return ScramCredentials(lambda: by_type)
+
+
 @pytest.fixture
-def scram_credentials() -> ScramCredentials:
-    credentials = ScramCredentials()
-    for mechanism in ScramMechanism:
-        credentials.add(mechanism.mechanism_name, "alice", scram.generate_credential(mechanism, "alice-secret"))
-    return credentials
+def scram_entries() -> dict[tuple[str, int], ScramCredential]:
+    return {("alice", mechanism.type_id): scram.generate_credential(mechanism, "alice-secret")
+            for mechanism in ScramMechanism}
+
+
+@pytest.fixture
+def scram_credentials(scram_entries) -> ScramCredentials:
+    return ScramCredentials(lambda: scram_entries)
 
 
 @pytest.fixture
@@ -108,8 +117,7 @@ def test_scram_exchange_with_scramp(store, mechanism):
 
 @pytest.mark.parametrize("mechanism", list(ScramMechanism), ids=MECHANISMS)
 def test_scram_user_names_with_comma_and_equals(mechanism):
-    credentials = ScramCredentials()
-    credentials.add(mechanism.mechanism_name, "a,b=c", scram.generate_credential(mechanism, "pw", iterations=8192))
+    credentials = credentials_of({("a,b=c", mechanism): scram.generate_credential(mechanism, "pw", iterations=8192)})
     server = create_sasl_server(mechanism.mechanism_name, CredentialStore({}, credentials))
     exchange(server, scramp.ScramClient([mechanism.mechanism_name], "a,b=c", "pw"))
     assert server.authorization_id == "a,b=c"
@@ -146,8 +154,8 @@ def test_an_unknown_user_is_answered_as_a_known_one_and_fails_only_at_the_proof(
     assert start(create_sasl_server("SCRAM-SHA-512", store), "mallory")[1].split(",")[1] != f"s={salt}"
 
 
-def test_a_removed_credential_no_longer_authenticates(store, scram_credentials):
-    scram_credentials.remove("SCRAM-SHA-256", "alice")
+def test_a_removed_credential_no_longer_authenticates(store, scram_entries):
+    del scram_entries[("alice", ScramMechanism.SCRAM_SHA_256.type_id)]
     assert store.scram_credential("SCRAM-SHA-256", "alice") is None
     server = create_sasl_server("SCRAM-SHA-256", store)
     client, _ = start(server, "alice")
@@ -268,8 +276,7 @@ def test_other_extensions_are_ignored(store):
 
 
 def test_a_credential_of_fewer_iterations_than_the_minimum_fails():
-    credentials = ScramCredentials()
-    credentials.add("SCRAM-SHA-256", "alice", scram.generate_credential(SHA_256, "pw", iterations=1000))
+    credentials = credentials_of({("alice", SHA_256): scram.generate_credential(SHA_256, "pw", iterations=1000)})
     server = create_sasl_server("SCRAM-SHA-256", CredentialStore({}, credentials))
     with pytest.raises(SaslError, match="^Iterations 1000 is less than the minimum 4096 for SCRAM_SHA_256$"):
         server.evaluate_response(b"n,,n=alice,r=abc")
@@ -302,8 +309,8 @@ def test_rfc_7677_known_answer_with_the_formatter():
 
 def test_rfc_7677_known_answer_with_the_server(monkeypatch):
     monkeypatch.setattr(scram_sasl_server, "secure_random_string", lambda: RFC_SERVER_NONCE)
-    credentials = ScramCredentials()
-    credentials.add("SCRAM-SHA-256", "user", scram.generate_credential(SHA_256, "pencil", 4096, b64(RFC_SALT)))
+    credentials = credentials_of({("user", SHA_256): scram.generate_credential(SHA_256, "pencil", 4096,
+                                                                              b64(RFC_SALT))})
     server = create_sasl_server("SCRAM-SHA-256", CredentialStore({}, credentials))
     assert server.evaluate_response(RFC_CLIENT_FIRST.encode()).decode() == RFC_SERVER_FIRST
     assert server.evaluate_response(f"{RFC_FINAL_WITHOUT_PROOF},p={RFC_PROOF}".encode()).decode() == RFC_SERVER_FINAL

@@ -1,11 +1,15 @@
 """The quorum controller over `ZkMetadataStore` against a real ZooKeeper server: its operations write Kafka's
 znodes (topics, partition states with the znode version as partition epoch, topic configs and their change
-notifications, producer-id blocks, topic deletion), a new controller reads them back into the same image, and a
-controller whose epoch was superseded writes nothing and changes nothing."""
+notifications, producer-id blocks, topic deletion, users' SCRAM credentials beside their quotas), a new controller
+reads them back into the same image, and a controller whose epoch was superseded writes nothing and changes
+nothing."""
 from __future__ import annotations
+
+import json
 
 import pytest
 
+from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaOp
 from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
 from minikafka.broker.controller.quorum_controller import (
     ConfigResourceAlteration,
@@ -13,7 +17,16 @@ from minikafka.broker.controller.quorum_controller import (
     TopicIsrChanges,
 )
 from minikafka.broker.controller.replication_control import CreatedTopic, NewTopic
+from minikafka.broker.controller.scram_control import ScramCredentialDeletion, ScramCredentialUpsertion
 from minikafka.broker.metadata.metadata_image import TOPIC_RESOURCE
+from minikafka.broker.metadata.scram_credentials import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    ScramCredential,
+    credential_from_salted_password,
+    credential_from_string,
+    credential_to_string,
+)
 from minikafka.broker.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from minikafka.broker.zk.zookeeper_client import ZkClientConfig
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -132,3 +145,56 @@ async def test_a_partition_without_a_state_and_no_live_replica_waits(zk_connect,
         async with elected_controller(zk) as controller:
             assert sorted(controller.image.topics["stranded"].partitions) == [1]
             assert raw.exists("/brokers/topics/stranded/partitions/0/state") is None
+
+
+async def test_scram_credentials_share_the_users_config_znode_with_its_quotas(zk_connect, raw) -> None:
+    """Kafka's ZooKeeper layout: a user's credentials are "SCRAM-SHA-256"/"SCRAM-SHA-512" entries of
+    /config/users/<url-encoded user>, beside the user's quotas; neither kind of write erases the other, each is
+    announced by a change notification naming the user, and a successor reads both back (a credential written there
+    by Kafka's own tools as well)."""
+    def user_config(path: str) -> dict[str, str]:
+        return znode_json(raw, path)["config"]
+
+    def notified() -> list[str]:
+        return [znode_json(raw, f"/config/changes/{c}")["entity_path"] for c in sorted(raw.get_children(
+            "/config/changes"))]
+
+    async with KafkaZkClient.open(ZkClientConfig(zk_connect)) as zk:
+        await register_broker(zk, 1)
+        kafkas = ScramCredential(b"kafka-salt", b"k" * 32, b"v" * 32, 4096)
+        raw.create("/config/users/carol%40example.com", json.dumps({"version": 1, "config": {
+            "SCRAM-SHA-256": credential_to_string(kafkas), "consumer_byte_rate": "2048"}}).encode(), makepath=True)
+        async with elected_controller(zk) as controller:
+            assert controller.image.scram_credentials == {("carol@example.com", SCRAM_SHA_256): kafkas}
+            alice: list[tuple[str, str | None]] = [("user", "alice")]
+            assert await controller.alter_client_quotas([ClientQuotaAlteration(alice, [
+                ClientQuotaOp("producer_byte_rate", 1024.0, False)])]) == [None]
+            salt = b"alice-salt"
+            results = await controller.alter_user_scram_credentials([], [
+                ScramCredentialUpsertion("alice", SCRAM_SHA_256, 4096, salt, b"p" * 32),
+                ScramCredentialUpsertion("bob", SCRAM_SHA_512, 8192, salt, b"q" * 64)])
+            assert results == [("alice", None), ("bob", None)]
+            sha_256 = credential_from_salted_password(SCRAM_SHA_256, salt, b"p" * 32, 4096)
+            assert user_config("/config/users/alice") == {"producer_byte_rate": "1024",
+                                                          "SCRAM-SHA-256": credential_to_string(sha_256)}
+            assert credential_from_string(user_config("/config/users/bob")["SCRAM-SHA-512"]).iterations == 8192
+            assert notified()[-2:] == ["users/alice", "users/bob"]
+
+            # The quota goes, the credential stays; the credential goes, a new quota stays.
+            assert await controller.alter_client_quotas([ClientQuotaAlteration(alice, [
+                ClientQuotaOp("producer_byte_rate", 0.0, True)])]) == [None]
+            assert user_config("/config/users/alice") == {"SCRAM-SHA-256": credential_to_string(sha_256)}
+            assert await controller.alter_client_quotas([ClientQuotaAlteration(alice, [
+                ClientQuotaOp("consumer_byte_rate", 4096.0, False)])]) == [None]
+            assert await controller.alter_user_scram_credentials(
+                [ScramCredentialDeletion("carol@example.com", SCRAM_SHA_256)], []) == [("carol@example.com", None)]
+            assert user_config("/config/users/carol%40example.com") == {"consumer_byte_rate": "2048"}
+            assert notified()[-1] == "users/carol%40example.com"
+        await zk.delete_controller(controller._store.epoch_zk_version)  # type: ignore[attr-defined]
+        async with elected_controller(zk, node_id=2) as successor:
+            assert successor.image.scram_credentials == controller.image.scram_credentials == {
+                ("alice", SCRAM_SHA_256): sha_256, ("bob", SCRAM_SHA_512): controller.image.scram_credentials[
+                    ("bob", SCRAM_SHA_512)]}
+            assert successor.image.client_quotas == {
+                (("user", "alice"),): {"consumer_byte_rate": 4096.0},
+                (("user", "carol@example.com"),): {"consumer_byte_rate": 2048.0}}

@@ -17,9 +17,10 @@ from minikafka.broker.server.handlers import (
     produce,
     reassignments,
     sasl,
+    scram_credentials,
     topics,
     transactions,
 )
 
-MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas, cluster,
-           groups, log_dirs, transactions, sasl, acls, control]
+MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas,
+           scram_credentials, cluster, groups, log_dirs, transactions, sasl, acls, control]

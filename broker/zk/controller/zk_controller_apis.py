@@ -1,7 +1,7 @@
 """What the active ZooKeeper-mode controller serves to brokers (Kafka's KafkaApis handlers that reach its
 KafkaController): AlterPartition, ControlledShutdown, AllocateProducerIds and the admin requests brokers forward
 (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders,
-AlterPartitionReassignments) and ListPartitionReassignments.
+AlterPartitionReassignments, AlterClientQuotas, AlterUserScramCredentials) and ListPartitionReassignments.
 
 All but ControlledShutdown are the KRaft controller's own handlers (ControllerApis) over the quorum controller the
 active KafkaController holds: the same checks, records and answers, with ZooKeeper as the store. An admin request
@@ -33,7 +33,8 @@ log = logging.getLogger("minikafka.controller")
 ZERO_UUID = uuid.UUID(int=0)
 ADMIN_KEYS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                         ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
-                        ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS})
+                        ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
+                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 SHARED_KEYS = ADMIN_KEYS | {ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
                             ApiKey.ASSIGN_REPLICAS_TO_DIRS}
 SERVED_KEYS = SHARED_KEYS | {ApiKey.CONTROLLED_SHUTDOWN}
@@ -141,6 +142,10 @@ def error_response(request: Any, version: int, code: ErrorCode) -> ApiMessage:
             error_code=code, error_message=None,
             entity=[R.EntryData.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
             for entry in request.entries])
+    elif key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        response = R(throttle_time_ms=0, results=[
+            R.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=None)
+            for user in sorted({e.name for e in [*request.deletions, *request.upsertions]})])
     else:
         raise ValueError(f"no error response for {type(request).__name__}")
     return response

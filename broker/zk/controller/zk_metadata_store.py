@@ -22,6 +22,8 @@ fails the same way, and the controller resigns):
 - ProducerIdsRecord: /latest_producer_id_block, conditionally on the version last read or written.
 - ClientQuotaRecord: the entity's config znode (/config/users/..., /config/clients/..., see zk_client_quotas) and
   a change notification naming the entity's path.
+- UserScramCredentialRecord / RemoveUserScramCredentialRecord: the user's config znode /config/users/<user>, its
+  quotas kept (see zk_scram_credentials), and a change notification naming `users/<user>`.
 Broker records are not written: the ephemeral /brokers/ids/<id> znodes are the truth, and the controller only
 replays what it synthesises from them. Offsets are a count of the records this controller committed: nothing
 fetches them.
@@ -37,6 +39,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from minikafka.broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionInfo
+from minikafka.broker.metadata.scram_credentials import credential_records
 from minikafka.broker.zk.kafka_zk_client import (
     ControllerMovedError,
     CreateOp,
@@ -73,6 +76,7 @@ from minikafka.broker.zk.zk_data import (
     topic_partitions_path,
     topic_path,
 )
+from minikafka.broker.zk.zk_scram_credentials import read_scram_credentials, scram_credential_record_writes
 from minikafka.protocol.metadata_records import (
     ConfigRecord,
     MetadataRecord,
@@ -159,8 +163,9 @@ class ZkMetadataStore:
 
     async def read_state(self) -> None:
         """Read everything a controller taking over needs: live brokers (broker epoch = czxid), topics with ids
-        and assignments, partition states (partition epoch = znode version), topic configs and the producer-id
-        block. A topic without an id gets one, written back."""
+        and assignments, partition states (partition epoch = znode version), topic configs, the producer-id
+        block, client quotas, dynamic broker configs and SCRAM credentials. A topic without an id gets one,
+        written back."""
         zk = self._zk
         records: list[MetadataRecord] = []
         brokers = await zk.get_all_broker_and_epochs_in_cluster()
@@ -198,6 +203,7 @@ class ZkMetadataStore:
             records.append(ProducerIdsRecord(broker_id=block.assigned_broker_id, broker_epoch=-1,
                                              next_producer_id=block.next_block_first_id))
         records += client_quota_records(await read_client_quotas(zk))
+        records += credential_records(await read_scram_credentials(zk))
         records += broker_config_records(await read_broker_configs(zk))
         marks = set(await zk.get_topic_deletions(watch=False))
         self.pending_deletions = sorted(marks & set(assignments))
@@ -356,6 +362,7 @@ class ZkMetadataStore:
                 ops.append(CreateOp(path, encode_config(config)))
             ops.append(CreateOp(CONFIG_CHANGE_PREFIX, encode_config_change(TOPIC_CONFIG, name), sequential=True))
         ops += await client_quota_record_writes(self._zk, image.client_quotas, records)
+        ops += await scram_credential_record_writes(self._zk, image.scram_credentials, records)
         ops += await broker_config_record_writes(self._zk, image.broker_configs, records)
         for name in removed:
             if name not in self._marked and not await self._zk.path_exists(delete_topic_path(name)):
