@@ -53,8 +53,8 @@ class Broker(NodeHandle):
                  keep_data: bool = False, in_process: bool = False, config: Mapping[str, object] | None = None,
                  node_id: int = 1, log_path: str | Path | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None,
-                 log_dirs: int = 1, security: str = "PLAINTEXT", users: Mapping[str, str] | None = None,
-                 ssl_client_auth: str = "none") -> None:
+                 log_dirs: int = 1, security: str | HandleSecurity = "PLAINTEXT",
+                 users: Mapping[str, str] | None = None, ssl_client_auth: str = "none") -> None:
         """
         port: the listener's port (default: a free one, kept across restarts).
         data_dir: log.dirs (default: a temporary dir, removed on close unless keep_data).
@@ -62,7 +62,8 @@ class Broker(NodeHandle):
         config: broker properties by Kafka's names, e.g. {"num.partitions": 3, "log.segment.bytes": 1048576}.
         log_path: the broker's log file (default: next to the data dir).
         controller: the cluster's controller (process.roles=broker); none makes a combined node of its own.
-        security: the client listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+        security: the client listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (or the
+          HandleSecurity of a Cluster, shared by its brokers: one CA, the same users).
         users: SASL users and their passwords, besides `admin` (see `admin_password`).
         ssl_client_auth: none, requested or required (mutual TLS; `client_config` then brings a certificate).
         """
@@ -77,20 +78,17 @@ class Broker(NodeHandle):
             raise ValueError("a broker needs at least one log dir")
         self.controller = controller
         self._log_dir_count = log_dirs
-        if security != "PLAINTEXT" and controller is not None:
-            raise ValueError("a secured broker runs as a node of its own, without a cluster's controller, for now")
-        self.security = HandleSecurity(security, users, host, ssl_client_auth)
-        self._scram_added = False
+        self._owns_security = not isinstance(security, HandleSecurity)
+        self.security = security if isinstance(security, HandleSecurity) else \
+            HandleSecurity(security, users, host, ssl_client_auth)
         self._faults: Faults | None = None
         self._state: State | None = None
 
     def start(self) -> Broker:
-        """Start the broker (see NodeHandle.start); a SASL broker's users get their SCRAM credentials at its first
-        start (they live in its metadata from then on)."""
+        """Start the broker (see NodeHandle.start); a SASL broker's users get their SCRAM credentials at the first
+        start (they live in the cluster's metadata from then on)."""
         super().start()
-        if self.security.sasl and not self._scram_added:
-            self.security.add_scram_credentials(self.bootstrap_servers)
-            self._scram_added = True
+        self.security.add_scram_credentials(self.bootstrap_servers)
         return self
 
     def properties(self) -> dict[str, str]:
@@ -123,7 +121,8 @@ class Broker(NodeHandle):
             try:
                 super().close()
             finally:
-                self.security.close()
+                if self._owns_security:
+                    self.security.close()
 
     @property
     def bootstrap_servers(self) -> str:

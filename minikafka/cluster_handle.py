@@ -29,12 +29,13 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from minikafka.broker_handle import Broker
 from minikafka.control_client import ControlClient, ControlError
 from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
 from minikafka.faults import Fault, Faults
+from minikafka.handle_security import HandleSecurity
 from minikafka.local_server import StartedInWith
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 from minikafka.protocol.schema_loading import quiet_schema_loading
@@ -93,7 +94,8 @@ class Cluster(StartedInWith):
                  controller_config: Mapping[str, object] | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, zookeeper: bool = False,
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
-                 log_dirs: int = 1) -> None:
+                 log_dirs: int = 1, security: str = "PLAINTEXT", users: Mapping[str, str] | None = None,
+                 ssl_client_auth: str = "none") -> None:
         """
         brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
         controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
@@ -109,6 +111,9 @@ class Cluster(StartedInWith):
         no controller process (controller_port and controller_config do not apply) and `config` goes to every
         broker, each of which may become controller.
         log_dirs: how many log dirs each broker has (JBOD; `Broker.log_dirs` names them).
+        security, users, ssl_client_auth: every broker's client listener secured as `Broker` secures one, with one
+        CA and the same users (`client_config`); the brokers' own connections and the controller's listener stay
+        plaintext.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -150,10 +155,12 @@ class Cluster(StartedInWith):
                                           config={**defaults, **(config or {}), **(controller_config or {})},
                                           log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s)
         shared = {**defaults, **(config or {})}
+        self.security = HandleSecurity(security, users, host, ssl_client_auth)
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
                    in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
-                   start_timeout_s=start_timeout_s, controller=self._controller, log_dirs=log_dirs)
+                   start_timeout_s=start_timeout_s, controller=self._controller, log_dirs=log_dirs,
+                   security=self.security)
             for i in range(brokers)
         ]
         self._state: State | None = None
@@ -260,6 +267,7 @@ class Cluster(StartedInWith):
                 self.zookeeper.close()
             if self._temp_root is not None and not self.keep_data:
                 shutil.rmtree(self._temp_root, ignore_errors=True)
+            self.security.close()
 
     # ---- brokers ------------------------------------------------------------------------------------------------
 
@@ -267,6 +275,10 @@ class Cluster(StartedInWith):
     def bootstrap_servers(self) -> str:
         """The brokers a client can reach now: running and not paused."""
         return ",".join(b.bootstrap_servers for b in self._reachable())
+
+    def client_config(self, user: str | None = None, client: str = "confluent", mechanism: str = "PLAIN") -> Any:
+        """What a client needs to connect to the brokers as `user` (see Broker.client_config)."""
+        return self.security.client_config(self.bootstrap_servers, user, client, mechanism)
 
     def _reachable(self) -> list[Broker]:
         return [b for b in self.brokers if b.running and not b.paused]
@@ -365,8 +377,8 @@ class Cluster(StartedInWith):
         from minikafka.state import State  # lazy: its dataclasses would add a quarter to `import minikafka`
 
         if self._state is None:
-            self._state = State(lambda: self.bootstrap_servers,
-                                lambda: [ControlClient(b.bootstrap_servers) for b in self._reachable()])
+            self._state = State(lambda: self.bootstrap_servers, lambda: [b._control() for b in self._reachable()],
+                                client_settings=self.security.client_config("", None, "kafka-python", "PLAIN"))
         return self._state
 
     # ---- waits --------------------------------------------------------------------------------------------------

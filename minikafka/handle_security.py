@@ -64,6 +64,7 @@ class HandleSecurity:
         self.users = {ADMIN: secrets.token_urlsafe(16), **(users or {})}
         self._dir: Path | None = None
         self._keep_dir = directory is not None
+        self._scram_added = False
         self.ca_file: Path | None = None
         self._server_pem: Path | None = None
         if self.tls:
@@ -177,7 +178,9 @@ class HandleSecurity:
 
     def add_scram_credentials(self, bootstrap_servers: str) -> None:
         """Give every user SCRAM-SHA-256 and SCRAM-SHA-512 credentials (AlterUserScramCredentials, as the admin over
-        PLAIN), once the broker runs: SCRAM's credentials are the cluster's metadata, not the listener's."""
+        PLAIN), once a broker runs, and only once: SCRAM's credentials are the cluster's metadata, not a listener's."""
+        if not self.sasl or self._scram_added:
+            return
         from kafka import KafkaAdminClient
         from kafka.admin import UserScramCredentialUpsertion
 
@@ -191,6 +194,7 @@ class HandleSecurity:
                     raise RuntimeError(f"the broker refused SCRAM credentials: {failed}")
         finally:
             admin.close()
+        self._scram_added = True
 
     def close(self) -> None:
         if self._dir is not None and not self._keep_dir:
