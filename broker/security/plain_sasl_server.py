@@ -16,6 +16,7 @@ class PlainSaslServer:
     """One PLAIN authentication. `password_of` gives a user's password, None for a user that has none."""
 
     mechanism = PLAIN_MECHANISM
+    credential_expiry_ms: int | None = None  # a password does not expire
 
     def __init__(self, password_of: Callable[[str], str | None]) -> None:
         self._password_of = password_of

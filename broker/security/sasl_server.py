@@ -27,6 +27,9 @@ class SaslServer(Protocol):
     """One authentication's server side (javax's SaslServer as Kafka uses it)."""
 
     mechanism: str
+    # When the credential authenticated with expires (ms since the epoch), None if it does not: it bounds the session
+    # (Kafka's CREDENTIAL_LIFETIME_MS negotiated property).
+    credential_expiry_ms: int | None
 
     def evaluate_response(self, token: bytes) -> bytes:
         """The challenge to send back (may be b"") for the client's response."""

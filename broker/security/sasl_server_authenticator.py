@@ -198,12 +198,18 @@ class SaslServerAuthenticator:
         self.principal = principal
         self.state = SaslState.COMPLETE
         self._reauthenticating = False
-        reauth_ms = self._security.reauth_ms
-        if reauth_ms <= 0:
+        # The session ends at connections.max.reauth.ms or when the credential expires (an OAUTHBEARER token),
+        # whichever comes first (Kafka's calcCompletionTimesAndReturnSessionLifetimeMs).
+        now_ms = time.time() * 1000
+        candidates = [self._security.reauth_ms] if self._security.reauth_ms > 0 else []
+        if server.credential_expiry_ms is not None:
+            candidates.append(max(0, int(server.credential_expiry_ms - now_ms)))
+        if not candidates:
             self.session_expires_at = None
             return 0
-        self.session_expires_at = time.monotonic() + reauth_ms / 1000
-        return reauth_ms if self._client_supports_reauthentication else 0
+        lifetime_ms = min(candidates)
+        self.session_expires_at = time.monotonic() + lifetime_ms / 1000
+        return lifetime_ms if self._client_supports_reauthentication else 0
 
     def _fail(self, response: bytes | None) -> AuthenticationStep:
         self.state = SaslState.FAILED

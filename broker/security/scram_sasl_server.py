@@ -52,6 +52,8 @@ class ScramSaslServer:
     """One SCRAM authentication. `credential_of` gives a user's credential for this mechanism, None if it has
     none."""
 
+    credential_expiry_ms: int | None = None  # a SCRAM credential does not expire (a delegation token's would)
+
     def __init__(self, mechanism: ScramMechanism, credential_of: Callable[[str], ScramCredential | None]) -> None:
         self.mechanism = mechanism.mechanism_name
         self._scram = mechanism
