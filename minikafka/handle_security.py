@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 CLIENTS = ("confluent", "kafka-python", "aiokafka", "java")
 ADMIN = "admin"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 def _jaas_quote(value: str) -> str:
@@ -117,7 +119,10 @@ class HandleSecurity:
             props.update({
                 f"{prefix}sasl.enabled.mechanisms": ",".join(MECHANISMS),
                 f"{prefix}plain.sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
-                **{f"{prefix}{m.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;" for m in MECHANISMS[1:]},
+                **{f"{prefix}{m.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;"
+                   for m in SCRAM_MECHANISMS},
+                # Unsecured tokens (Kafka's default validator): a client names its principal in the token.
+                f"{prefix}oauthbearer.sasl.jaas.config": f"{OAUTHBEARER_LOGIN_MODULE} required;",
             })
         return props
 
@@ -133,7 +138,7 @@ class HandleSecurity:
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}, not {mechanism!r}")
         user = user or ADMIN
-        if self.sasl and user not in self.users:
+        if self.sasl and mechanism != "OAUTHBEARER" and user not in self.users:
             raise ValueError(f"no user {user!r}: the broker has {', '.join(sorted(self.users))}")
         password = self.users.get(user)
         cert = self.client_certificate(user) if self.tls and self.ssl_client_auth != "none" else None
@@ -144,7 +149,10 @@ class HandleSecurity:
                 config["ssl.ca.location"] = ca
             if cert:
                 config.update({"ssl.certificate.location": str(cert), "ssl.key.location": str(cert)})
-            if self.sasl:
+            if self.sasl and mechanism == "OAUTHBEARER":  # librdkafka makes an unsecured token for the principal
+                config.update({"sasl.mechanism": mechanism, "sasl.oauthbearer.config": f"principal={user}",
+                               "enable.sasl.oauthbearer.unsecure.jwt": "true"})
+            elif self.sasl:
                 config.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password or ""})
             return config
         if client == "java":
@@ -153,12 +161,18 @@ class HandleSecurity:
                 lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={ca}"]
             if cert:
                 lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={cert}"]
-            if self.sasl:
+            if self.sasl and mechanism == "OAUTHBEARER":
+                lines += [f"sasl.mechanism={mechanism}", f"sasl.jaas.config={OAUTHBEARER_LOGIN_MODULE} required "
+                                                         f"unsecuredLoginStringClaim_sub={_jaas_quote(user)};"]
+            elif self.sasl:
                 module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
                 lines += [f"sasl.mechanism={mechanism}",
                           f"sasl.jaas.config={module} required username={_jaas_quote(user)} "
                           f"password={_jaas_quote(password or '')};"]
             return "\n".join(lines) + "\n"
+        if mechanism == "OAUTHBEARER":
+            raise ValueError("OAUTHBEARER settings are made for client='confluent' or 'java' (kafka-python and "
+                             "aiokafka take a token provider object)")
         python: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "security_protocol": self.protocol}
         if self.sasl:
             python.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
@@ -186,7 +200,7 @@ class HandleSecurity:
 
         admin = KafkaAdminClient(**self.client_config(bootstrap_servers, ADMIN, "kafka-python", "PLAIN"))
         try:
-            for mechanism in MECHANISMS[1:]:  # a request may name a user once
+            for mechanism in SCRAM_MECHANISMS:  # a request may name a user once
                 errors = admin.alter_user_scram_credentials(
                     [UserScramCredentialUpsertion(user, mechanism, password) for user, password in self.users.items()])
                 failed = {user: error for user, error in errors.items() if error}

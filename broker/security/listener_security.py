@@ -9,10 +9,11 @@ principal through `ssl.principal.mapping.rules`.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from minikafka.broker.security.jaas import PLAIN_LOGIN_MODULE, parse_jaas_config
+from minikafka.broker.security.oauthbearer_sasl_server import JwksValidator, OAuthBearerValidator, UnsecuredValidator
 from minikafka.broker.security.sasl_server import CredentialStore, ScramCredentials
 from minikafka.broker.security.ssl_factory import TlsConnection, peer_principal_dn, server_ssl_context
 from minikafka.broker.security.ssl_principal_mapper import SslPrincipalMapper
@@ -22,7 +23,9 @@ ANONYMOUS = "User:ANONYMOUS"
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 # The mechanisms served; GSSAPI (Kerberos), Kafka's default, is not.
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# Kafka's validator of signed tokens (JWKS); without it, OAUTHBEARER validates unsecured tokens (Kafka's default).
+JWKS_VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ def listener_security(config: BrokerConfig, listener: str, scram_credentials: Sc
         mapper = SslPrincipalMapper.from_rules(props.get("ssl.principal.mapping.rules", "DEFAULT"))
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = {}
+    oauthbearer: OAuthBearerValidator | None = None
     if protocol in SASL_PROTOCOLS:
         mechanisms = tuple(m.strip() for m in props.get("sasl.enabled.mechanisms", "GSSAPI").split(",") if m.strip())
         unsupported = [m for m in mechanisms if m not in MECHANISMS]
@@ -70,11 +74,25 @@ def listener_security(config: BrokerConfig, listener: str, scram_credentials: Sc
             if mechanism == "PLAIN":
                 plain_users = CredentialStore.plain_users_from(
                     next((m for m in modules if m.class_name == PLAIN_LOGIN_MODULE), modules[0]))
+            if mechanism == "OAUTHBEARER":
+                oauthbearer = _oauthbearer_validator(props, modules[0].options, name)
     return ListenerSecurity(
-        listener, protocol, ssl_context, mapper, mechanisms, CredentialStore(plain_users, scram_credentials),
+        listener, protocol, ssl_context, mapper, mechanisms,
+        CredentialStore(plain_users, scram_credentials, oauthbearer=oauthbearer),
         int(props.get("connections.max.reauth.ms", "0")),
         int(props.get("connection.failed.authentication.delay.ms", "100")),
         int(props.get("sasl.server.max.receive.size", "524288")), refuses)
+
+
+def _oauthbearer_validator(props: dict[str, str], jaas_options: Mapping[str, str],
+                           jaas_property: str) -> OAuthBearerValidator:
+    """JWKS validation where the listener's OAUTHBEARER server callback handler is Kafka's validator class, else
+    unsecured tokens as the JAAS options say (Kafka's OAuthBearerUnsecuredValidatorCallbackHandler)."""
+    handler = props.get("oauthbearer.sasl.server.callback.handler.class",
+                        props.get("sasl.server.callback.handler.class", ""))
+    if handler == JWKS_VALIDATOR_CLASS:
+        return JwksValidator.from_properties(props)
+    return UnsecuredValidator.from_jaas_options(jaas_options, jaas_property)
 
 
 def ssl_principal(stream: TlsConnection, security: ListenerSecurity) -> str:

@@ -13,6 +13,11 @@ from functools import partial
 from typing import Protocol
 
 from minikafka.broker.security.jaas import JaasLoginModule
+from minikafka.broker.security.oauthbearer_sasl_server import (
+    OAUTHBEARER_MECHANISM,
+    OAuthBearerSaslServer,
+    OAuthBearerValidator,
+)
 from minikafka.broker.security.plain_sasl_server import PLAIN_MECHANISM, PlainSaslServer
 from minikafka.broker.security.scram import SaslAuthenticationError, SaslError, ScramCredential, ScramMechanism
 from minikafka.broker.security.scram_sasl_server import ScramSaslServer
@@ -59,9 +64,11 @@ class ScramCredentials:
 class CredentialStore:
     """What a listener's mechanisms check credentials against."""
 
-    def __init__(self, plain_users: Mapping[str, str], scram_credentials: ScramCredentials) -> None:
+    def __init__(self, plain_users: Mapping[str, str], scram_credentials: ScramCredentials,
+                 oauthbearer: OAuthBearerValidator | None = None) -> None:
         self._plain_users = plain_users
         self._scram_credentials = scram_credentials
+        self.oauthbearer = oauthbearer  # what checks OAUTHBEARER's tokens, None if the listener does not serve it
 
     @staticmethod
     def plain_users_from(module: JaasLoginModule) -> dict[str, str]:
@@ -81,8 +88,12 @@ def create_sasl_server(mechanism: str, credentials: CredentialStore) -> SaslServ
     """A server for one authentication with `mechanism`; ValueError for a mechanism not served."""
     if mechanism == PLAIN_MECHANISM:
         return PlainSaslServer(credentials.plain_password)
+    if mechanism == OAUTHBEARER_MECHANISM:
+        if credentials.oauthbearer is None:
+            raise ValueError(f"Requested mechanism '{mechanism}' has no token validator configured")
+        return OAuthBearerSaslServer(credentials.oauthbearer)
     scram = ScramMechanism.for_mechanism_name(mechanism)
     if scram is None:
-        served = ", ".join([PLAIN_MECHANISM, *(m.mechanism_name for m in ScramMechanism)])
+        served = ", ".join([PLAIN_MECHANISM, *(m.mechanism_name for m in ScramMechanism), OAUTHBEARER_MECHANISM])
         raise ValueError(f"Requested mechanism '{mechanism}' is not supported. Supported mechanisms are '{served}'.")
     return ScramSaslServer(scram, partial(credentials.scram_credential, mechanism))

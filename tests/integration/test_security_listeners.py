@@ -175,7 +175,7 @@ def test_unsupported_mechanism_is_answered_with_the_enabled_ones(sasl_plaintext)
     with RawConnection(sasl_plaintext.bootstrap_servers) as raw:
         response = raw.request(SaslHandshakeRequest[1](mechanism="GSSAPI"))
         assert response.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
-        assert response.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert response.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
         assert raw.read_frame() is None  # and the connection is closed after the failed-authentication delay
 
 
@@ -435,3 +435,29 @@ def test_scram_refusals_say_what_kafka_says_for_a_wrong_password_and_an_unknown_
         producer.flush(10)
         assert any("Authentication failed during authentication due to invalid credentials with SASL mechanism "
                    "SCRAM-SHA-512" in e for e in errors), errors
+
+
+def test_oauthbearer_unsecured_tokens_from_librdkafka(sasl_plaintext):
+    """librdkafka makes an unsecured token for `sasl.oauthbearer.config=principal=...`, which Kafka's default
+    validator accepts: the principal is the token's subject."""
+    topic = f"oauth-{uuid.uuid4().hex[:6]}"
+    config = sasl_plaintext.client_config(user="carol", mechanism="OAUTHBEARER")
+    assert _confluent_round_trip(config, topic, _values(3)) == _values(3)
+
+
+def test_an_expired_oauthbearer_token_is_refused_with_kafkas_json_status(sasl_plaintext):
+    import base64
+    import json
+
+    def part(value: dict) -> bytes:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=")
+
+    now = int(time.time())
+    token = part({"alg": "none"}) + b"." + part({"sub": "carol", "iat": now - 120, "exp": now - 60}) + b"."
+    with RawConnection(sasl_plaintext.bootstrap_servers) as raw:
+        assert raw.request(SaslHandshakeRequest[1](mechanism="OAUTHBEARER")).error_code == 0
+        challenge = raw.request(SaslAuthenticateRequest[2](auth_bytes=b"n,,\x01auth=Bearer " + token + b"\x01\x01"))
+        assert challenge.error_code == 0 and json.loads(challenge.auth_bytes)["status"] == "invalid_token"
+        refused = raw.request(SaslAuthenticateRequest[2](auth_bytes=b"\x01"))
+        assert refused.error_code == 58
+        assert raw.read_frame() is None
