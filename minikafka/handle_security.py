@@ -33,6 +33,10 @@ def _jaas_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclass(frozen=True)
 class ClientSecurity:
     """How one of the handle's own clients connects: the protocol, the CA file and the admin's credentials."""
@@ -44,11 +48,11 @@ class ClientSecurity:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
 
 class HandleSecurity:
@@ -69,16 +73,17 @@ class HandleSecurity:
         self._scram_added = False
         self.ca_file: Path | None = None
         self._server_pem: Path | None = None
+        self._ca: Any = None  # trustme's CA, when this handle made the certificates
         if self.tls:
             self._make_certificates(host, directory)
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     def _make_certificates(self, host: str, directory: Path | None) -> None:
         import trustme  # lazy: only handles with TLS need it
@@ -97,7 +102,7 @@ class HandleSecurity:
 
     def client_certificate(self, user: str) -> Path:
         """A PEM file with a key and a certificate for `user` (CN=user), signed by the test CA, for mutual TLS."""
-        if self._dir is None or not hasattr(self, "_ca"):
+        if self._dir is None or self._ca is None:
             raise ValueError("client certificates need a TLS listener whose CA this handle made")
         path = self._dir / f"client-{user}.pem"
         if not path.exists():

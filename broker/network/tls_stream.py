@@ -97,9 +97,6 @@ class TlsStream(trio.abc.Stream):
     async def wait_send_all_might_not_block(self) -> None:
         await self.transport.wait_send_all_might_not_block()
 
-    async def send_eof(self) -> None:
-        raise NotImplementedError("TLS has no half-close")
-
     async def aclose(self) -> None:
         """Send close_notify (for at most CLOSE_TIMEOUT_S; the peer's is not waited for) and close the socket."""
         try:

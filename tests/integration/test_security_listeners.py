@@ -263,9 +263,8 @@ def test_mutual_tls_needs_a_client_certificate(mutual_tls):
         admin.list_topics(timeout=5)
 
 
+@pytest.mark.parametrize("secured", ["SSL", "SASL_SSL"], indirect=True)
 def test_plaintext_bytes_to_a_tls_port_close_the_connection(secured):
-    if secured.security.protocol not in ("SSL", "SASL_SSL"):
-        pytest.skip("a TLS listener only")
     host, port = secured.bootstrap_servers.rsplit(":", 1)
     request = ApiVersionsRequest[0]()
     request.with_header(correlation_id=1, client_id="plaintext")
@@ -415,11 +414,10 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(broker):
         assert (described.error_code, described.error_message) == (54, "No Authorizer is configured.")
 
 
+@pytest.mark.parametrize("secured", ["SASL_PLAINTEXT", "SASL_SSL"], indirect=True)
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 @pytest.mark.parametrize("client", sorted(ROUND_TRIPS))
 def test_scram_with_each_client(secured, client, mechanism):
-    if not secured.security.sasl:
-        pytest.skip("a SASL listener only")
     topic = f"scram-{client}-{uuid.uuid4().hex[:6]}"
     config = secured.client_config(user="alice", client=client, mechanism=mechanism)
     assert ROUND_TRIPS[client](config, topic, _values(5)) == _values(5)
