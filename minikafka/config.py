@@ -132,7 +132,15 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "ssl.protocol": (str, "TLSv1.3"),
     "ssl.cipher.suites": (str, ""),
     "ssl.endpoint.identification.algorithm": (str, "https"),
+    # Authorization: Kafka's StandardAuthorizer (or AclAuthorizer) class name turns it on; none by default.
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, ""),
+    "allow.everyone.if.no.acl.found": (bool, False),
 }
+
+# Kafka's authorizer classes: `authorizer.class.name` naming either turns on its ACL rules (StandardAuthorizer's).
+AUTHORIZER_CLASS_NAMES = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                    "kafka.security.authorizer.AclAuthorizer"})
 
 # Kafka's SecurityProtocol, by name, with the ids its registrations carry.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -235,6 +243,7 @@ class BrokerConfig:
         parse_listeners(self.get("listeners"))
         self._validate_roles()
         self._validate_security()
+        self._validate_authorizer()
 
     def _validate_roles(self) -> None:
         """Kafka's checks of a KRaft node's roles, listeners and quorum, made before anything starts."""
@@ -292,6 +301,16 @@ class BrokerConfig:
         if self.inter_broker_listener_name not in broker_names:
             raise ConfigError(f"inter.broker.listener.name={self.inter_broker_listener_name} must be one of the "
                               f"broker's listeners: {', '.join(broker_names)}")
+
+    def _validate_authorizer(self) -> None:
+        name = self.get("authorizer.class.name")
+        if name and name not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(f"authorizer.class.name={name} is not supported: minikafka authorizes as Kafka's "
+                              f"{' or '.join(sorted(AUTHORIZER_CLASS_NAMES))}, or not at all when it is empty")
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.get("authorizer.class.name"))
 
     def _validate_security(self) -> None:
         """Every listener has a security protocol; security.inter.broker.protocol and inter.broker.listener.name

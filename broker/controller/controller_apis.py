@@ -37,6 +37,7 @@ from minikafka.broker.controller.replication_control import PREFERRED_ELECTION, 
 from minikafka.broker.controller.scram_control import ScramCredentialDeletion, ScramCredentialUpsertion
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo
 from minikafka.broker.network.socket_server import ConnectionInfo
+from minikafka.broker.security.acl import acl_binding_of, acl_filter_of
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, ApiSchema
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
@@ -58,7 +59,8 @@ _CONTROL_PLANE_KEYS = (ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiK
 _CLIENT_KEYS = (ApiKey.API_VERSIONS, ApiKey.FETCH, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                 ApiKey.CREATE_PARTITIONS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
                 ApiKey.ELECT_LEADERS, ApiKey.DESCRIBE_CLUSTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-                ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+                ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
 
 Handler = Callable[[Any, int, "ConnectionInfo | None"], Awaitable[ApiMessage]]
 
@@ -87,6 +89,8 @@ class ControllerApis:
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
+            ApiKey.CREATE_ACLS: self._create_acls,
+            ApiKey.DELETE_ACLS: self._delete_acls,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
@@ -366,6 +370,26 @@ class ControllerApis:
             R.AlterUserScramCredentialsResult(user=user, error_code=e.code if e else ErrorCode.NONE,
                                               error_message=e.message if e else None)
             for user, e in results])
+
+    async def _create_acls(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
+        errors = await self.controller.create_acls([acl_binding_of(c) for c in request.creations])
+        R = self.schemas[ApiKey.CREATE_ACLS].response[version]
+        return R(throttle_time_ms=0, results=[
+            R.AclCreationResult(error_code=e.code if e else ErrorCode.NONE, error_message=e.message if e else None)
+            for e in errors])
+
+    async def _delete_acls(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
+        results = await self.controller.delete_acls([acl_filter_of(f) for f in request.filters])
+        R = self.schemas[ApiKey.DELETE_ACLS].response[version]
+        M = R.DeleteAclsFilterResult.DeleteAclsMatchingAcl
+        return R(throttle_time_ms=0, filter_results=[
+            R.DeleteAclsFilterResult(
+                error_code=e.code if e else ErrorCode.NONE, error_message=e.message if e else None,
+                matching_acls=[M(error_code=ErrorCode.NONE, error_message=None, resource_type=a.resource_type,
+                                 resource_name=a.resource_name, pattern_type=a.pattern_type, principal=a.principal,
+                                 host=a.host, operation=a.operation, permission_type=a.permission_type)
+                               for a in matched])
+            for e, matched in results])
 
     async def _elect_leaders(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
         """Preferred (v0 always) or unclean (v1+, KIP-460) elections; all partitions when none are named."""

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import trio
 
+from minikafka.broker.controller.acl_control import create_acls, delete_acls
 from minikafka.broker.controller.broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
 from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, alter_client_quotas
 from minikafka.broker.controller.cluster_control import (
@@ -78,6 +79,7 @@ from minikafka.broker.metadata.metadata_image import (
     MetadataImage,
     PartitionInfo,
 )
+from minikafka.broker.security.acl import AclBinding, AclBindingFilter
 from minikafka.config import ConfigError
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
@@ -586,6 +588,22 @@ class QuorumController:
             records, results = alter_scram_credentials(self.image.scram_credentials, deletions, upsertions)
             errors = await self._commit_each(records, [error for _, error in results])
             return [(user, error) for (user, _), error in zip(results, errors, strict=True)]
+
+    # ---- ACLs -------------------------------------------------------------------------------------------------
+
+    async def create_acls(self, creations: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Create ACL bindings: each succeeds or fails on its own, every new one in one commit."""
+        async with self._lock:
+            records, results = create_acls(self.image.acls, creations)
+            return await self._commit_each(records, results)
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]
+                          ) -> list[tuple[KafkaError | None, list[AclBinding]]]:
+        """Delete the ACL bindings each filter matches, all in one commit; a failed commit fails every filter."""
+        async with self._lock:
+            records, results = delete_acls(self.image.acls, filters)
+            errors = await self._commit_each(records, [error for error, _ in results])
+            return [(error, [] if error else matched) for error, (_, matched) in zip(errors, results, strict=True)]
 
     # ---- leaders and ISRs --------------------------------------------------------------------------------------
 

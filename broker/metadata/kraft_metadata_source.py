@@ -141,6 +141,9 @@ class KRaftMetadataSource:
     async def scram_credentials_altered(self, users: list[str]) -> None:
         pass  # the metadata log brought them before the controller answered
 
+    async def acls_altered(self) -> None:
+        pass  # the metadata log brought them before the controller answered
+
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         started = time.monotonic()
         self.lifecycle.set_ready_to_unfence()

@@ -11,9 +11,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from minikafka.broker.metadata.acls import acl_of_record
 from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity, quota_entity
 from minikafka.broker.metadata.scram_credentials import ScramCredential, ScramCredentialKey, credential_data
+from minikafka.broker.security.acl import AclBinding
 from minikafka.protocol.metadata_records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -23,6 +26,7 @@ from minikafka.protocol.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -169,6 +173,8 @@ class MetadataImage:
     client_quotas: dict[ClientQuotaEntity, dict[str, float]] = field(default_factory=dict)  # values by key
     # SCRAM credentials (KIP-554) by (user name, mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
     scram_credentials: dict[ScramCredentialKey, ScramCredential] = field(default_factory=dict)
+    acls: dict[uuid.UUID, AclBinding] = field(default_factory=dict)  # by ACL id
+    acl_version: int = 0  # moves with every change of `acls`: the authorizer's index follows it
     offset: int = -1  # offset of the last record replayed
     controller_epoch: int = -1
 
@@ -245,6 +251,15 @@ class MetadataImage:
             # As a broker's ScramDelta: removing what is not there leaves nothing to remove (the controller only
             # writes the removal of a credential it holds).
             self.scram_credentials.pop((record.name, record.mechanism), None)
+            return None
+        if isinstance(record, AccessControlEntryRecord):
+            self.acls[record.id] = acl_of_record(record)
+            self.acl_version += 1
+            return None
+        if isinstance(record, RemoveAccessControlEntryRecord):
+            if self.acls.pop(record.id, None) is None:
+                raise MetadataReplayError(f"{record} removes an ACL there is not")
+            self.acl_version += 1
             return None
         if isinstance(record, ProducerIdsRecord):
             self.next_producer_id = record.next_producer_id

@@ -98,6 +98,11 @@ class MetadataSource(Protocol):
         answered."""
         ...
 
+    async def acls_altered(self) -> None:
+        """The controller accepted ACL changes through this broker: read back as `client_quotas_altered` reads
+        quotas, so the next request through this broker is authorized by them."""
+        ...
+
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
         """With the listeners serving: until the controller counts this broker in and its replicas are set."""
         ...

@@ -115,6 +115,11 @@ class ConnectionInfo:
         self.throttle_time_ms = 0
         self.throttle_delays_response = False
 
+    @property
+    def host(self) -> str:
+        """The peer's address, as ACLs name hosts."""
+        return self.peer.rpartition(":")[0]
+
     def throttle(self, throttle_time_ms: int, *, delay_response: bool) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.throttle_delays_response = delay_response

@@ -64,6 +64,7 @@ from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
 from minikafka.broker.security.listener_security import listener_security
 from minikafka.broker.security.sasl_server import ScramCredentials
+from minikafka.broker.security.standard_authorizer import StandardAuthorizer, parse_super_users
 from minikafka.broker.server import handlers
 from minikafka.broker.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from minikafka.broker.server.api_version_manager import ApiVersionManager
@@ -138,6 +139,12 @@ class BrokerServer:
         security = {e.listener: listener_security(config, e.listener, self.scram_credentials,
                                                   self.faults.authentication_failures.refuses)
                     for e in config.broker_listeners}
+        # Kafka's StandardAuthorizer over the metadata image's ACLs, when authorizer.class.name names it.
+        self.authorizer: StandardAuthorizer | None = None
+        if config.authorizer_enabled:
+            self.authorizer = StandardAuthorizer(lambda: self.metadata.image,
+                                                 parse_super_users(config.get("super.users")),
+                                                 config.get("allow.everyone.if.no.acl.found"))
         self.socket_server = SocketServer(self.request_channel.process, config.get("socket.request.max.bytes"),
                                           config.get("connections.max.idle.ms") / 1000, security=security)
 

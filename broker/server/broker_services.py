@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.security.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bitfield,
+)
 from minikafka.broker.server.client_quota_manager import ANONYMOUS, handling_time_percent
 from minikafka.protocol.codec import Records, RecordsSplicer
 
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
     from minikafka.broker.replication.fetch_session import FetchSessionCache
     from minikafka.broker.replication.purgatory import Purgatory
     from minikafka.broker.replication.replica_manager import ReplicaManager
+    from minikafka.broker.security.standard_authorizer import StandardAuthorizer
     from minikafka.broker.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from minikafka.broker.server.api_version_manager import ApiVersionManager
     from minikafka.broker.server.auto_topic_creation import AutoTopicCreationManager
@@ -65,6 +73,7 @@ class BrokerServices(Protocol):
     client_quotas: QuotaManagers
     api_versions: ApiVersionManager
     faults: FaultInjector
+    authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything is allowed
     disk_quota: DiskQuota
     metrics: BrokerMetrics
 
@@ -105,6 +114,37 @@ class RequestContext:
     def user(self) -> str:
         """The principal's name, as client quotas name users."""
         return self.conn.principal.partition(":")[2] or ANONYMOUS
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
+                  log_if_denied: bool = True) -> bool:
+        """Whether the principal may do `operation` on the resource (always, without an authorizer)."""
+        authorizer = self.services.authorizer
+        return authorizer is None or authorizer.authorize(
+            self.principal, self.conn.host, operation, resource_type, name,
+            request=self.schema.request.__name__.removesuffix("Request"), log_if_denied=log_if_denied)
+
+    def authorize_cluster(self, operation: AclOperation, *, log_if_denied: bool = True) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
+
+    def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do `operation` on some resource of the type (Kafka's
+        authorizeByResourceType)."""
+        authorizer = self.services.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(self.principal, self.conn.host,
+                                                                           operation, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The authorized_operations bitfield of a resource: every operation of its type without an authorizer."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return operations_bitfield(SUPPORTED_OPERATIONS[resource_type])
+        return operations_bitfield(authorizer.authorized_operations(self.principal, self.conn.host, resource_type,
+                                                                    name))
+
+    def is_super_user(self) -> bool:
+        """A principal of `super.users` (anyone, without an authorizer): the private control API is theirs."""
+        authorizer = self.services.authorizer
+        return authorizer is None or self.principal in authorizer.super_users
 
     @property
     def client_id(self) -> str:

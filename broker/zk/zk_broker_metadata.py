@@ -33,6 +33,7 @@ from typing import Any
 import trio
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.metadata.acls import ZK_EXTENDED_CHANGES, ZK_LITERAL_CHANGES
 from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity, describe_entity, entity_of_zk_path
 from minikafka.broker.metadata.metadata_image import (
     BrokerEndpointInfo,
@@ -48,8 +49,10 @@ from minikafka.broker.metadata.scram_credentials import user_of_zk_path
 from minikafka.broker.network.network_client import DisconnectedError, NetworkClientConfig
 from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.broker.security.acl import PatternType, ResourceType
 from minikafka.broker.zk.controller.kafka_controller import KafkaController
 from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
+from minikafka.broker.zk.zk_acls import read_acls, read_resource_acls, zk_acl_id
 from minikafka.broker.zk.zk_broker_channel import ZkControllerChannel
 from minikafka.broker.zk.zk_broker_configs import read_broker_configs, read_entity_broker_configs, resource_name_of
 from minikafka.broker.zk.zk_client_quotas import read_client_quotas, read_entity_quotas
@@ -67,7 +70,6 @@ LEADER_DURING_DELETE = -2  # an UpdateMetadata partition state's leader while it
 CONTROLLED_SHUTDOWN_VERSION = 3
 SECURITY_PROTOCOL = "PLAINTEXT"  # every minikafka listener is plaintext
 NO_CONTROLLER = -1
-CONFIG_CHANGE_PREFIX = "config_change_"
 
 ControllerApisHandle = Callable[[ApiMessage, int, ConnectionInfo | None], Awaitable[ApiMessage]]
 
@@ -99,7 +101,7 @@ class ZkMetadataSource:
         self._named = False  # an UpdateMetadata named this broker live
         self._ready = False
         self._changed = trio.Event()  # set (and replaced) on every request from a controller
-        self._last_config_change = -1
+        self._last_notification: dict[str, int] = {}  # the last change notification handled, by its parent
         client_config = NetworkClientConfig(
             connection_setup_timeout_ms=config.get("socket.connection.setup.timeout.ms"),
             reconnect_backoff_ms=config.get("reconnect.backoff.ms"),
@@ -178,14 +180,15 @@ class ZkMetadataSource:
                 on_broker_epoch(self.broker_epoch)
 
     async def topic_configs(self) -> dict[str, dict[str, str]]:
-        self._last_config_change = max((_sequence(c) for c in await self.zk.get_children(CONFIG_CHANGES_PATH)),
-                                       default=-1)
+        for path in (CONFIG_CHANGES_PATH, ZK_LITERAL_CHANGES, ZK_EXTENDED_CHANGES):
+            self._last_notification[path] = max((_sequence(c) for c in await self.zk.get_children(path)), default=-1)
         topics = await self.zk.get_all_topics_in_cluster()
         self.image.topic_configs = await self.zk.get_topic_configs(topics) if topics else {}
         self.image.client_quotas = await read_client_quotas(self.zk)
         credentials = await read_scram_credentials(self.zk)
         self.image.scram_credentials.clear()
         self.image.scram_credentials.update(credentials)
+        await self.acls_altered()
         self.image.broker_configs = await read_broker_configs(self.zk)
         return self.image.topic_configs
 
@@ -198,7 +201,9 @@ class ZkMetadataSource:
         self._prepare = prepare
 
     async def become_ready(self, nursery: trio.Nursery, deadline: StartDeadline) -> None:
-        nursery.start_soon(self._follow_config_changes)
+        nursery.start_soon(self._follow_notifications, CONFIG_CHANGES_PATH, self._config_changed)
+        nursery.start_soon(self._follow_notifications, ZK_LITERAL_CHANGES, self._literal_acls_changed)
+        nursery.start_soon(self._follow_notifications, ZK_EXTENDED_CHANGES, self._extended_acls_changed)
         self.kafka_controller = self._controller
         self._controller_scope = trio.CancelScope()
         started = time.monotonic()
@@ -432,24 +437,55 @@ class ZkMetadataSource:
 
     # ---- topic configs ------------------------------------------------------------------------------------------
 
-    async def _follow_config_changes(self) -> None:
-        """Kafka's ZkConfigManager: each new /config/changes notification about a topic re-reads its configs."""
+    async def _follow_notifications(self, path: str, handle: Callable[[str], Awaitable[None]]) -> None:
+        """Kafka's ZkNodeChangeNotificationListener: each new sequential child of `path` (a config or ACL change
+        notification) is handled once, in sequence order."""
         events = self.zk.subscribe()
         while True:
             try:
-                children = await self.zk.get_children(CONFIG_CHANGES_PATH, watch=True)
+                children = await self.zk.get_children(path, watch=True)
                 for child in sorted(children, key=_sequence):
-                    if _sequence(child) > self._last_config_change:
-                        await self._config_changed(child)
-                        self._last_config_change = _sequence(child)
+                    if _sequence(child) > self._last_notification.get(path, -1):
+                        await handle(child)
+                        self._last_notification[path] = _sequence(child)
             except Exception as exc:  # noqa: BLE001 - ZooKeeper away for now: tried again on the next event
-                log.info("broker %d: config change notifications not read: %r", self.node_id, exc)
+                log.info("broker %d: change notifications under %s not read: %r", self.node_id, path, exc)
             async for event in events:
-                if event.path == CONFIG_CHANGES_PATH or event.kind in (ZkEventKind.RECONNECTED,
-                                                                       ZkEventKind.NEW_SESSION):
+                if event.path == path or event.kind in (ZkEventKind.RECONNECTED, ZkEventKind.NEW_SESSION):
                     break
             else:
                 return
+
+    async def acls_altered(self) -> None:
+        """Every ACL read again: at start, and after this broker forwarded an ACL change."""
+        self.image.acls = await read_acls(self.zk)
+        self.image.acl_version += 1
+
+    async def _literal_acls_changed(self, child: str) -> None:
+        data, _stat = await self.zk.get_data_and_stat(f"{ZK_LITERAL_CHANGES}/{child}")
+        type_name, _, name = (data or b"").decode().partition(":")
+        if type_name in ResourceType.__members__ and name:
+            await self._resource_acls_changed(ResourceType[type_name], PatternType.LITERAL, name)
+
+    async def _extended_acls_changed(self, child: str) -> None:
+        data, _stat = await self.zk.get_data_and_stat(f"{ZK_EXTENDED_CHANGES}/{child}")
+        try:
+            event = json.loads(data or b"{}")
+            pattern = ResourceType[event["resourceType"]], PatternType[event["patternType"]], str(event["name"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("broker %d: ACL change notification %s not understood: %r", self.node_id, child, data)
+            return
+        await self._resource_acls_changed(*pattern)
+
+    async def _resource_acls_changed(self, resource_type: ResourceType, pattern_type: PatternType, name: str) -> None:
+        """Kafka's AclAuthorizer.processAclChangeNotification: the pattern's ACLs read again."""
+        acls = {acl_id: acl for acl_id, acl in self.image.acls.items()
+                if (acl.resource_type, acl.pattern_type, acl.resource_name) != (resource_type, pattern_type, name)}
+        for acl in await read_resource_acls(self.zk, resource_type, pattern_type, name):
+            acls[zk_acl_id(acl)] = acl
+        self.image.acls = acls
+        self.image.acl_version += 1
+        log.info("broker %d: ACLs of %s:%s:%s changed", self.node_id, resource_type.name, pattern_type.name, name)
 
     async def _config_changed(self, child: str) -> None:
         data, _stat = await self.zk.get_data_and_stat(f"{CONFIG_CHANGES_PATH}/{child}")
@@ -531,9 +567,9 @@ class ZkMetadataSource:
 
 
 def _sequence(child: str) -> int:
-    """The sequence number ZooKeeper appended to a config_change_ notification."""
+    """The sequence number ZooKeeper appended to a change notification (its last ten digits)."""
     try:
-        return int(child.removeprefix(CONFIG_CHANGE_PREFIX))
+        return int(child[-10:])
     except ValueError:
         return -1
 

@@ -1,6 +1,7 @@
 """KRaft metadata records (the controller's state changes) and the framing that makes them record values."""
 from .records import (
     RECORD_CLASSES,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -10,6 +11,7 @@ from .records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -23,6 +25,7 @@ from .serde import FRAME_VERSION, MetadataRecordError, decode_record, encode_rec
 __all__ = [
     "FRAME_VERSION",
     "RECORD_CLASSES",
+    "AccessControlEntryRecord",
     "BrokerRegistrationChangeRecord",
     "ClientQuotaRecord",
     "ConfigRecord",
@@ -33,6 +36,7 @@ __all__ = [
     "PartitionRecord",
     "ProducerIdsRecord",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "TopicRecord",

@@ -70,6 +70,14 @@ class RemoveUserScramCredentialRecord(ApiData, load_json=__package__):  # type: 
     pass
 
 
+class AccessControlEntryRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class RemoveAccessControlEntryRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -85,6 +93,8 @@ MetadataRecord = (
     | ClientQuotaRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 
@@ -111,6 +121,8 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         ClientQuotaRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
 """Record class by record type: the types the controller writes and reads."""

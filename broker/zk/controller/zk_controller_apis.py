@@ -34,7 +34,7 @@ ZERO_UUID = uuid.UUID(int=0)
 ADMIN_KEYS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                         ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
                         ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
-                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})
 SHARED_KEYS = ADMIN_KEYS | {ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
                             ApiKey.ASSIGN_REPLICAS_TO_DIRS}
 SERVED_KEYS = SHARED_KEYS | {ApiKey.CONTROLLED_SHUTDOWN}
@@ -146,6 +146,12 @@ def error_response(request: Any, version: int, code: ErrorCode) -> ApiMessage:
         response = R(throttle_time_ms=0, results=[
             R.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=None)
             for user in sorted({e.name for e in [*request.deletions, *request.upsertions]})])
+    elif key == ApiKey.CREATE_ACLS:
+        response = R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=code, error_message=None)
+                                                  for _ in request.creations])
+    elif key == ApiKey.DELETE_ACLS:
+        response = R(throttle_time_ms=0, filter_results=[
+            R.DeleteAclsFilterResult(error_code=code, error_message=None, matching_acls=[]) for _ in request.filters])
     else:
         raise ValueError(f"no error response for {type(request).__name__}")
     return response

@@ -24,6 +24,8 @@ fails the same way, and the controller resigns):
   a change notification naming the entity's path.
 - UserScramCredentialRecord / RemoveUserScramCredentialRecord: the user's config znode /config/users/<user>, its
   quotas kept (see zk_scram_credentials), and a change notification naming `users/<user>`.
+- AccessControlEntryRecord / RemoveAccessControlEntryRecord: the resource pattern's /kafka-acl... znode holds its
+  ACLs, and an acl_changes_ notification names the pattern (see zk_acls).
 Broker records are not written: the ephemeral /brokers/ids/<id> znodes are the truth, and the controller only
 replays what it synthesises from them. Offsets are a count of the records this controller committed: nothing
 fetches them.
@@ -38,6 +40,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
+from minikafka.broker.metadata.acls import acl_records
 from minikafka.broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionInfo
 from minikafka.broker.metadata.scram_credentials import credential_records
 from minikafka.broker.zk.kafka_zk_client import (
@@ -48,6 +51,7 @@ from minikafka.broker.zk.kafka_zk_client import (
     SetDataOp,
     ZkWrite,
 )
+from minikafka.broker.zk.zk_acls import acl_record_writes, read_acls
 from minikafka.broker.zk.zk_broker_configs import (
     broker_config_record_writes,
     broker_config_records,
@@ -204,6 +208,7 @@ class ZkMetadataStore:
                                              next_producer_id=block.next_block_first_id))
         records += client_quota_records(await read_client_quotas(zk))
         records += credential_records(await read_scram_credentials(zk))
+        records += acl_records(await read_acls(zk))
         records += broker_config_records(await read_broker_configs(zk))
         marks = set(await zk.get_topic_deletions(watch=False))
         self.pending_deletions = sorted(marks & set(assignments))
@@ -363,6 +368,7 @@ class ZkMetadataStore:
             ops.append(CreateOp(CONFIG_CHANGE_PREFIX, encode_config_change(TOPIC_CONFIG, name), sequential=True))
         ops += await client_quota_record_writes(self._zk, image.client_quotas, records)
         ops += await scram_credential_record_writes(self._zk, image.scram_credentials, records)
+        ops += await acl_record_writes(self._zk, image.acls, records)
         ops += await broker_config_record_writes(self._zk, image.broker_configs, records)
         for name in removed:
             if name not in self._marked and not await self._zk.path_exists(delete_topic_path(name)):
