@@ -15,8 +15,9 @@ _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "broker" / "kafka_node.py").is_file():
     __path__.append(str(_CHECKOUT))
 
+from minikafka.acl import Acl  # noqa: E402 - after the checkout's path above
 from minikafka.broker_handle import Broker  # noqa: E402 - after the checkout's path above
 from minikafka.cluster_handle import Cluster  # noqa: E402 - after the checkout's path above
 from minikafka.zookeeper_server import ZooKeeperNotInstalled, ZooKeeperServer  # noqa: E402 - after the checkout's path above
 
-__all__ = ["Broker", "Cluster", "ZooKeeperNotInstalled", "ZooKeeperServer"]
+__all__ = ["Acl", "Broker", "Cluster", "ZooKeeperNotInstalled", "ZooKeeperServer"]

@@ -21,7 +21,7 @@ stays plaintext. `faults` and `state` connect as the `admin` user.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from minikafka.handle_security import HandleSecurity
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 
 if TYPE_CHECKING:
+    from minikafka.acl import Acl
     from minikafka.controller_handle import Controller
     from minikafka.state import State
 
@@ -54,7 +55,8 @@ class Broker(NodeHandle):
                  node_id: int = 1, log_path: str | Path | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None,
                  log_dirs: int = 1, security: str | HandleSecurity = "PLAINTEXT",
-                 users: Mapping[str, str] | None = None, ssl_client_auth: str = "none") -> None:
+                 users: Mapping[str, str] | None = None, ssl_client_auth: str = "none",
+                 acls: Sequence[Acl] | None = None) -> None:
         """
         port: the listener's port (default: a free one, kept across restarts).
         data_dir: log.dirs (default: a temporary dir, removed on close unless keep_data).
@@ -66,6 +68,8 @@ class Broker(NodeHandle):
           HandleSecurity of a Cluster, shared by its brokers: one CA, the same users).
         users: SASL users and their passwords, besides `admin` (see `admin_password`).
         ssl_client_auth: none, requested or required (mutual TLS; `client_config` then brings a certificate).
+        acls: turn Kafka's StandardAuthorizer on (a SASL listener only), `admin` its super user, with these ACLs
+          (`minikafka.Acl`) created at the first start; `add_acls` / `remove_acls` change them later.
         """
         owned = [name for name in (config or {}) if name in OWNED_PROPERTIES]
         if owned:
@@ -80,7 +84,7 @@ class Broker(NodeHandle):
         self._log_dir_count = log_dirs
         self._owns_security = not isinstance(security, HandleSecurity)
         self.security = security if isinstance(security, HandleSecurity) else \
-            HandleSecurity(security, users, host, ssl_client_auth)
+            HandleSecurity(security, users, host, ssl_client_auth, acls=acls)
         self._faults: Faults | None = None
         self._state: State | None = None
 
@@ -89,6 +93,7 @@ class Broker(NodeHandle):
         start (they live in the cluster's metadata from then on)."""
         super().start()
         self.security.add_scram_credentials(self.bootstrap_servers)
+        self.security.add_initial_acls(self.bootstrap_servers)
         return self
 
     def properties(self) -> dict[str, str]:
@@ -99,6 +104,7 @@ class Broker(NodeHandle):
             props.update({"listeners": f"{protocol}://{self.host}:{self._port},INTERNAL://{self.host}:0",
                           "listener.security.protocol.map": f"{protocol}:{protocol},INTERNAL:PLAINTEXT",
                           "inter.broker.listener.name": "INTERNAL", **self.security.broker_properties(protocol)})
+        props.update(self.security.authorizer_properties())
         if self.controller is not None:
             props.update({"process.roles": "broker",
                           "controller.quorum.bootstrap.servers": self.controller.quorum_bootstrap_server})
@@ -133,6 +139,14 @@ class Broker(NodeHandle):
         """What a client needs to connect as `user` (default: admin): a dict of settings by the names of `client`
         ("confluent", "kafka-python", "aiokafka"), or Java client properties as text ("java")."""
         return self.security.client_config(self.bootstrap_servers, user, client, mechanism)
+
+    def add_acls(self, *acls: Acl) -> None:
+        """Create ACLs through this broker, as the admin (CreateAcls); the next request it answers obeys them."""
+        self.security.add_acls(self.bootstrap_servers, acls)
+
+    def remove_acls(self, *acls: Acl) -> None:
+        """Delete exactly these ACLs through this broker, as the admin (DeleteAcls)."""
+        self.security.remove_acls(self.bootstrap_servers, acls)
 
     @property
     def admin_password(self) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,6 +41,7 @@ from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 if TYPE_CHECKING:
+    from minikafka.acl import Acl
     from minikafka.state import PartitionState, State
     from minikafka.zookeeper_server import ZooKeeperServer
     from minikafka.zookeeper_state import ZooKeeperState
@@ -95,7 +96,7 @@ class Cluster(StartedInWith):
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, zookeeper: bool = False,
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
                  log_dirs: int = 1, security: str = "PLAINTEXT", users: Mapping[str, str] | None = None,
-                 ssl_client_auth: str = "none") -> None:
+                 ssl_client_auth: str = "none", acls: Sequence[Acl] | None = None) -> None:
         """
         brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
         controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
@@ -114,6 +115,8 @@ class Cluster(StartedInWith):
         security, users, ssl_client_auth: every broker's client listener secured as `Broker` secures one, with one
         CA and the same users (`client_config`); the brokers' own connections and the controller's listener stay
         plaintext.
+        acls: Kafka's StandardAuthorizer on every broker, `admin` its super user, with these ACLs created at the
+        first start (see Broker).
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -155,7 +158,7 @@ class Cluster(StartedInWith):
                                           config={**defaults, **(config or {}), **(controller_config or {})},
                                           log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s)
         shared = {**defaults, **(config or {})}
-        self.security = HandleSecurity(security, users, host, ssl_client_auth)
+        self.security = HandleSecurity(security, users, host, ssl_client_auth, acls=acls)
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
                    in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
@@ -279,6 +282,15 @@ class Cluster(StartedInWith):
     def client_config(self, user: str | None = None, client: str = "confluent", mechanism: str = "PLAIN") -> Any:
         """What a client needs to connect to the brokers as `user` (see Broker.client_config)."""
         return self.security.client_config(self.bootstrap_servers, user, client, mechanism)
+
+    def add_acls(self, *acls: Acl) -> None:
+        """Create ACLs as the admin (CreateAcls through a reachable broker); every broker obeys them once its
+        metadata has them (at once on the broker that took the request)."""
+        self.security.add_acls(self.bootstrap_servers, acls)
+
+    def remove_acls(self, *acls: Acl) -> None:
+        """Delete exactly these ACLs, as the admin (DeleteAcls)."""
+        self.security.remove_acls(self.bootstrap_servers, acls)
 
     def _reachable(self) -> list[Broker]:
         return [b for b in self.brokers if b.running and not b.paused]

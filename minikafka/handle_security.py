@@ -14,10 +14,12 @@ from __future__ import annotations
 import secrets
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from minikafka.acl import Acl, create_acls, delete_acls
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -27,6 +29,7 @@ ADMIN = "admin"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def _jaas_quote(value: str) -> str:
@@ -59,10 +62,15 @@ class HandleSecurity:
     """The security of one handle's client listener; files live until `close()`."""
 
     def __init__(self, protocol: str, users: Mapping[str, str] | None, host: str,
-                 ssl_client_auth: str = "none", directory: Path | None = None) -> None:
-        """`directory` keeps the certificates (made there once, kept after close); default a temporary one."""
+                 ssl_client_auth: str = "none", directory: Path | None = None,
+                 acls: Sequence[Acl] | None = None) -> None:
+        """`directory` keeps the certificates (made there once, kept after close); default a temporary one.
+        `acls` (even empty) turns Kafka's StandardAuthorizer on, with `admin` its super user."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"security must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+        if acls is not None and protocol not in SASL_PROTOCOLS:
+            raise ValueError("acls need a SASL listener (security='SASL_PLAINTEXT' or 'SASL_SSL'): users are "
+                             "authorized by the principal they authenticate as")
         if ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError("ssl_client_auth must be none, requested or required")
         self.protocol = protocol
@@ -71,6 +79,8 @@ class HandleSecurity:
         self._dir: Path | None = None
         self._keep_dir = directory is not None
         self._scram_added = False
+        self.acls = None if acls is None else list(acls)
+        self._acls_added = False
         self.ca_file: Path | None = None
         self._server_pem: Path | None = None
         self._ca: Any = None  # trustme's CA, when this handle made the certificates
@@ -130,6 +140,26 @@ class HandleSecurity:
                 f"{prefix}oauthbearer.sasl.jaas.config": f"{OAUTHBEARER_LOGIN_MODULE} required;",
             })
         return props
+
+    def authorizer_properties(self) -> dict[str, str]:
+        """With `acls`: Kafka's StandardAuthorizer, the admin (and, while brokers talk over the plaintext INTERNAL
+        listener, their anonymous principal) as super users."""
+        if self.acls is None:
+            return {}
+        return {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:{ADMIN};User:ANONYMOUS"}
+
+    def add_initial_acls(self, bootstrap_servers: str) -> None:
+        """Create the handle's `acls` once, when its broker (or cluster) first runs: they live in the metadata."""
+        if self.acls is None or self._acls_added:
+            return
+        self.add_acls(bootstrap_servers, self.acls)
+        self._acls_added = True
+
+    def add_acls(self, bootstrap_servers: str, acls: Iterable[Acl]) -> None:
+        create_acls(self.client_config(bootstrap_servers, ADMIN, "kafka-python", "PLAIN"), acls)
+
+    def remove_acls(self, bootstrap_servers: str, acls: Iterable[Acl]) -> None:
+        delete_acls(self.client_config(bootstrap_servers, ADMIN, "kafka-python", "PLAIN"), acls)
 
     def for_handle(self) -> ClientSecurity:
         """The admin's way in, for the handle's faults and state."""

@@ -60,6 +60,16 @@ class RawConnection:
         pos = 4 + schema.response_header_version(version)  # v1 adds empty tagged fields
         return schema.response.decode(frame[pos:], version=version)
 
+    def authenticate_plain(self, user: str, password: str) -> RawConnection:
+        """SASL/PLAIN on a SASL listener (SaslHandshake v1, SaslAuthenticate v2): later requests are the user's."""
+        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+        assert self.request(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 0
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        response = self.request(SaslAuthenticateRequest[2](auth_bytes=token))
+        assert response.error_code == 0, response.error_message
+        return self
+
     def find_coordinator(self, group_id: str) -> None:
         """What every group client does first (and what creates `__consumer_offsets` on a fresh broker)."""
         from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from minikafka.broker.metadata.acls import ZK_EXTENDED_ACLS, ZK_EXTENDED_CHANGES, ZK_LITERAL_ACLS, ZK_LITERAL_CHANGES
 from minikafka.broker.metadata.features import SupportedVersionRange
 from minikafka.storage.partition_metadata import uuid_from_str, uuid_to_str
 
@@ -100,6 +101,8 @@ PERSISTENT_PATHS = (
     PRODUCER_ID_BLOCK_PATH,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
     *(config_entity_type_path(t) for t in CONFIG_TYPES),
+    # As Kafka's AclAuthorizer makes them: the change paths must exist for the brokers' watches on their children.
+    ZK_LITERAL_ACLS, ZK_EXTENDED_ACLS, ZK_LITERAL_CHANGES, ZK_EXTENDED_CHANGES,
 )
 
 

@@ -93,6 +93,7 @@ class ReplicatingBroker:
         self.disk_quota = DiskQuota([data_dir])
         self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache)
         self.client_quotas = QuotaManagers.over(dict)  # no client quotas
+        self.authorizer = None  # no authorizer: every request is allowed
         self.log_manager = LogManager([data_dir], node_id, "replication-tests", LogConfig(), self.disk_quota)
         self.replica_manager = ReplicaManager(node_id, self.log_manager, self.purgatory, config)
         # Handlers look topics up here, under the name of the broker's metadata (older and newer).

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from minikafka.protocol.metadata_records import (
     FRAME_VERSION,
     RECORD_CLASSES,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -23,6 +24,7 @@ from minikafka.protocol.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -74,6 +76,9 @@ SAMPLES: dict[type, dict[str, Any]] = {
     UserScramCredentialRecord: dict(name="alice", mechanism=2, salt=b"\x00salt\xff", stored_key=bytes(range(64)),
                                     server_key=bytes(range(64, 128)), iterations=8192),
     RemoveUserScramCredentialRecord: dict(name="alice", mechanism=1),
+    AccessControlEntryRecord: dict(id=TOPIC_ID, resource_type=2, resource_name="orders", pattern_type=4,
+                                   principal="User:alice", host="*", operation=3, permission_type=3),
+    RemoveAccessControlEntryRecord: dict(id=TOPIC_ID),
 }
 
 
@@ -90,7 +95,8 @@ def test_record_types_are_kafkas() -> None:
         0: "RegisterBrokerRecord", 1: "UnregisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord",
         4: "ConfigRecord", 5: "PartitionChangeRecord", 7: "FenceBrokerRecord", 8: "UnfenceBrokerRecord",
         9: "RemoveTopicRecord", 11: "UserScramCredentialRecord", 14: "ClientQuotaRecord", 15: "ProducerIdsRecord",
-        17: "BrokerRegistrationChangeRecord", 22: "RemoveUserScramCredentialRecord",
+        17: "BrokerRegistrationChangeRecord", 18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord",
+        22: "RemoveUserScramCredentialRecord",
     }
     assert set(SAMPLES) == set(RECORD_CLASSES.values())
     assert {cls.__name__: cls.valid_versions for cls in SAMPLES} == {
@@ -99,6 +105,7 @@ def test_record_types_are_kafkas() -> None:
         "FenceBrokerRecord": (0, 0), "UnfenceBrokerRecord": (0, 0), "RemoveTopicRecord": (0, 0),
         "ProducerIdsRecord": (0, 0), "BrokerRegistrationChangeRecord": (0, 2), "ClientQuotaRecord": (0, 0),
         "UserScramCredentialRecord": (0, 0), "RemoveUserScramCredentialRecord": (0, 0),
+        "AccessControlEntryRecord": (0, 0), "RemoveAccessControlEntryRecord": (0, 0),
     }
 
 

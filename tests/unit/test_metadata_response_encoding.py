@@ -70,7 +70,7 @@ class Broker(SimpleNamespace):
 
     def __init__(self, metadata: MetadataImage, faults_set: bool = False) -> None:
         super().__init__(metadata_cache=MetadataCache(metadata, "cluster-x"),
-                         faults=SimpleNamespace(error_rules=[object()] if faults_set else []),
+                         faults=SimpleNamespace(error_rules=[object()] if faults_set else []), authorizer=None,
                          auto_topic_creation=SimpleNamespace(create_topics=self._create_topics))
 
     async def _create_topics(self, names: list[str]) -> dict[str, ErrorCode]:

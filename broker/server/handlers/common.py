@@ -26,6 +26,11 @@ CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 NOT_REQUESTED = None
 
 
+def operation_set(bitfield: int) -> frozenset[int]:
+    """An authorized_operations bitfield as the operation codes kafka-python's bitfield fields take."""
+    return frozenset(op for op in range(32) if bitfield >> op & 1)
+
+
 def operations_int32(operations: frozenset[int]) -> int:
     """The same operations for schemas that declare the field as a plain int32."""
     return sum(1 << op for op in operations)
@@ -42,14 +47,19 @@ def resolve_topic(ctx: RequestContext, name: str | None,
     return topic, ErrorCode.NONE if topic else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def per_partition(topics: list, answer: Callable[[Any, Any], Any],
-                  failed: Callable[[Any, ErrorCode], Any]) -> list[tuple[Any, list]]:
+def per_partition(topics: list, answer: Callable[[Any, Any], Any], failed: Callable[[Any, ErrorCode], Any],
+                  authorized: Callable[[Any], bool] = lambda t: True) -> list[tuple[Any, list]]:
     """Kafka's per-partition answering: each requested partition gets `answer(topic, partition)`, or, when that
-    raises, `failed(partition, code)` with the error's Kafka code; nothing fails the whole request."""
+    raises, `failed(partition, code)` with the error's Kafka code; nothing fails the whole request. The partitions
+    of a topic not `authorized` fail with TOPIC_AUTHORIZATION_FAILED without being looked at."""
     out = []
     for t in topics:
         parts = []
+        allowed = authorized(t)
         for p in t.partitions:
+            if not allowed:
+                parts.append(failed(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 parts.append(answer(t, p))
             except Exception as exc:  # noqa: BLE001 - reported per partition

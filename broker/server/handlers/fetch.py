@@ -21,6 +21,8 @@ Versions 0-3 are gone since Kafka 4.0 (v4 brought the isolation level and messag
   than the follower registered with is refused (NOT_LEADER_OR_FOLLOWER);
 - v16+: with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, the current leaders' endpoints (KIP-951);
   v17-18 add nothing this broker reads or sends (directory ids, the follower's high watermark).
+With an authorizer, a follower's fetch needs CLUSTER_ACTION on the cluster and a consumer's READ on each topic
+(TOPIC_AUTHORIZATION_FAILED for the partitions of a topic it may not read), as Kafka's.
 Consumers (replica id < 0) read below the high watermark; followers read up to the log end offset, and their
 fetch offsets tell the leader how far they have replicated. A follower outside the ISR gets no records of a
 throttled partition while the leader's replication quota is exceeded, and what followers get of throttled
@@ -55,6 +57,7 @@ from minikafka.broker.replication.fetch_session import (
     PartitionResponse,
     new_context,
 )
+from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import resolve_topic
 from minikafka.broker.server.handlers.leader_hints import node_endpoints
@@ -150,9 +153,16 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
     for (topic_key, index), data in context.partitions().items():
         by_topic.setdefault(topic_key, []).append((index, data))
     plan: list[tuple[Any, list[PlannedPartition]]] = []
+    # Kafka's authorization: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic;
+    # TOPIC_AUTHORIZATION_FAILED otherwise (after an unknown topic id, which names no topic to authorize).
+    follower_authorized = replica_id < 0 or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
     for topic_key, wanted_parts in by_topic.items():
         t = TopicRef(None, topic_key) if by_id else TopicRef(topic_key, None)
         topic, err = resolve_topic(ctx, t.topic, t.topic_id)
+        name = topic.name if topic is not None else t.topic
+        if not follower_authorized or (replica_id < 0 and name is not None
+                                       and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name)):
+            topic, err = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         parts: list[PlannedPartition] = []
         for index, data in wanted_parts:
             if topic is None:

@@ -6,8 +6,8 @@ Metadata per version:
 - v4+: allow_auto_topic_creation; before v4 a missing topic is auto-created whenever auto.create.topics.enable
   allows it;
 - v5+: offline replicas (replicas on fenced or unregistered brokers); v7+: each partition's leader epoch;
-- v8+: topic authorized operations when asked for (without authorization, all of them); cluster authorized
-  operations (v8-10) are never filled in: DescribeCluster answers them;
+- v8+: topic authorized operations when asked for (without an authorizer, all of them); cluster authorized
+  operations (v8-10) when asked for (none without DESCRIBE on the cluster);
 - v9+: flexible; v10+: every topic carries its id, and a topic asked for by id alone (null name) is resolved by
   it (UNKNOWN_TOPIC_ID when unknown), which Kafka serves from v12; v13 adds a top-level error code, always NONE.
 An invalid topic name is INVALID_TOPIC_EXCEPTION; auto-creation goes to the controller, and a failed one answers
@@ -23,6 +23,12 @@ Each topic's entry is encoded once per change of the metadata image and kept in 
 for every topic again and again costs a join of bytes, not a build and encode of every partition. While fault rules
 are set, which rewrite responses, the response is built whole instead.
 
+With an authorizer (Kafka's rules): a request for every topic lists only the topics the principal may DESCRIBE; a
+topic named that it may not describe is TOPIC_AUTHORIZATION_FAILED whether it exists or not (its existence is not
+disclosed), and one asked for by id is answered with its id and a null name; auto-creation needs CREATE on the
+cluster or on the topic (TOPIC_AUTHORIZATION_FAILED, nothing created). Those answers are built per request, not
+taken from the per-image encoding. DescribeTopicPartitions filters the same way.
+
 DescribeTopicPartitions (KIP-966, the Java AdminClient's describeTopics) is flexible and pages through the topics
 in name order with a cursor, at most response_partition_limit partitions (capped at Kafka's 2000, at least 1) per
 answer.
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest
@@ -39,8 +46,9 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.metadata.metadata_cache import MetadataCache, is_internal
 from minikafka.broker.metadata.metadata_image import PartitionInfo, TopicInfo
+from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import NOT_REQUESTED, TOPIC_OPERATIONS, ZERO_UUID, operations_int32
+from minikafka.broker.server.handlers.common import NOT_REQUESTED, ZERO_UUID, operation_set
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import RecordsSplicer
 from minikafka.protocol.errors import ErrorCode
@@ -94,27 +102,62 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiM
     allow_auto_create = request.allow_auto_topic_creation if ctx.version >= 4 else True
     every_topic = request.topics is None or (ctx.version == 0 and not request.topics)
     wanted = [] if every_topic else [(t.name, t.topic_id if ctx.version >= 10 else None) for t in request.topics]
+    denied: set[str] = set()
+    if services.authorizer is not None:
+        wanted, denied = _authorized_topics(ctx, every_topic, wanted)
     missing = [name for name in dict.fromkeys(name for name, _ in wanted if name is not None)
-               if name not in cache.topics and not validate_topic_name(name)]
+               if name not in cache.topics and name not in denied and not validate_topic_name(name)]
     creation_errors: dict[str, ErrorCode] = {}
+    if missing and allow_auto_create and services.authorizer is not None \
+            and services.config.get("auto.create.topics.enable") \
+            and not ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False):
+        # Auto-creation needs CREATE on the cluster or on the topic: a topic it would create without is refused.
+        for name in missing:
+            if not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
+                creation_errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        missing = [name for name in missing if name not in creation_errors]
     if missing and allow_auto_create:
-        creation_errors = await services.auto_topic_creation.create_topics(missing)
-    if services.faults.error_rules:
+        creation_errors.update(await services.auto_topic_creation.create_topics(missing))
+    if services.faults.error_rules or services.authorizer is not None:
         if every_topic:
-            wanted = [(name, None) for name in sorted(cache.topics)]
-        topics = [_topic_response(ctx, include_ops, name, topic_id, creation_errors) for name, topic_id in wanted]
+            wanted = [(name, None) for name in sorted(cache.topics)] if services.authorizer is None else wanted
+        topics = [_topic_response(ctx, include_ops, name, topic_id, creation_errors, denied)
+                  for name, topic_id in wanted]
     else:
         topics = []
         ctx.splicer = _encoded_topics(ctx, include_ops, every_topic, wanted, creation_errors)
     brokers = [ctx.response_class.MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
                for b, e in cache.alive_brokers(ctx.conn.listener)]
+    cluster_ops = NOT_REQUESTED
+    if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = (operation_set(ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME))
+                       if ctx.authorize_cluster(AclOperation.DESCRIBE) else frozenset())
     return ctx.response(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
                         controller_id=cache.controller_id(), topics=topics,
-                        authorized_operations=NOT_REQUESTED, error_code=ErrorCode.NONE)
+                        authorized_operations=cluster_ops, error_code=ErrorCode.NONE)
+
+
+def _authorized_topics(ctx: RequestContext, every_topic: bool, wanted: list[tuple[str | None, uuid.UUID | None]]
+                       ) -> tuple[list[tuple[str | None, uuid.UUID | None]], set[str]]:
+    """Kafka's DESCRIBE filter: a request for every topic lists only those the principal may describe; a topic
+    named that it may not is answered TOPIC_AUTHORIZATION_FAILED (whether it exists or not), and one asked for by
+    id with a null name (ids are not secret)."""
+    cache = ctx.services.metadata_cache
+    if every_topic:
+        return [(name, None) for name in sorted(cache.topics)
+                if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=False)], set()
+    denied: set[str] = set()
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            topic = cache.topics_by_id.get(topic_id)
+            name = topic.name if topic is not None else None
+        if name is not None and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            denied.add(name)
+    return wanted, denied
 
 
 def _topic_response(ctx: RequestContext, include_ops: bool, name: str | None, topic_id: uuid.UUID | None,
-                    creation_errors: dict[str, ErrorCode]) -> Any:
+                    creation_errors: dict[str, ErrorCode], denied: Collection[str] = ()) -> Any:
     """One topic's entry: the topic as the cache has it, or the error of looking it up (or creating it)."""
     cls = ctx.response_class.MetadataResponseTopic
     cache = ctx.services.metadata_cache
@@ -124,6 +167,10 @@ def _topic_response(ctx: RequestContext, include_ops: bool, name: str | None, to
         topic = cache.topics_by_id.get(topic_id)
         if topic is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID
+        elif topic.name in denied:
+            topic, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif name is not None and name in denied:
+        error, topic_id = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     elif name is not None:
         topic = cache.topics.get(name)
         if topic is None:
@@ -136,9 +183,12 @@ def _topic_response(ctx: RequestContext, include_ops: bool, name: str | None, to
     if topic is None:
         return cls(error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
                    authorized_operations=NOT_REQUESTED)
+    operations = NOT_REQUESTED
+    if include_ops:
+        operations = operation_set(ctx.authorized_operations(ResourceType.TOPIC, topic.name))
     return cls(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=is_internal(topic.name),
                partitions=_partition_entries(cls.MetadataResponsePartition, ctx, topic),
-               authorized_operations=TOPIC_OPERATIONS if include_ops else NOT_REQUESTED)
+               authorized_operations=operations)
 
 
 # ---- encoding once per metadata image ------------------------------------------------------------------------
@@ -235,10 +285,14 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
     topics, next_cursor = [], None
     for name in names:
         topic = cache.topics.get(name)
-        if topic is None:
+        describable = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=bool(request.topics))
+        if not describable and not request.topics:
+            continue  # every topic: only those the principal may describe
+        if topic is None or not describable:
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED if not describable else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topics.append(R.DescribeTopicPartitionsResponseTopic(
-                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, is_internal=False,
-                partitions=[], topic_authorized_operations=operations_int32(TOPIC_OPERATIONS)))
+                error_code=error, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+                topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         if budget <= 0:
@@ -255,7 +309,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
         budget -= len(parts)
         topics.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id, is_internal=is_internal(name),
-            partitions=parts, topic_authorized_operations=operations_int32(TOPIC_OPERATIONS)))
+            partitions=parts, topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
         if start + len(parts) < len(topic.partitions):
             next_cursor = R.Cursor(topic_name=name, partition_index=start + len(parts))
             break

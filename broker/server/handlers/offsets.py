@@ -9,18 +9,21 @@ offset found. The special
 timestamps (storage/special_timestamps.py) are answered at every version, as Kafka's broker does; clients ask for
 MAX_TIMESTAMP from v7, EARLIEST_LOCAL from v8, LATEST_TIERED from v9 and EARLIEST_PENDING_UPLOAD from v11, and
 with no tiered storage the last two find no offset (-1). v6+ is flexible; v10 (KIP-1075) changes nothing here,
-since every answer is local. An unknown negative timestamp is INVALID_REQUEST.
+since every answer is local. An unknown negative timestamp is INVALID_REQUEST. With an authorizer, each topic needs
+DESCRIBE (TOPIC_AUTHORIZATION_FAILED for its partitions).
 
 OffsetForLeaderEpoch: the end offset of the largest leader epoch <= the one asked for, which a follower or a
 consumer that saw a leader change uses to detect truncation (KIP-101, KIP-279, KIP-320). v2+ fences by the current
 leader epoch, in the same order as ListOffsets; v3+ carries a replica id (a follower truncating), and every caller
-is answered from the leader's log; v4+ is flexible.
+is answered from the leader's log; v4+ is flexible. With an authorizer, CLUSTER_ACTION on the cluster (a follower)
+or DESCRIBE on the topic (a consumer, KIP-320) is needed: TOPIC_AUTHORIZATION_FAILED otherwise.
 """
 from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
+from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import per_partition
 from minikafka.protocol.api_keys import ApiKey
@@ -45,7 +48,8 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
 
     return ctx.response(throttle_time_ms=0, topics=[
         R.ListOffsetsTopicResponse(name=t.name, partitions=parts)
-        for t, parts in per_partition(request.topics, answer, failed)])
+        for t, parts in per_partition(request.topics, answer, failed,
+                                      lambda t: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name))])
 
 
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> ApiMessage:
@@ -61,9 +65,13 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetFor
     def failed(p, code):
         return EO(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
 
+    # A follower's truncation needs CLUSTER_ACTION; since KIP-320 a consumer's check needs DESCRIBE on the topic.
+    cluster_action = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION, log_if_denied=False)
     return ctx.response(throttle_time_ms=0, topics=[
         R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts)
-        for t, parts in per_partition(request.topics, answer, failed)])
+        for t, parts in per_partition(
+            request.topics, answer, failed,
+            lambda t: cluster_action or ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic))])
 
 
 HANDLERS = {ApiKey.LIST_OFFSETS: handle_list_offsets, ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch}

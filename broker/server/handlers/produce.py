@@ -3,8 +3,10 @@
 Produce: Kafka 4 dropped v0-2 but still advertises them, because librdkafka needs to see them (KAFKA-18659); a
 v0-2 request closes the connection, as any version outside the accepted range does. Per version:
 - v3+: message format v2 only, exactly one record batch per partition (INVALID_RECORD otherwise); transactional
-  batches need the request's transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
-  otherwise, as Kafka's authorization answers); a transactional batch opens its producer's transaction in the
+  batches need the request's transactional id and, with an authorizer, WRITE on it
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition otherwise, as Kafka's authorization answers); each
+  topic needs WRITE (TOPIC_AUTHORIZATION_FAILED for its partitions, before any other check of them, so a topic a
+  principal may not write is never revealed as unknown); a transactional batch opens its producer's transaction in the
   partition, and a plain batch from a producer whose transaction there is open is refused (INVALID_TXN_STATE);
   with transaction.partition.verification.enable (the default) a batch that would open its producer's transaction
   in a partition is first checked with the transaction coordinator (KIP-890 part 1, add_partitions_to_txn_manager:
@@ -39,6 +41,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer.produce import ProduceRequest
 
 from minikafka.broker.network.socket_server import CloseConnection
+from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import resolve_topic
@@ -149,16 +152,23 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ApiMes
     # Keyed by (topic's position in the request, partition): the error to answer, or the partition appended to.
     errors: dict[tuple[int, int], ErrorCode] = {}
     targets: dict[tuple[int, int], tuple[str, int]] = {}
-    # Kafka authorizes transactional records by the request's transactional id: without one they are refused.
-    transactional_without_id = request.transactional_id is None and any(
-        _is_transactional(p.records) for t in request.topic_data for p in t.partition_data)
+    # Kafka authorizes transactional records by the request's transactional id (WRITE on it): without one, or
+    # without the right, every partition is refused.
+    transactional_refused = any(_is_transactional(p.records) for t in request.topic_data
+                                for p in t.partition_data) and (
+        request.transactional_id is None
+        or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id))
     for ti, t in enumerate(request.topic_data):
         topic, err = resolve_topic(ctx, None if by_id else t.name, t.topic_id if by_id else None)
+        name = topic.name if topic is not None else None if by_id else t.name
+        authorized = name is None or ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
         for p in t.partition_data:
-            if acks not in (0, 1, -1):
-                errors[(ti, p.index)] = ErrorCode.INVALID_REQUIRED_ACKS
-            elif transactional_without_id:
+            if transactional_refused:
                 errors[(ti, p.index)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif not authorized:
+                errors[(ti, p.index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif acks not in (0, 1, -1):
+                errors[(ti, p.index)] = ErrorCode.INVALID_REQUIRED_ACKS
             elif topic is None:
                 errors[(ti, p.index)] = err
             elif p.index not in topic.partitions:
