@@ -9,7 +9,9 @@ message the client is told. Why the token failed only the log sees, as in Kafka.
 - UnsecuredValidator is Kafka's default (OAuthBearerUnsecuredValidatorCallbackHandler): an unsigned JWS
   (`alg: none`), checked against the listener's OAUTHBEARER JAAS options. For development only.
 - JwksValidator is Kafka's OAuthBearerValidatorCallbackHandler: a signed JWT, verified with the keys of a JWKS
-  (`sasl.oauthbearer.jwks.endpoint.url`), here a file or an http server on this host.
+  (`sasl.oauthbearer.jwks.endpoint.url`), here a file or an http server on this host. An http JWKS is fetched
+  at start, then again in the background (every `sasl.oauthbearer.jwks.endpoint.refresh.ms`, or at once for a
+  token naming a key not known, which fails meanwhile, as in Kafka): the event loop never waits on it.
 
 Both of Kafka's handlers accept every SASL extension the client sends; none is used here.
 """
@@ -21,6 +23,7 @@ import json
 import logging
 import math
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -362,6 +365,7 @@ class JwksValidator:
         self._refresh_ms = refresh_ms
         self._file = _jwks_file(jwks_endpoint_url)
         self._missing_key_ids: dict[str, float] = {}  # key id: when it may be fetched for again (monotonic s)
+        self._refresh_thread: threading.Thread | None = None
         try:
             self._keys = self._fetch()
         except OSError as exc:
@@ -412,8 +416,7 @@ class JwksValidator:
         self._maybe_refresh()
         candidates = self._candidate_keys(header)
         if not candidates and self._may_fetch_for(header.get("kid")):
-            self._refresh()
-            candidates = self._candidate_keys(header)
+            self._refresh_in_background()  # as Kafka's maybeExpediteRefresh: this token fails, a later one may pass
         if not candidates:
             raise OAuthBearerValidationError(
                 f"Could not validate the access token: Unable to find a suitable verification key for JWS w/ header "
@@ -478,7 +481,16 @@ class JwksValidator:
         """An http JWKS is fetched again every `sasl.oauthbearer.jwks.endpoint.refresh.ms`; a failed fetch keeps
         the keys known."""
         if self._file is None and (time.monotonic() - self._fetched_at) * 1000 >= self._refresh_ms:
-            self._refresh()
+            self._refresh_in_background()
+
+    def _refresh_in_background(self) -> None:
+        """Fetch the JWKS on a thread of its own (Kafka's RefreshingHttpsJwks executor), one fetch at a time: the
+        broker's event loop never waits on the endpoint; validations use the keys known until it answers."""
+        if self._refresh_thread is not None and self._refresh_thread.is_alive():
+            return
+        self._fetched_at = time.monotonic()
+        self._refresh_thread = threading.Thread(target=self._refresh, name="jwks-refresh", daemon=True)
+        self._refresh_thread.start()
 
     def _may_fetch_for(self, kid: object) -> bool:
         """Whether a token naming a key not known may fetch the JWKS (an http one) again now."""
@@ -492,7 +504,6 @@ class JwksValidator:
         return True
 
     def _refresh(self) -> None:
-        self._fetched_at = time.monotonic()
         try:
             self._keys = self._fetch()
         except OSError as exc:
