@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from minikafka import cli_cluster, cli_fault, cli_groups, cli_records, cli_topics, cli_transactions
+from minikafka import cli_cluster, cli_fault, cli_format, cli_groups, cli_records, cli_topics, cli_transactions
 from minikafka.config import BrokerConfig, ConfigError
 
 # Development defaults of `serve`, under the properties file and the flags: Kafka's 3 s wait before a new group's
@@ -215,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_groups.add_parser(sub)
     cli_transactions.add_parser(sub)
     cli_fault.add_parser(sub)
+    cli_format.add_parser(sub)
     return parser
 
 
@@ -239,7 +240,7 @@ class _VersionAction(argparse.Action):
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
             "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
-            "fault": cli_fault.run}
+            "fault": cli_fault.run, "format": cli_format.format_storage}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,6 +68,8 @@ NOT_RUN = [
     (r"^minikafka serve .*zookeeper\.connect=", "needs a ZooKeeper ensemble at the address given"),
     (r"^minikafka cluster .*--zookeeper$",
      "needs ZooKeeper and Java; tests/zookeeper/test_zk_cluster_handle.py runs this very command"),
+    (r"^minikafka format -c server\.properties ",
+     "needs the node's server.properties; tests/integration/test_format.py formats and serves such a node"),
     (r"^minikafka transactions abort ",
      "needs a hanging transaction at that offset; tests/integration/test_cli.py makes and aborts them"),
 ]
