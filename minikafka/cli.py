@@ -10,7 +10,17 @@ import signal
 import sys
 from pathlib import Path
 
-from minikafka import cli_cluster, cli_fault, cli_format, cli_groups, cli_records, cli_topics, cli_transactions
+from minikafka import (
+    cli_acls,
+    cli_cluster,
+    cli_fault,
+    cli_format,
+    cli_groups,
+    cli_records,
+    cli_topics,
+    cli_transactions,
+    cli_users,
+)
 from minikafka.config import BrokerConfig, ConfigError
 
 # Development defaults of `serve`, under the properties file and the flags: Kafka's 3 s wait before a new group's
@@ -214,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_records.add_parsers(sub)
     cli_groups.add_parser(sub)
     cli_transactions.add_parser(sub)
+    cli_acls.add_parser(sub)
+    cli_users.add_parser(sub)
     cli_fault.add_parser(sub)
     cli_format.add_parser(sub)
     return parser
@@ -240,7 +252,7 @@ class _VersionAction(argparse.Action):
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
             "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
-            "fault": cli_fault.run, "format": cli_format.format_storage}
+            "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "format": cli_format.format_storage}
 
 
 def main(argv: list[str] | None = None) -> int:
