@@ -7,13 +7,15 @@ takes what the socket holds and decrypts all of it before returning, as Kafka's 
 application buffer. Outgoing data is encrypted in slices, each written before the next, so a large response is
 never held twice.
 
-One task uses a connection at a time (the socket server's connection task): receives and sends never overlap.
+Either end of a connection: a listener's (server side) or the broker's own to another node (client side, with the
+server's host name to check). One task may receive while another sends (a client's response reader and its
+requests): encrypted bytes go to the socket under a lock, in the order TLS made them, whichever task wrote them.
 A TLS error (a bad handshake, plaintext bytes, a corrupt record) is a BrokenResourceError carrying it as the cause.
 """
 from __future__ import annotations
 
 import ssl
-from typing import Any, cast
+from typing import Any
 
 import trio
 
@@ -31,6 +33,7 @@ class TlsStream(trio.abc.Stream):
         self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=server_side,
                                      server_hostname=server_hostname)
         self._eof = False
+        self._sending = trio.StrictFIFOLock()  # what TLS wrote goes to the socket in order, one send at a time
 
     def getpeercert(self, binary_form: bool = False) -> Any:
         """The peer's certificate, as ssl.SSLObject.getpeercert gives it."""
@@ -66,7 +69,7 @@ class TlsStream(trio.abc.Stream):
                 try:
                     while size < limit:
                         # given a buffer, read returns a count (typeshed says bytes)
-                        count = cast(int, self._ssl.read(limit - size, view[size:]))
+                        count: int = self._ssl.read(limit - size, view[size:])  # type: ignore[assignment]
                         if not count:
                             self._eof = True
                             break
@@ -118,9 +121,18 @@ class TlsStream(trio.abc.Stream):
         return True
 
     async def _flush(self) -> None:
-        data = self._outgoing.read()
-        if data:
-            await self.transport.send_all(data)
+        """Send what TLS has written. The lock is taken without a checkpoint when free (the usual case: one task at
+        a time), so a connection used by one task pays nothing for it."""
+        try:
+            self._sending.acquire_nowait()
+        except trio.WouldBlock:
+            await self._sending.acquire()
+        try:
+            data = self._outgoing.read()
+            if data:
+                await self.transport.send_all(data)
+        finally:
+            self._sending.release()
 
     async def _flush_quietly(self) -> None:
         try:

@@ -70,6 +70,9 @@ NOT_RUN = [
      "needs ZooKeeper and Java; tests/zookeeper/test_zk_cluster_handle.py runs this very command"),
     (r"^minikafka format -c server\.properties ",
      "needs the node's server.properties; tests/integration/test_format.py formats and serves such a node"),
+    (r"^minikafka (acls|users) ",
+     "needs a secured broker with an authorizer and the admin's client properties; tests/integration/test_cli_acls.py "
+     "and test_cli_users.py run these commands"),
     (r"^minikafka transactions abort ",
      "needs a hanging transaction at that offset; tests/integration/test_cli.py makes and aborts them"),
 ]
