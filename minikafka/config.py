@@ -113,6 +113,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "security.inter.broker.protocol": (str, None),
     "sasl.enabled.mechanisms": (str, "GSSAPI"),
     "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
+    "sasl.mechanism.controller.protocol": (str, "GSSAPI"),
     "connections.max.reauth.ms": (int, 0),
     "connection.failed.authentication.delay.ms": (int, 100),
     "sasl.server.max.receive.size": (int, 524288),
@@ -314,7 +315,8 @@ class BrokerConfig:
 
     def _validate_security(self) -> None:
         """Every listener has a security protocol; security.inter.broker.protocol and inter.broker.listener.name
-        are not both set, as Kafka refuses."""
+        are not both set, and a SASL inter-broker listener enables the mechanism brokers log in to it with, as
+        Kafka requires."""
         for endpoint in self.listeners:
             self.security_protocol(endpoint.listener)
         inter_broker = self.get("security.inter.broker.protocol")
@@ -324,6 +326,16 @@ class BrokerConfig:
                                   "be set.")
             if inter_broker.upper() not in SECURITY_PROTOCOLS:
                 raise ConfigError(f"Invalid value {inter_broker!r} for configuration security.inter.broker.protocol")
+        listener = self.inter_broker_listener_name
+        if BROKER_ROLE not in self.process_roles or listener not in [e.listener for e in self.listeners] or \
+                self.security_protocol(listener) not in ("SASL_PLAINTEXT", "SASL_SSL"):
+            return
+        mechanism = self.get("sasl.mechanism.inter.broker.protocol")
+        enabled = _names(self.listener_props(listener).get("sasl.enabled.mechanisms", "GSSAPI"))
+        if mechanism not in enabled:
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when "
+                              f"SASL is used for inter-broker communication: {mechanism} is not among the mechanisms "
+                              f"of the inter-broker listener {listener} ({', '.join(enabled)})")
 
     def _validate_zookeeper_mode(self) -> None:
         """A ZooKeeper-mode broker (zookeeper.connect set): no KRaft roles, no controller listener."""

@@ -182,6 +182,24 @@ class RecordsSend:
 Response = bytes | RecordsSend
 
 
+def encode_request(schema: ApiSchema, version: int, correlation_id: int, client_id: str | None,
+                   request: ApiMessage) -> bytes:
+    """Frame a request, as a client sends it: size, header (v2, with empty tagged fields, when flexible), body."""
+    header = RequestHeader(request.API_KEY, version, correlation_id, client_id).encode()
+    if schema.flexible(version):
+        header += b"\x00"
+    return framing.frame(header, request.encode(version=version))
+
+
+def decode_response(schema: ApiSchema, version: int, frame: bytes) -> ApiMessage:
+    """The body of a response frame, as a client reads it; the frame starts with the correlation id, which the
+    caller has matched to its request. Raises what the decoders raise for a malformed body."""
+    pos = 4
+    if schema.response_header_version(version) >= 1:
+        pos = skip_tagged_fields(frame, pos)
+    return schema.response.decode(memoryview(frame)[pos:], version=version)
+
+
 def encode_response_send(schema: ApiSchema, version: int, correlation_id: int, response: ApiMessage,
                          splicer: RecordsSplicer | None = None) -> Response:
     """Frame a response: size, header (v1 with empty tagged fields when flexible, except ApiVersions), body. With

@@ -17,7 +17,7 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._need: int | None = None
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
         """Add received bytes; return every frame now complete, in order."""
         self.append(data)
         frames = []

@@ -6,6 +6,8 @@ named by `controller.listener.names` when `listeners` has one, starts the contro
 itself started; it serves until cancelled. Without a controller listener (a combined node with no controller
 port) the controller is reached in process only, through `apis`.
 
+The listener is secured as a broker's are (its security protocol in listener.security.protocol.map, its ssl.* and
+SASL properties; SCRAM credentials from the metadata): brokers authenticate to it as they do to each other.
 Requests on the listener are answered one at a time per connection (the socket server's guarantee); an API or
 version the controller does not serve closes the connection, as Kafka's does, except that an ApiVersions request
 of a newer version is answered in v0 with UNSUPPORTED_VERSION so the client can retry. The listener also serves
@@ -29,7 +31,9 @@ from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, Metadat
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.request_channel import decode_or_close, parse_header_or_close
 from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo, SocketServer, open_listeners
-from minikafka.config import BrokerConfig, Endpoint
+from minikafka.broker.security.listener_security import ListenerSecurity, listener_security
+from minikafka.broker.security.sasl_server import ScramCredentials
+from minikafka.config import SECURITY_PROTOCOLS, BrokerConfig, Endpoint
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import encode_response
 from minikafka.protocol.control import CONTROL_API_KEY
@@ -38,14 +42,17 @@ from minikafka.storage.log_dir import lock_log_dir
 
 log = logging.getLogger("minikafka.controller")
 
-PLAINTEXT = 0  # security protocol id of the listener
-
 
 class ControllerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.controller_config = QuorumControllerConfig.from_broker_config(config)
         self.listeners: list[Endpoint] = config.controller_listeners
+        # Each listener's security, built once (ConfigError before anything starts); SCRAM's credentials are the
+        # metadata's.
+        scram_credentials = ScramCredentials(lambda: self.controller.image.scram_credentials)
+        self.security: dict[str, ListenerSecurity] = {
+            e.listener: listener_security(config, e.listener, scram_credentials) for e in self.listeners}
         self.metadata_dir = config.metadata_log_dir
         self.endpoint: BrokerEndpointInfo | None = None  # the bound listener, once started
         self.links = LinkFaults()  # a combined node shares its broker's
@@ -71,7 +78,8 @@ class ControllerServer:
             self.apis = ControllerApis(self.controller)
             self.socket_server = SocketServer(self._process, self.config.get("socket.request.max.bytes"),
                                               self.config.get("connections.max.idle.ms") / 1000,
-                                              on_connection_closed=self.apis.on_connection_closed)
+                                              on_connection_closed=self.apis.on_connection_closed,
+                                              security=self.security)
             bound = [(e, await open_listeners(f"controller listener {e.listener}", e.host, e.port))
                      for e in self.listeners]
             async with trio.open_nursery() as nursery:
@@ -81,7 +89,8 @@ class ControllerServer:
                     endpoint, listeners = bound[0]
                     port = listeners[0].socket.getsockname()[1]
                     host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-                    self.endpoint = self.apis.endpoint = BrokerEndpointInfo(endpoint.listener, host, port, PLAINTEXT)
+                    protocol = SECURITY_PROTOCOLS[self.security[endpoint.listener].protocol]
+                    self.endpoint = self.apis.endpoint = BrokerEndpointInfo(endpoint.listener, host, port, protocol)
                     log.info("controller %d listening on %s:%d", self.controller.node_id, host, port)
                 await nursery.start(self.controller.run)
                 task_status.started(self)

@@ -23,6 +23,7 @@ from minikafka.broker.network.controller_channel import (
     NetworkControllerChannel,
 )
 from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClientConfig
+from minikafka.broker.security.client_security import controller_security
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.protocol.errors import ErrorCode
 
@@ -62,7 +63,8 @@ class KRaftMetadataSource:
             connection_setup_timeout_ms=self.config.get("socket.connection.setup.timeout.ms"),
             reconnect_backoff_ms=self.config.get("reconnect.backoff.ms"),
             reconnect_backoff_max_ms=self.config.get("reconnect.backoff.max.ms"),
-            request_timeout_ms=self.config.get("request.timeout.ms"))
+            request_timeout_ms=self.config.get("request.timeout.ms"),
+            security=controller_security(self.config))
         channel = NetworkControllerChannel(addresses, f"broker-{self.node_id}-{purpose}", config, retry_timeout_ms,
                                            self._link_is_cut)
         self._network_channels.append(channel)

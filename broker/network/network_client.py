@@ -7,6 +7,12 @@ response to the oldest request in flight. Any failure — a timeout, an I/O erro
 match — closes the connection and fails every request in flight with `DisconnectedError`, as Kafka's client
 does; the next request reconnects after an exponential backoff.
 
+A connection is secured as the listener it goes to asks (`NetworkClientConfig.security`): before any request, a
+TLS handshake and a SASL authentication, both within socket.connection.setup.timeout.ms. A refused authentication is
+logged (once per run of failures) and fails the request with DisconnectedError, with the reconnect backoff: a wrong
+password never spins. A SASL session the server bounds (KIP-368) is renewed on the same connection before it ends,
+between two requests.
+
 The client owns no task of its own: its owner runs `run()` in a nursery (or uses `NetworkClient.open`); `aclose()`
 or cancelling that nursery shuts it down.
 """
@@ -22,17 +28,22 @@ from dataclasses import dataclass
 import trio
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.network.failure_log import FailureLog
+from minikafka.broker.network.tls_stream import TlsStream
+from minikafka.broker.security.client_security import ClientChannelSecurity
+from minikafka.broker.security.sasl_client_authenticator import AuthenticationError
 from minikafka.protocol import framing
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.codec import SCHEMAS, ApiSchema, skip_tagged_fields
+from minikafka.protocol.codec import SCHEMAS, ApiSchema, decode_response, encode_request
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
-from minikafka.protocol.request_header import RequestHeader
 
 log = logging.getLogger("minikafka.network_client")
 
 RECEIVE_BYTES = 1 << 18
 MAX_RESPONSE_BYTES = (1 << 31) - 1  # a response is as large as the request asked for; Kafka sets no cap either
 BACKOFF_JITTER = 0.2  # Kafka's: spreads the reconnects of many clients to one node that came back
+# Kafka's: a SASL session is renewed at 85-95% of its lifetime, spread so that connections do not all renew at once.
+REAUTHENTICATE_AT = (0.85, 0.95)
 
 # Answers whether the link from this broker to a node is cut (fault injection): a request to it then fails as if
 # the node were unreachable.
@@ -52,6 +63,8 @@ class NetworkClientConfig:
     reconnect_backoff_ms: int = 50  # reconnect.backoff.ms
     reconnect_backoff_max_ms: int = 1000  # reconnect.backoff.max.ms
     request_timeout_ms: int = 30_000  # request.timeout.ms
+    # The target listener's TLS and SASL (Kafka's client ChannelBuilder); None for a PLAINTEXT listener.
+    security: ClientChannelSecurity | None = None
 
     def reconnect_backoff_s(self, failures: int) -> float:
         """Doubles with each consecutive failure up to the maximum, with Kafka's jitter."""
@@ -89,12 +102,14 @@ class _InFlight:
 
 
 class _Connection:
-    """One TCP connection and the requests in flight on it, oldest first."""
+    """One TCP connection (TLS over it when secured) and the requests in flight on it, oldest first."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream, socket: trio.socket.SocketType) -> None:
         self.stream = stream
+        self.socket = socket
         self.in_flight: deque[_InFlight] = deque()
         self.closed = False
+        self.reauthenticate_at: float | None = None  # trio time when its SASL session is renewed; None: never
 
     def close(self, reason: str) -> None:
         """Fail every request in flight and close the socket; synchronous, so no cancellation can cut it short
@@ -102,7 +117,7 @@ class _Connection:
         if self.closed:
             return
         self.closed = True
-        self.stream.socket.close()
+        self.socket.close()
         while self.in_flight:
             request = self.in_flight.popleft()
             request.error = DisconnectedError(reason)
@@ -128,6 +143,8 @@ class NetworkClient:
         self._failures = 0  # disconnects and failed connects since the last successful connect
         self._reconnect_at = float("-inf")
         self._stopped = trio.Event()  # set by aclose(): ends run(), and no connection is opened again
+        self._authentication_failures = FailureLog(log, f"authentication to node {node_id} at {host}:{port}",
+                                                   logging.ERROR)
 
     def __repr__(self) -> str:
         return f"NetworkClient(node {self.node_id} at {self.host}:{self.port}, {self.client_id})"
@@ -187,34 +204,49 @@ class NetworkClient:
         if self._link_is_cut is not None and self._link_is_cut(self.node_id):
             self._disconnect(f"the link to node {self.node_id} is cut")
             raise DisconnectedError(f"cannot send {api} to node {self.node_id}: the link is cut")
-        body = request.encode(version=version)
         async with self._send_lock:
             connection = await self._ready()
-            self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-            in_flight = _InFlight(self._correlation_id, schema, version)
-            header = RequestHeader(request.API_KEY, version, in_flight.correlation_id, self.client_id).encode()
-            if schema.flexible(version):
-                header += b"\x00"  # request header v2: no tagged fields
-            connection.in_flight.append(in_flight)
+            if connection.reauthenticate_at is not None and trio.current_time() >= connection.reauthenticate_at:
+                timeout_ms = self.config.request_timeout_ms
+                await self._authenticate(connection, trio.current_time() + timeout_ms / 1000, timeout_ms)
             deadline = trio.current_time() + self.config.request_timeout_ms / 1000
-            sent = False
-            try:
-                with trio.move_on_at(deadline):
-                    await connection.stream.send_all(framing.frame(header, body))
-                    sent = True
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self._disconnect(f"cannot send {api} to node {self.node_id}: {exc!r}", connection)
-            finally:  # a write cut short leaves part of a frame on the wire: the connection is unusable
-                if not sent:
-                    self._disconnect(f"sending {api} to node {self.node_id} did not complete", connection)
-        with trio.move_on_at(deadline):
-            await in_flight.done.wait()
-        if not in_flight.done.is_set():
-            self._disconnect(f"{api} to node {self.node_id} timed out after {self.config.request_timeout_ms} ms",
-                             connection)
+            in_flight = await self._write(connection, request, schema, version, deadline)
+        response = await self._response(connection, in_flight, deadline, self.config.request_timeout_ms)
         if self._link_is_cut is not None and self._link_is_cut(self.node_id):  # cut while the request was out
             self._disconnect(f"the link to node {self.node_id} is cut", connection)
             raise DisconnectedError(f"no response to {api} from node {self.node_id}: the link is cut")
+        return response
+
+    async def _write(self, connection: _Connection, request: ApiMessage, schema: ApiSchema, version: int,
+                     deadline: float) -> _InFlight:
+        """Send one request on `connection`, its response awaited from then on; the caller holds the send lock."""
+        api = ApiKey(request.API_KEY).api_name
+        correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(schema, version, correlation_id, self.client_id, request)
+        self._correlation_id = correlation_id
+        in_flight = _InFlight(correlation_id, schema, version)
+        connection.in_flight.append(in_flight)
+        sent = False
+        try:
+            with trio.move_on_at(deadline):
+                await connection.stream.send_all(frame)
+                sent = True
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._disconnect(f"cannot send {api} to node {self.node_id}: {exc!r}", connection)
+        finally:  # a write cut short leaves part of a frame on the wire: the connection is unusable
+            if not sent:
+                self._disconnect(f"sending {api} to node {self.node_id} did not complete", connection)
+        return in_flight
+
+    async def _response(self, connection: _Connection, in_flight: _InFlight, deadline: float,
+                        timeout_ms: int) -> ApiMessage:
+        """The response to a request written on `connection`; DisconnectedError (the connection closed) when it
+        did not come by `deadline` (`timeout_ms` after the request began) or the connection closed first."""
+        with trio.move_on_at(deadline):
+            await in_flight.done.wait()
+        if not in_flight.done.is_set():
+            api = ApiKey(in_flight.schema.request.API_KEY).api_name
+            self._disconnect(f"{api} to node {self.node_id} timed out after {timeout_ms} ms", connection)
         return in_flight.result()
 
     async def _ready(self) -> _Connection:
@@ -227,23 +259,66 @@ class NetworkClient:
             raise DisconnectedError(f"the network client to node {self.node_id} is closed")
         if self._readers is None:
             raise RuntimeError(f"{self!r} is not running: start run() in a nursery first")
-        stream = None
-        with trio.move_on_after(self.config.connection_setup_timeout_ms / 1000):
-            try:
-                stream = await trio.open_tcp_stream(self.host, self.port)
-            except OSError as exc:
-                self._back_off()
-                raise DisconnectedError(f"cannot connect to node {self.node_id} at {self.host}:{self.port}: "
-                                        f"{exc}") from exc
-        if stream is None:
-            self._back_off()
-            raise DisconnectedError(f"connecting to node {self.node_id} at {self.host}:{self.port} timed out "
-                                    f"after {self.config.connection_setup_timeout_ms} ms")
+        self._connection = await self._connect(self._readers)
         self._failures = 0
-        self._connection = _Connection(stream)
-        self._readers.start_soon(self._read_responses, self._connection)
         log.debug("%r connected", self)
         return self._connection
+
+    async def _connect(self, readers: trio.Nursery) -> _Connection:
+        """A connection ready for requests: TCP, then the TLS handshake and the SASL authentication the target
+        listener asks for, all within socket.connection.setup.timeout.ms; DisconnectedError (and the reconnect
+        backoff) otherwise."""
+        timeout_ms = self.config.connection_setup_timeout_ms
+        deadline = trio.current_time() + timeout_ms / 1000
+        security = self.config.security
+        where = f"node {self.node_id} at {self.host}:{self.port}"
+        stream: trio.SocketStream | None = None
+        try:
+            with trio.fail_at(deadline):
+                stream = await trio.open_tcp_stream(self.host, self.port)
+                io: trio.abc.Stream = stream
+                if security is not None and security.ssl_context is not None:
+                    io = TlsStream(stream, security.ssl_context, server_side=False, server_hostname=self.host)
+                    await io.do_handshake()
+        except (OSError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+            if stream is not None:
+                stream.socket.close()
+            self._back_off()
+            if isinstance(exc, trio.TooSlowError):
+                raise DisconnectedError(f"connecting to {where} timed out after {timeout_ms} ms") from None
+            if isinstance(exc, trio.BrokenResourceError):
+                raise DisconnectedError(f"TLS handshake with {where} failed: {exc.__cause__ or exc}") from None
+            raise DisconnectedError(f"cannot connect to {where}: {exc}") from exc
+        connection = _Connection(io, stream.socket)
+        readers.start_soon(self._read_responses, connection)
+        if security is not None and security.sasl_login is not None:
+            await self._authenticate(connection, deadline, timeout_ms)
+        return connection
+
+    async def _authenticate(self, connection: _Connection, deadline: float, timeout_ms: int) -> None:
+        """SASL authentication on `connection` by `deadline` (`timeout_ms` from its start), first or renewed
+        (KIP-368): the exchange is requests like any other, answered in order after those already in flight; the
+        caller holds the send lock, so none is written in between. A refusal closes the connection:
+        DisconnectedError saying why."""
+        security = self.config.security
+        authenticator = security.sasl_authenticator() if security is not None else None
+        assert authenticator is not None, "authenticating without a SASL login"
+        try:
+            request: ApiMessage | None = authenticator.handshake_request()
+            while request is not None:
+                version = request.API_VERSION
+                assert version is not None
+                in_flight = await self._write(connection, request, schema_of(request), version, deadline)
+                request = authenticator.receive(await self._response(connection, in_flight, deadline, timeout_ms))
+        except AuthenticationError as exc:
+            self._authentication_failures.failed(f"SASL/{authenticator.mechanism}: {exc}")
+            reason = f"SASL/{authenticator.mechanism} authentication to node {self.node_id} failed: {exc}"
+            self._disconnect(reason, connection)
+            raise DisconnectedError(reason) from None
+        self._authentication_failures.succeeded()
+        lifetime_s = authenticator.session_lifetime_ms / 1000
+        connection.reauthenticate_at = \
+            trio.current_time() + lifetime_s * random.uniform(*REAUTHENTICATE_AT) if lifetime_s else None
 
     def _back_off(self) -> None:
         self._reconnect_at = trio.current_time() + self.config.reconnect_backoff_s(self._failures)
@@ -285,10 +360,7 @@ class NetworkClient:
                              f"{request.correlation_id}, got {correlation_id}", connection)
             return
         try:
-            pos = 4
-            if request.schema.response_header_version(request.version) >= 1:
-                pos = skip_tagged_fields(frame, pos)
-            response = request.schema.response.decode(memoryview(frame)[pos:], version=request.version)
+            response = decode_response(request.schema, request.version, frame)
         except Exception as exc:  # noqa: BLE001 - a malformed header raises InvalidRequestError, the decoders anything
             self._disconnect(f"cannot decode {request.schema.response.__name__} v{request.version} from node "
                              f"{self.node_id}: {exc!r}", connection)

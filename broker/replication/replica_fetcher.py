@@ -174,7 +174,8 @@ class ReplicaFetcher:
 
     async def run(self) -> None:
         node_id = self._replica_manager.node_id
-        client_config = NetworkClientConfig(request_timeout_ms=self._config.replica_socket_timeout_ms)
+        client_config = NetworkClientConfig(request_timeout_ms=self._config.replica_socket_timeout_ms,
+                                            security=self._config.inter_broker_security)
         with self._cancel_scope:
             async with NetworkClient.open(self.leader_id, *self.leader_endpoint,
                                           f"broker-{node_id}-fetcher-{self.fetcher_id}", client_config,

@@ -141,6 +141,11 @@ def generate_credential(mechanism: ScramMechanism, password: str, iterations: in
                            server_key(mechanism, salted), iterations)
 
 
+def sasl_name(user: str) -> str:
+    """The SASLname a SCRAM message names `user` by: `=` as `=3D`, `,` as `=2C` (Kafka's ScramFormatter.saslName)."""
+    return user.replace("=", "=3D").replace(",", "=2C")
+
+
 def username(name: str) -> str:
     """The user name a SCRAM message's SASLname stands for (`=2C` is `,`, `=3D` is `=`); ValueError for a `=`
     not part of either."""
@@ -197,6 +202,9 @@ _CLIENT_FIRST = re.compile(
     rf"{_RESERVED}(?P<bare>n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))")
 _CLIENT_FINAL = re.compile(
     rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),p=(?P<proof>{_BASE64})")
+_SERVER_FIRST = re.compile(
+    rf"{_RESERVED}r=(?P<nonce>{_PRINTABLE}),s=(?P<salt>{_BASE64}),i=(?P<iterations>[0-9]+){_EXTENSIONS}")
+_SERVER_FINAL = re.compile(rf"(?:e=(?P<error>{_VALUE_SAFE}+))|(?:v=(?P<signature>{_BASE64})){_EXTENSIONS}")
 
 
 @dataclass(frozen=True)
@@ -240,6 +248,18 @@ class ServerFirstMessage:
     salt: bytes
     iterations: int
 
+    @classmethod
+    def parse(cls, challenge: bytes) -> ServerFirstMessage:
+        """The server's first message as a client reads it; SaslError if it is not one."""
+        message = challenge.decode(errors="replace")
+        match = _SERVER_FIRST.fullmatch(message)
+        if match is None:
+            raise SaslError(f"Invalid SCRAM server first message format: {message}")
+        iterations = int(match["iterations"])
+        if iterations <= 0:
+            raise SaslError(f"Invalid SCRAM server first message format: invalid iterations {iterations}")
+        return cls(match["nonce"], _b64decode(match["salt"]), iterations)
+
     def to_message(self) -> str:
         return f"r={self.nonce},s={_b64(self.salt)},i={self.iterations}"
 
@@ -264,7 +284,21 @@ class ClientFinalMessage:
 
 @dataclass(frozen=True)
 class ServerFinalMessage:
+    """`v=` the server's signature, or `e=` an error."""
+
     server_signature: bytes
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, challenge: bytes) -> ServerFinalMessage:
+        """The server's final message as a client reads it; SaslError if it is not one."""
+        message = challenge.decode(errors="replace")
+        match = _SERVER_FINAL.fullmatch(message)
+        if match is None:
+            raise SaslError(f"Invalid SCRAM server final message format: {message}")
+        if match["error"] is not None:
+            return cls(b"", match["error"])
+        return cls(_b64decode(match["signature"]))
 
     def to_message(self) -> str:
-        return f"v={_b64(self.server_signature)}"
+        return f"e={self.error}" if self.error is not None else f"v={_b64(self.server_signature)}"

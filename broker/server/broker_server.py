@@ -62,6 +62,7 @@ from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.broker.replication.replica_manager import ReplicaManager, TopicPartition, now_ms
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
+from minikafka.broker.security.client_security import inter_broker_security
 from minikafka.broker.security.listener_security import listener_security
 from minikafka.broker.security.sasl_server import ScramCredentials
 from minikafka.broker.security.standard_authorizer import StandardAuthorizer, parse_super_users
@@ -106,6 +107,8 @@ class BrokerServer:
         self._startup: trio.CancelScope | None = None
         self.disk_quota = DiskQuota(config.log_dirs)
         self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache)
+        # How this broker's own connections to the others (followers, transaction markers) are secured.
+        self.inter_broker_security = inter_broker_security(config)
         self.metadata: MetadataSource
         if config.zookeeper_mode:
             self.metadata = self._zk_metadata_source(config)
@@ -265,7 +268,8 @@ class BrokerServer:
             self.replication_quotas.update_topic(topic, configs)
         self.log_manager.load_logs(topic_configs)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.purgatory,
-                                              ReplicationConfig.from_broker_config(self.config),
+                                              ReplicationConfig.from_broker_config(self.config,
+                                                                                   self.inter_broker_security),
                                               leader_endpoint=self._leader_endpoint,
                                               controller_channel=self.controller_channel,
                                               link_is_cut=self.faults.links.is_cut, metrics=self.metrics,
@@ -361,7 +365,8 @@ class BrokerServer:
             return None if endpoint is None else (endpoint.host, endpoint.port)
 
         return BrokerClients(client_id, endpoint_of,
-                             NetworkClientConfig(request_timeout_ms=self.config.get("request.timeout.ms")),
+                             NetworkClientConfig(request_timeout_ms=self.config.get("request.timeout.ms"),
+                                                 security=self.inter_broker_security),
                              self.faults.links.is_cut)
 
     def _on_become_leader(self, tp: TopicPartition) -> None:

@@ -50,6 +50,7 @@ from minikafka.broker.network.network_client import DisconnectedError, NetworkCl
 from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.broker.security.acl import PatternType, ResourceType
+from minikafka.broker.security.client_security import inter_broker_security
 from minikafka.broker.zk.controller.kafka_controller import KafkaController
 from minikafka.broker.zk.kafka_zk_client import KafkaZkClient
 from minikafka.broker.zk.zk_acls import read_acls, read_resource_acls, zk_acl_id
@@ -106,7 +107,8 @@ class ZkMetadataSource:
             connection_setup_timeout_ms=config.get("socket.connection.setup.timeout.ms"),
             reconnect_backoff_ms=config.get("reconnect.backoff.ms"),
             reconnect_backoff_max_ms=config.get("reconnect.backoff.max.ms"),
-            request_timeout_ms=config.get("request.timeout.ms"))
+            request_timeout_ms=config.get("request.timeout.ms"),
+            security=inter_broker_security(config))
         self.controller_channel = ZkControllerChannel(
             self.node_id, self._controller_address, self._local_controller, self._wait_for_change, client_config,
             config.get("request.timeout.ms"), link_is_cut)

@@ -32,6 +32,7 @@ from minikafka.broker.controller.controller_config import QuorumControllerConfig
 from minikafka.broker.controller.quorum_controller import QuorumController
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from minikafka.broker.network.network_client import NetworkClientConfig
+from minikafka.broker.security.client_security import inter_broker_security
 from minikafka.broker.zk.controller.controller_channel_manager import (
     ControllerBrokerRequestBatch,
     ControllerChannelManager,
@@ -71,7 +72,8 @@ class KafkaController:
         self.zk = zk
         self.controller_config = QuorumControllerConfig.from_broker_config(config)
         self._local_broker = local_broker
-        self._network_config = NetworkClientConfig(request_timeout_ms=config.get("request.timeout.ms"))
+        self._network_config = NetworkClientConfig(request_timeout_ms=config.get("request.timeout.ms"),
+                                                   security=inter_broker_security(config))
         self.is_active = False
         self.controller_epoch = -1
         self.active_controller_id: int | None = None
