@@ -46,6 +46,26 @@ Versions served, and what changes between them:
   v6+ GROUP_ID_NOT_FOUND for an unknown group (before, a Dead group without error).
 - ListGroups (v0-5): v3+ flexible; v4+ filters by state (KIP-518); v5+ by type, every group being "classic".
 - DeleteGroups (v0-2): NON_EMPTY_GROUP for a group with members; v2 flexible.
+
+Authorization, with an authorizer, as Kafka's KafkaApis checks it (before anything else is looked at, so a denied
+request changes nothing, and a topic the principal may not see is never revealed as unknown):
+- FindCoordinator: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the transactional id
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key; a v6 share-group lookup needs CLUSTER_ACTION on the cluster,
+  without which every key is CLUSTER_AUTHORIZATION_FAILED.
+- JoinGroup, SyncGroup (after its v5 protocol check), Heartbeat, LeaveGroup: READ on the group, else
+  GROUP_AUTHORIZATION_FAILED.
+- OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED for every partition), then READ on each topic
+  (TOPIC_AUTHORIZATION_FAILED for its partitions; a v10 topic id that names no topic is UNKNOWN_TOPIC_ID first),
+  then unknown topics and partitions. TxnOffsetCommit first needs WRITE on the transactional id
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), then the same. A group error from the coordinator
+  goes to the partitions it was given only.
+- OffsetFetch: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED, per group from v8); a named topic the principal
+  may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, and a fetch of all the group's offsets leaves such topics out.
+- OffsetDelete: DELETE on the group (GROUP_AUTHORIZATION_FAILED), READ on each topic (TOPIC_AUTHORIZATION_FAILED).
+- DescribeGroups: DESCRIBE per group (GROUP_AUTHORIZATION_FAILED in its entry, those entries first); v3+ authorized
+  operations are the principal's on the group. ListGroups: DESCRIBE on the cluster lists every group, otherwise
+  only the groups the principal may DESCRIBE. DeleteGroups: DELETE per group (GROUP_AUTHORIZATION_FAILED, those
+  results last).
 """
 from __future__ import annotations
 
@@ -56,9 +76,10 @@ from typing import Any
 from minikafka.broker.coordinator.group.group import SyncResult
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry, OffsetManager
+from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, AclOperation, ResourceType
 from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import ZERO_UUID, resolve_topic
+from minikafka.broker.server.handlers.common import ZERO_UUID, operation_set, resolve_topic
 from minikafka.broker.server.handlers.transactions import find_transaction_coordinator
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -66,18 +87,21 @@ from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.groups")
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1
-# Kafka's AclOperation codes a group has (READ 3, DELETE 6, DESCRIBE 8), as kafka-python's bitfield type takes
-# them: a set of operation codes, or None for "not requested" (-2147483648 on the wire).
-GROUP_OPERATIONS = frozenset({3, 6, 8})
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
+# What a coordinator key names, for the DESCRIBE a lookup needs.
+_KEY_RESOURCES = {GROUP_KEY: ResourceType.GROUP, TRANSACTION_KEY: ResourceType.TRANSACTIONAL_ID}
+FIRST_SHARE_KEY_VERSION = 6
 
 # Kafka's default error messages, for the versions whose responses carry one.
 _MESSAGES = {
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
                                "library or the message was sent to an incompatible broker. See the broker logs "
                                "for more details.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
 }
 
 
@@ -110,6 +134,9 @@ def _client_host(ctx: RequestContext) -> str:
 # ---- FindCoordinator ----------------------------------------------------------------------------------------
 
 async def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+    resource_type = _KEY_RESOURCES.get(key_type)
+    if resource_type is not None and not ctx.authorize(AclOperation.DESCRIBE, resource_type, key):
+        return AUTHORIZATION_ERRORS[resource_type], -1, "", -1
     if key_type == TRANSACTION_KEY:
         return await find_transaction_coordinator(ctx, key)
     if key_type != GROUP_KEY:
@@ -139,6 +166,13 @@ async def handle_find_coordinator(ctx: RequestContext, request) -> object:
         return ctx.response(throttle_time_ms=0, error_code=code, error_message=_MESSAGES.get(code),
                             node_id=node_id, host=host, port=port)
     R = ctx.response_class
+    if (key_type == SHARE_KEY and ctx.version >= FIRST_SHARE_KEY_VERSION and request.coordinator_keys
+            and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)):
+        # Share coordinators are looked up by brokers only: Kafka fails the whole request without CLUSTER_ACTION.
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ctx.response(throttle_time_ms=0, coordinators=[
+            R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=_MESSAGES[code])
+            for key in request.coordinator_keys])
     coordinators = []
     for key in request.coordinator_keys:
         code, node_id, host, port = await _find_coordinator(ctx, key_type, key)
@@ -149,7 +183,16 @@ async def handle_find_coordinator(ctx: RequestContext, request) -> object:
 
 # ---- membership -----------------------------------------------------------------------------------------------
 
+def _may_read_group(ctx: RequestContext, group_id: str) -> bool:
+    """What membership and offset commits need of a group (else GROUP_AUTHORIZATION_FAILED)."""
+    return ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 async def handle_join_group(ctx: RequestContext, request) -> object:
+    if not _may_read_group(ctx, request.group_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                            protocol_type=None, protocol_name=None if ctx.version >= 7 else "", leader="",
+                            skip_assignment=False, member_id="", members=[])
     await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     req = JoinRequest(
@@ -182,10 +225,14 @@ async def handle_join_group(ctx: RequestContext, request) -> object:
 
 
 async def handle_sync_group(ctx: RequestContext, request) -> object:
-    await _ensure_offsets_topic(ctx)
+    # As Kafka: the protocol type and name v5+ must carry are checked before the group's authorization.
     if ctx.version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             protocol_type=None, protocol_name=None, assignment=b"")
+    if not _may_read_group(ctx, request.group_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                            protocol_type=None, protocol_name=None, assignment=b"")
+    await _ensure_offsets_topic(ctx)
     result = await _coordinator(ctx).sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if ctx.version >= 3 else None,
@@ -202,6 +249,8 @@ async def handle_sync_group(ctx: RequestContext, request) -> object:
 
 
 async def handle_heartbeat(ctx: RequestContext, request) -> object:
+    if not _may_read_group(ctx, request.group_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     await _ensure_offsets_topic(ctx)
     code = _coordinator(ctx).heartbeat(request.group_id, request.generation_id, request.member_id,
                                        request.group_instance_id if ctx.version >= 3 else None)
@@ -209,6 +258,8 @@ async def handle_heartbeat(ctx: RequestContext, request) -> object:
 
 
 async def handle_leave_group(ctx: RequestContext, request) -> object:
+    if not _may_read_group(ctx, request.group_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     if ctx.version >= 3:
@@ -235,26 +286,49 @@ def _topic_by_id_or_name(ctx: RequestContext, by_id: bool, name: str | None, top
     return topic, code
 
 
+# Per request topic, each partition's error, or None where the partition goes to the coordinator.
+CommitPlan = list[tuple[Any, list[tuple[int, ErrorCode | None]]]]
+
+
+def _refused(topics: Any, code: ErrorCode) -> CommitPlan:
+    """Every partition of the request answered with `code`, as Kafka's getErrorResponse answers a commit."""
+    return [(t, [(p.partition_index, code) for p in t.partitions]) for t in topics]
+
+
+def _commit_answers(plan: CommitPlan, entry_errors: list[ErrorCode]) -> list[tuple[Any, list[tuple[int, ErrorCode]]]]:
+    """The plan's partitions with the coordinator's errors, in order, for those that went to it."""
+    results = iter(entry_errors)
+    return [(t, [(index, next(results) if code is None else code) for index, code in parts]) for t, parts in plan]
+
+
 async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
-    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     PR = R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
-    cache = ctx.services.metadata_cache
-    # Per request partition: its error, or None when it goes to the coordinator.
-    plan = []
+    plan: CommitPlan = []
     entries: list[OffsetCommitEntry] = []
-    for t in request.topics:
-        topic = cache.topics.get(t.name)
-        parts: list[tuple[int, ErrorCode | None]] = []
-        for p in t.partitions:
-            if topic is None or p.partition_index not in topic.partitions:
-                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            else:
-                entries.append(OffsetCommitEntry(topic.name, p.partition_index, p.committed_offset,
-                                                 p.committed_leader_epoch if ctx.version >= 2 else -1,
-                                                 p.committed_metadata))
-                parts.append((p.partition_index, None))
-        plan.append((t.name, parts))
+    # As Kafka: WRITE on the transactional id (which implies the producer id), READ on the group, READ on each topic.
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        plan = _refused(request.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not _may_read_group(ctx, request.group_id):
+        plan = _refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else:
+        await _ensure_offsets_topic(ctx)
+        cache = ctx.services.metadata_cache
+        for t in request.topics:
+            topic = cache.topics.get(t.name)
+            authorized = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
+            parts: list[tuple[int, ErrorCode | None]] = []
+            for p in t.partitions:
+                if not authorized:
+                    parts.append((p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif topic is None or p.partition_index not in topic.partitions:
+                    parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                else:
+                    entries.append(OffsetCommitEntry(topic.name, p.partition_index, p.committed_offset,
+                                                     p.committed_leader_epoch if ctx.version >= 2 else -1,
+                                                     p.committed_metadata))
+                    parts.append((p.partition_index, None))
+            plan.append((t, parts))
     entry_errors: list[ErrorCode] = []
     if entries:
         with_membership = ctx.version >= 3
@@ -269,11 +343,10 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
             entry_errors = [exc.code] * len(entries)
             log.info("TxnOffsetCommit for group %s (transactional id %r, producer %d) refused: %s", request.group_id,
                      request.transactional_id, request.producer_id, exc.code.name)
-    results = iter(entry_errors)
-    topics = [R.TxnOffsetCommitResponseTopic(name=name, partitions=[
-        PR(partition_index=index, error_code=next(results) if code is None else code) for index, code in parts])
-        for name, parts in plan]
-    return ctx.response(throttle_time_ms=0, topics=topics)
+    return ctx.response(throttle_time_ms=0, topics=[
+        R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[PR(partition_index=index, error_code=code)
+                                                                for index, code in parts])
+        for t, parts in _commit_answers(plan, entry_errors)])
 
 
 async def _verify_offsets_partition(ctx: RequestContext, request: Any) -> None:
@@ -310,28 +383,34 @@ _TXN_OFFSET_COMMIT_VERIFICATION_ERRORS = {
 
 
 async def handle_offset_commit(ctx: RequestContext, request) -> object:
-    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     PR = R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
     by_id = ctx.version >= 10
-    # Per request partition: its error, or None when it goes to the coordinator.
-    plan = []
+    plan: CommitPlan = []
     entries: list[OffsetCommitEntry] = []
-    for t in request.topics:
-        topic, code = _topic_by_id_or_name(ctx, by_id, getattr(t, "name", None), getattr(t, "topic_id", None))
-        parts = []
-        for p in t.partitions:
-            if topic is None:
-                parts.append((p.partition_index, code))
-            elif p.partition_index not in topic.partitions:
-                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            else:
-                entries.append(OffsetCommitEntry(topic.name, p.partition_index, p.committed_offset,
-                                                 p.committed_leader_epoch if ctx.version >= 6 else -1,
-                                                 p.committed_metadata))
-                parts.append((p.partition_index, None))
-        plan.append((t, parts))
-    group_error = None
+    if not _may_read_group(ctx, request.group_id):
+        plan = _refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else:
+        await _ensure_offsets_topic(ctx)
+        for t in request.topics:
+            topic, code = _topic_by_id_or_name(ctx, by_id, getattr(t, "name", None), getattr(t, "topic_id", None))
+            # An unknown topic id names nothing to authorize; a name is authorized before it is looked up, so that
+            # a topic the principal may not read is never revealed as unknown.
+            name = topic.name if topic is not None else None if by_id else t.name
+            if name is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+                topic, code = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            parts: list[tuple[int, ErrorCode | None]] = []
+            for p in t.partitions:
+                if topic is None:
+                    parts.append((p.partition_index, code))
+                elif p.partition_index not in topic.partitions:
+                    parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                else:
+                    entries.append(OffsetCommitEntry(topic.name, p.partition_index, p.committed_offset,
+                                                     p.committed_leader_epoch if ctx.version >= 6 else -1,
+                                                     p.committed_metadata))
+                    parts.append((p.partition_index, None))
+            plan.append((t, parts))
     entry_errors: list[ErrorCode] = []
     if entries:
         try:
@@ -340,51 +419,58 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
                 request.group_instance_id if ctx.version >= 7 else None, request.generation_id_or_member_epoch,
                 request.retention_time_ms if ctx.version <= 4 else -1, entries, ctx.version)
         except KafkaError as exc:
-            group_error = exc.code
+            # As Kafka's coordinator answers: the group's error for the partitions it was given; those refused
+            # before (unauthorized or unknown) keep their own errors.
+            entry_errors = [exc.code] * len(entries)
             log.info("OffsetCommit for group %s (member %r, generation %d) refused: %s", request.group_id,
                      request.member_id, request.generation_id_or_member_epoch, exc.code.name)
-    results = iter(entry_errors)
-    topics = []
-    for t, parts in plan:
-        out = []
-        for index, code in parts:
-            if group_error is not None:
-                code = group_error
-            elif code is None:
-                code = next(results)
-            out.append(PR(partition_index=index, error_code=code))
-        topics.append(R.OffsetCommitResponseTopic(name=None if by_id else t.name,
-                                                  topic_id=t.topic_id if by_id else None, partitions=out))
-    return ctx.response(throttle_time_ms=0, topics=topics)
+    return ctx.response(throttle_time_ms=0, topics=[
+        R.OffsetCommitResponseTopic(name=None if by_id else t.name, topic_id=t.topic_id if by_id else None,
+                                    partitions=[PR(partition_index=index, error_code=code) for index, code in parts])
+        for t, parts in _commit_answers(plan, entry_errors)])
 
 
 FetchedPartition = tuple[int, int, int, str | None, ErrorCode]
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, by_id: bool, require_stable: bool
+async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, by_id: bool, require_stable: bool
                        ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
-    """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])])."""
+    """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])]). As Kafka: the group
+    needs DESCRIBE; offsets are shown only for topics the principal may DESCRIBE: a named topic it may not is
+    TOPIC_AUTHORIZATION_FAILED, and a fetch of all the group's offsets leaves such topics out."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    await _ensure_offsets_topic(ctx)
     offset_manager = _offset_manager(ctx)
     cache = ctx.services.metadata_cache
     requested = None
-    unknown: list[tuple[uuid.UUID, list[int], ErrorCode]] = []
+    # Topics answered here rather than by the coordinator, after its answer: (name, id, partitions, error).
+    refused: list[tuple[str | None, uuid.UUID, list[int], ErrorCode]] = []
     if topics is not None:
         requested = []
         for t in topics:
             if by_id:
                 topic = cache.topics_by_id.get(t.topic_id)
                 if topic is None:
-                    unknown.append((t.topic_id, list(t.partition_indexes), ErrorCode.UNKNOWN_TOPIC_ID))
+                    refused.append((None, t.topic_id, list(t.partition_indexes), ErrorCode.UNKNOWN_TOPIC_ID))
                     continue
-                requested.append((topic.name, list(t.partition_indexes)))
+                name = topic.name
             else:
-                requested.append((t.name, list(t.partition_indexes)))
+                name = t.name
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                refused.append((name, t.topic_id if by_id else ZERO_UUID, list(t.partition_indexes),
+                                ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
+            requested.append((name, list(t.partition_indexes)))
     try:
         if require_stable:
             await offset_manager.wait_stable(group_id)
         found = offset_manager.fetch_offsets(group_id, requested, require_stable)
     except KafkaError as exc:
         return exc.code, []
+    if requested is None:
+        found = [(name, parts) for name, parts in found
+                 if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
     out: list[tuple[str | None, uuid.UUID, list[FetchedPartition]]] = []
     for name, parts in found:
         topic = cache.topics.get(name)
@@ -394,13 +480,12 @@ async def _fetch_group(ctx: RequestContext, group_id: str | None, topics: Any, b
                     [(p, -1, -1, "", v) if isinstance(v, ErrorCode)
                      else (p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE) if v is not None
                      else (p, -1, -1, "", ErrorCode.NONE) for p, v in parts]))
-    for topic_id, indexes, code in unknown:
-        out.append((None, topic_id, [(p, -1, -1, "", code) for p in indexes]))
+    for refused_name, topic_id, indexes, code in refused:
+        out.append((refused_name, topic_id, [(p, -1, -1, "", code) for p in indexes]))
     return ErrorCode.NONE, out
 
 
 async def handle_offset_fetch(ctx: RequestContext, request) -> object:
-    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     if ctx.version >= 8:
         by_id = ctx.version >= 10
@@ -431,6 +516,8 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
 
 
 async def handle_offset_delete(ctx: RequestContext, request) -> object:
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return ctx.response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     TopicR = R.OffsetDeleteResponseTopic
@@ -440,9 +527,12 @@ async def handle_offset_delete(ctx: RequestContext, request) -> object:
     refused: dict[tuple[str, int], ErrorCode] = {}
     for t in request.topics:
         topic = cache.topics.get(t.name)
+        authorized = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
         indexes = []
         for p in t.partitions:
-            if topic is None or p.partition_index not in topic.partitions:
+            if not authorized:
+                refused[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or p.partition_index not in topic.partitions:
                 refused[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 indexes.append(p.partition_index)
@@ -468,20 +558,31 @@ async def handle_offset_delete(ctx: RequestContext, request) -> object:
 # ---- admin ----------------------------------------------------------------------------------------------------
 
 async def handle_describe_groups(ctx: RequestContext, request) -> object:
-    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     G = R.DescribedGroup
     coordinator = _coordinator(ctx)
     wants_ops = ctx.version >= 3 and request.include_authorized_operations
+    # As Kafka: the groups the principal may not DESCRIBE are answered first, then the described ones.
     groups = []
+    authorized = []
     for group_id in request.groups:
+        if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            authorized.append(group_id)
+        else:
+            groups.append(G(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
+                            group_state="", protocol_type="", protocol_data="", members=[],
+                            authorized_operations=None))
+    if authorized:
+        await _ensure_offsets_topic(ctx)
+    for group_id in authorized:
         d = coordinator.describe_group(group_id, ctx.version)
         message = f"Group {group_id} not found." if d.error == ErrorCode.GROUP_ID_NOT_FOUND else None
         members = [G.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                           client_id=m.client_id, client_host=m.client_host,
                                           member_metadata=metadata, member_assignment=m.assignment or b"")
                    for m, metadata in d.members]
-        ops = set(GROUP_OPERATIONS) if wants_ops and d.error == ErrorCode.NONE else None
+        ops = (operation_set(ctx.authorized_operations(ResourceType.GROUP, group_id))
+               if wants_ops and d.error == ErrorCode.NONE else None)
         groups.append(G(error_code=d.error, error_message=message, group_id=group_id, group_state=d.state,
                         protocol_type=d.protocol_type, protocol_data=d.protocol_data, members=members,
                         authorized_operations=ops))
@@ -490,6 +591,9 @@ async def handle_describe_groups(ctx: RequestContext, request) -> object:
 
 async def handle_list_groups(ctx: RequestContext, request) -> object:
     R = ctx.response_class
+    # DESCRIBE on the cluster lists every group (kept by Kafka for compatibility); otherwise only the groups the
+    # principal may DESCRIBE. Neither check logs a denial.
+    cluster_describe = ctx.authorize_cluster(AclOperation.DESCRIBE, log_if_denied=False)
     try:
         groups = _coordinator(ctx).list_groups(request.states_filter if ctx.version >= 4 else [],
                                                request.types_filter if ctx.version >= 5 else [])
@@ -497,16 +601,28 @@ async def handle_list_groups(ctx: RequestContext, request) -> object:
         return ctx.response(throttle_time_ms=0, error_code=exc.code, groups=[])
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
         R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
-                      group_type="classic") for g in groups])
+                      group_type="classic") for g in groups
+        if cluster_describe or ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id,
+                                             log_if_denied=False)])
 
 
 async def handle_delete_groups(ctx: RequestContext, request) -> object:
-    await _ensure_offsets_topic(ctx)
     R = ctx.response_class
     names = list(dict.fromkeys(request.groups_names))
-    results = _coordinator(ctx).delete_groups(names)
-    results = [(group_id, await _committed(ctx, group_id) if code == ErrorCode.NONE and group_id is not None
-                else code) for group_id, code in results]
+    authorized: list[str | None] = []
+    denied: list[str] = []
+    for name in names:
+        if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, name):
+            authorized.append(name)
+        else:
+            denied.append(name)
+    results = []
+    if authorized:
+        await _ensure_offsets_topic(ctx)
+        results = [(group_id, await _committed(ctx, group_id) if code == ErrorCode.NONE and group_id is not None
+                    else code) for group_id, code in _coordinator(ctx).delete_groups(authorized)]
+    # As Kafka: the groups the principal may not DELETE follow the coordinator's results.
+    results += [(name, ErrorCode.GROUP_AUTHORIZATION_FAILED) for name in denied]
     for group_id, code in results:
         if code != ErrorCode.NONE:
             log.info("DeleteGroups %s: %s", group_id, code.name)

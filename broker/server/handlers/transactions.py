@@ -39,6 +39,20 @@ state names are echoed back), producer id, v1+ running longer than a duration, a
 expression matched in full (INVALID_REGULAR_EXPRESSION if it does not compile), COORDINATOR_LOAD_IN_PROGRESS while
 one of this broker's `__transaction_state` partitions loads; DescribeProducers gives a partition leader's producers
 with their epochs, last sequences and the start offset of their open transaction.
+
+Authorization, with an authorizer, as Kafka's KafkaApis checks it, before anything else:
+- InitProducerId: with a transactional id, WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent
+  producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
+- AddPartitionsToTxn v0-3: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
+  partition), then WRITE on each topic (internal ones never pass): the partitions of a topic refused are
+  TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED. v4+ comes from brokers: CLUSTER_ACTION on the
+  cluster, else the top-level CLUSTER_AUTHORIZATION_FAILED.
+- AddOffsetsToTxn: WRITE on the transactional id, then READ on the group (GROUP_AUTHORIZATION_FAILED). EndTxn:
+  WRITE on the transactional id.
+- WriteTxnMarkers: ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every partition.
+- DescribeTransactions: DESCRIBE per transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and only the
+  topics the principal may DESCRIBE are shown; ListTransactions lists only the ids it may DESCRIBE;
+  DescribeProducers: READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
@@ -64,6 +78,7 @@ from minikafka.broker.coordinator.transaction.transaction_coordinator import Tra
 from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
 from minikafka.broker.coordinator.transaction.transaction_state import TransactionState
 from minikafka.broker.replication.delayed_produce import AppendResult
+from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
@@ -86,6 +101,11 @@ def _coordinator(ctx: RequestContext) -> TransactionCoordinator:
     return ctx.services.transaction_coordinator
 
 
+def _may_write_transactional_id(ctx: RequestContext, transactional_id: str) -> bool:
+    """What a producer's every transactional request needs (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    return ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 def _fenced_as(error: ErrorCode, version: int, first_version: int) -> ErrorCode:
     if error == ErrorCode.PRODUCER_FENCED and version < first_version:
         return ErrorCode.INVALID_PRODUCER_EPOCH
@@ -98,6 +118,14 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
                                                                        INIT_PRODUCER_ID_FENCED_VERSION),
                             producer_id=producer_id, producer_epoch=epoch)
 
+    # As Kafka, before anything else: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on
+    # the cluster or WRITE on some topic (Kafka's authorizeByResourceType).
+    if request.transactional_id is not None:
+        if not _may_write_transactional_id(ctx, request.transactional_id):
+            return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not (ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+              or ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     expected: tuple[int, int] | None = None
     if ctx.version >= 3:
         pair = (request.producer_id, request.producer_epoch)
@@ -142,6 +170,10 @@ async def find_transaction_coordinator(ctx: RequestContext, transactional_id: st
 
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> ApiMessage:
     R = ctx.response_class
+    if ctx.version >= BATCHED_ADD_PARTITIONS_VERSION and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        # The batched versions come from brokers only; Kafka refuses the whole request.
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            results_by_transaction=[])
     if ctx.version < BATCHED_ADD_PARTITIONS_VERSION:
         transactions = [(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                          request.v3_and_below_producer_epoch, False, request.v3_and_below_topics)]
@@ -169,10 +201,19 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitio
 
 async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                           verify_only: bool, partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    # A producer's request (v0-3) needs WRITE on the transactional id, then on each topic: an internal topic is
+    # never authorized, as Kafka leaves them out of the check.
+    from_client = ctx.version < BATCHED_ADD_PARTITIONS_VERSION
+    if from_client and not _may_write_transactional_id(ctx, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     topics = ctx.services.metadata_cache.topics
+    unwritable: set[str] = set()
+    if from_client:
+        unwritable = {topic for topic in {topic for topic, _ in partitions}
+                      if topic in INTERNAL_TOPICS or not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, topic)}
     refused: dict[TopicPartition, ErrorCode] = {}
     for tp in partitions:
-        if ctx.version < BATCHED_ADD_PARTITIONS_VERSION and tp[0] in INTERNAL_TOPICS:
+        if tp[0] in unwritable:
             refused[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif tp[0] not in topics or tp[1] not in topics[tp[0]].partitions:
             refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -192,6 +233,10 @@ async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_i
 
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> ApiMessage:
+    if not _may_write_transactional_id(ctx, request.transactional_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     num_partitions = ctx.services.config.get("offsets.topic.num.partitions")
     offsets_topic = ctx.services.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
     if offsets_topic is not None:
@@ -203,6 +248,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTx
 
 
 async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> ApiMessage:
+    if not _may_write_transactional_id(ctx, request.transactional_id):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
     version = TransactionVersion.TV_2 if ctx.version >= END_TXN_EPOCH_BUMP_VERSION else TransactionVersion.TV_0
     result = await _coordinator(ctx).handle_end_transaction(request.transactional_id, request.producer_id,
                                                             request.producer_epoch, request.committed, version)
@@ -213,6 +261,13 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> ApiMess
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> ApiMessage:
     """Every marker is appended first, then one wait until the ISR has them all: a request carrying the markers of
     many transactions costs one replication round trip, not one per marker."""
+    # As Kafka: ALTER on the cluster (an administrator aborting a hanging transaction, KIP-664) or else
+    # CLUSTER_ACTION (a transaction coordinator's broker); without either every partition is refused.
+    if not (ctx.authorize_cluster(AclOperation.ALTER, log_if_denied=False)
+            or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)):
+        return _markers_response(ctx, request, [
+            {(t.name, index): ErrorCode.CLUSTER_AUTHORIZATION_FAILED for t in marker.topics
+             for index in t.partition_indexes} for marker in request.markers])
     replica_manager = ctx.services.replica_manager
     timeout_ms = ctx.services.config.get("request.timeout.ms")
     answers: list[dict[TopicPartition, ErrorCode]] = [{} for _ in request.markers]
@@ -233,6 +288,12 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
         if offsets_partitions:
             ctx.services.group_coordinator.on_transaction_completed(marker.producer_id, offsets_partitions,
                                                                     bool(marker.transaction_result))
+    return _markers_response(ctx, request, answers)
+
+
+def _markers_response(ctx: RequestContext, request: WriteTxnMarkersRequest,
+                      answers: list[dict[TopicPartition, ErrorCode]]) -> ApiMessage:
+    """Each marker answered with its partitions' errors."""
     R = ctx.response_class
     M = R.WritableTxnMarkerResult
     T = M.WritableTxnMarkerTopicResult
@@ -289,6 +350,9 @@ async def handle_describe_transactions(ctx: RequestContext, request: DescribeTra
         state = dict(transactional_id=transactional_id, transaction_state="", transaction_timeout_ms=0,
                      transaction_start_time_ms=-1, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
                      topics=[])
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            states.append(S(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, **state))
+            continue
         try:
             if transactional_id == "":
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "empty transactional id")
@@ -303,6 +367,9 @@ async def handle_describe_transactions(ctx: RequestContext, request: DescribeTra
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(metadata.topic_partitions):
             by_topic.setdefault(topic, []).append(index)
+        # As Kafka: only the topics the principal may DESCRIBE are shown.
+        by_topic = {topic: indexes for topic, indexes in by_topic.items()
+                    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)}
         states.append(S(error_code=ErrorCode.NONE, transactional_id=transactional_id,
                         transaction_state=metadata.state.state_name, transaction_timeout_ms=metadata.txn_timeout_ms,
                         transaction_start_time_ms=metadata.txn_start_timestamp, producer_id=metadata.producer_id,
@@ -343,7 +410,8 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
               and (not producer_ids or m.producer_id in producer_ids)
               and (not request.state_filters or m.state in states)
               and (duration_ms < 0 or now - m.txn_start_timestamp > duration_ms)
-              and (matcher is None or matcher.fullmatch(m.transactional_id))]
+              and (matcher is None or matcher.fullmatch(m.transactional_id))
+              and ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)]
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
                         transaction_states=listed)
 
@@ -357,8 +425,13 @@ async def handle_describe_producers(ctx: RequestContext, request: DescribeProduc
     replica_manager = ctx.services.replica_manager
     topics = []
     for t in request.topics:
+        authorized = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
         partitions = []
         for index in t.partition_indexes:
+            if not authorized:
+                partitions.append(P(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    error_message="Topic authorization failed.", active_producers=[]))
+                continue
             try:
                 partition = replica_manager.partition_or_error(t.name, index)
                 partition.require_leader()
