@@ -34,7 +34,7 @@ class Acl:
     host: str = "*"
 
     def __post_init__(self) -> None:
-        named = [kind for kind in RESOURCE_TYPES if getattr(self, kind) not in (None, False)]
+        named = self._named()
         if len(named) != 1:
             raise ValueError(f"an Acl names exactly one resource (topic=, group=, cluster=True, transactional_id= or "
                              f"user=), not {named or 'none'}")
@@ -44,10 +44,11 @@ class Acl:
     @property
     def resource(self) -> tuple[str, str]:
         """(Kafka's resource type name, resource name)."""
-        if self.cluster:
-            return "CLUSTER", "kafka-cluster"
-        kind = next(k for k in RESOURCE_TYPES if getattr(self, k) is not None)
-        return kind.upper(), getattr(self, kind)
+        (kind,) = self._named()
+        return (kind.upper(), "kafka-cluster") if kind == "cluster" else (kind.upper(), getattr(self, kind))
+
+    def _named(self) -> list[str]:
+        return [kind for kind in RESOURCE_TYPES if getattr(self, kind) not in (None, False)]
 
     def to_kafka_python(self) -> Any:
         from kafka.admin import (

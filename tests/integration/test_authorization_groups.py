@@ -45,12 +45,6 @@ def admin(broker):
     client.close()
 
 
-def txn_acl(principal: str, operation: str, transactional_id: str) -> Acl:
-    """An ACL on a transactional id (`cluster=None`: minikafka.Acl.resource would otherwise take the default
-    cluster=False for the resource it names)."""
-    return Acl(principal, operation, transactional_id=transactional_id, cluster=None)  # type: ignore[arg-type]
-
-
 def _kafka_python(broker: minikafka.Broker, user: str, cls: type, *args, **settings):
     return cls(*args, **broker.client_config(user=user, client="kafka-python"), **settings)
 
@@ -228,7 +222,7 @@ def test_deleting_a_group_or_its_offsets_needs_delete_on_the_group_and_read_on_t
 
 def test_coordinator_lookups_need_describe_per_key(broker, admin):
     group, hidden_group, txn, hidden_txn = _name("g"), _name("g"), _name("tx"), _name("tx")
-    broker.add_acls(Acl("User:alice", "DESCRIBE", group=group), txn_acl("User:alice", "DESCRIBE", txn))
+    broker.add_acls(Acl("User:alice", "DESCRIBE", group=group), Acl("User:alice", "DESCRIBE", transactional_id=txn))
     with RawConnection(broker.bootstrap_servers) as conn:
         conn.authenticate_plain("alice", USERS["alice"])
         old = conn.request(FindCoordinatorRequest[3](key=hidden_group, key_type=0))

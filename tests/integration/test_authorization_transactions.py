@@ -39,12 +39,6 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def txn_acl(principal: str, operation: str, transactional_id: str) -> Acl:
-    """An ACL on a transactional id (`cluster=None`: minikafka.Acl.resource would otherwise take the default
-    cluster=False for the resource it names)."""
-    return Acl(principal, operation, transactional_id=transactional_id, cluster=None)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="module")
 def broker():
     with minikafka.Broker(security="SASL_PLAINTEXT", users=USERS, acls=[]) as broker:
@@ -96,14 +90,15 @@ def _init_fails_with(broker: minikafka.Broker, user: str, transactional_id: str)
 def test_a_transactional_producer_needs_write_on_its_transactional_id(broker, admin):
     topic, unknown, describable = _name("out"), _name("tx"), _name("tx")
     _topics(admin, topic)
-    broker.add_acls(Acl("User:alice", "WRITE", topic=topic), txn_acl("User:alice", "DESCRIBE", describable))
+    broker.add_acls(Acl("User:alice", "WRITE", topic=topic),
+                    Acl("User:alice", "DESCRIBE", transactional_id=describable))
     # No right on the id: FindCoordinator is refused; DESCRIBE alone: InitProducerId is. Both are fatal.
     for transactional_id in (unknown, describable):
         error = _init_fails_with(broker, "alice", transactional_id)
         assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and error.fatal()
     assert not any(t.transactional_id in (unknown, describable)
                    for listed in admin.list_transactions().values() for t in listed)
-    broker.add_acls(txn_acl("User:alice", "WRITE", describable))
+    broker.add_acls(Acl("User:alice", "WRITE", transactional_id=describable))
     producer = Producer({**broker.client_config(user="alice"), "transactional.id": describable})
     producer.init_transactions(TIMEOUT_S)
     producer.begin_transaction()
@@ -115,7 +110,8 @@ def test_a_transactional_producer_needs_write_on_its_transactional_id(broker, ad
 def test_offsets_sent_to_a_transaction_need_read_on_the_group_and_on_their_topics(broker, admin):
     source, sink, group, transactional_id = _name("in"), _name("out"), _name("g"), _name("tx")
     _topics(admin, source, sink)
-    broker.add_acls(txn_acl("User:alice", "WRITE", transactional_id), Acl("User:alice", "WRITE", topic=sink))
+    broker.add_acls(Acl("User:alice", "WRITE", transactional_id=transactional_id),
+                    Acl("User:alice", "WRITE", topic=sink))
     producer = Producer({**broker.client_config(user="alice"), "transactional.id": transactional_id})
     producer.init_transactions(TIMEOUT_S)
     group_metadata = Consumer({**broker.client_config(user="alice"), "group.id": group}).consumer_group_metadata()
@@ -170,8 +166,8 @@ def test_each_transaction_request_needs_write_on_the_transactional_id_then_its_t
     writable, readonly, group, transactional_id, foreign = (_name("w"), _name("r"), _name("g"), _name("tx"),
                                                              _name("tx"))
     _topics(admin, writable, readonly)
-    broker.add_acls(txn_acl("User:alice", "WRITE", transactional_id), Acl("User:alice", "WRITE", topic=writable),
-                    Acl("User:alice", "DESCRIBE", topic=readonly))
+    broker.add_acls(Acl("User:alice", "WRITE", transactional_id=transactional_id),
+                    Acl("User:alice", "WRITE", topic=writable), Acl("User:alice", "DESCRIBE", topic=readonly))
     with RawConnection(broker.bootstrap_servers) as conn:
         conn.authenticate_plain("alice", USERS["alice"])
         init = conn.request(InitProducerIdRequest[4](transactional_id=transactional_id, transaction_timeout_ms=60000,
@@ -223,7 +219,8 @@ def test_an_open_transaction_is_described_and_aborted_only_with_the_rights_kafka
     assert hanging.flush(TIMEOUT_S) == 0
     other = Producer({**broker.client_config(), "transactional.id": other_id})
     other.init_transactions(TIMEOUT_S)
-    broker.add_acls(txn_acl("User:alice", "DESCRIBE", transactional_id), Acl("User:alice", "DESCRIBE", topic=shown))
+    broker.add_acls(Acl("User:alice", "DESCRIBE", transactional_id=transactional_id),
+                    Acl("User:alice", "DESCRIBE", topic=shown))
     partition = KafkaTopicPartition(shown, 0)
     alice = KafkaAdminClient(**broker.client_config(user="alice", client="kafka-python"))
     try:
