@@ -11,6 +11,10 @@ AlterClientQuotas goes to the controller as it came, and its answer (one per ent
 a ZooKeeper-mode broker first reads the altered entities back from ZooKeeper, so it describes them as altered at
 once (a KRaft broker has caught up with the controller by then).
 Both are flexible from v1.
+
+With an authorizer, as Kafka: DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED, no message, null entries), AlterClientQuotas ALTER_CONFIGS on the cluster (else each
+entry is CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", and nothing goes to the controller).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from minikafka.broker.metadata.client_quota_entity import (
     ClientQuotas,
     quota_entity,
 )
+from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
@@ -34,6 +39,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 # A filter: the names wanted by entity type (None: the default), and the types wanted with any name.
 QuotaFilter = tuple[dict[str, str | None], set[str]]
+CLUSTER_NOT_AUTHORIZED = "Cluster authorization failed."  # Kafka's Errors message
 
 
 def quota_filter(components: list) -> QuotaFilter:
@@ -91,6 +97,9 @@ def describe_client_quotas(quotas: ClientQuotas, components: list,
 
 async def handle_describe_client_quotas(ctx: RequestContext, request: DescribeClientQuotasRequest) -> ApiMessage:
     R = ctx.response_class
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return ctx.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            error_message=None, entries=None)
     try:
         found = describe_client_quotas(ctx.services.metadata_cache.image.client_quotas, request.components,
                                        request.strict)
@@ -111,6 +120,8 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: AlterClientQu
             entity=[R.EntryData.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
                     for e in entry.entity]) for entry in request.entries])
 
+    if not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_NOT_AUTHORIZED)
     response = await forward(ctx, request, failed)
     if not request.validate_only:
         await ctx.services.metadata.client_quotas_altered(

@@ -5,15 +5,18 @@ v2 may ask for fenced brokers too (KIP-1073), each then flagged. The controller 
 KRaft broker answers: clients reach the controller through brokers (KIP-590); a ZooKeeper-mode broker names the
 current controller. v1+ names an endpoint type
 (KIP-919): brokers are described, a request for controller endpoints is UNSUPPORTED_ENDPOINT_TYPE. Cluster
-authorized operations are answered when asked for: without authorization, all of them.
+authorized operations are answered when asked for, as Kafka's brokers answer them: those the principal may do on the
+cluster if it may DESCRIBE it, else none (without an authorizer, all of them). Nothing else is authorized: a broker
+describes the cluster to anyone (only Kafka's controllers want ALTER on it).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import CLUSTER_OPERATIONS, NOT_REQUESTED
+from minikafka.broker.server.handlers.common import NOT_REQUESTED, operation_set
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -37,7 +40,10 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
         if endpoint is not None and (with_fenced or not info.fenced):
             brokers.append(R.DescribeClusterBroker(broker_id=broker_id, host=endpoint.host, port=endpoint.port,
                                                    rack=info.rack, is_fenced=info.fenced))
-    ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+    ops = NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        ops = (operation_set(ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME))
+               if ctx.authorize_cluster(AclOperation.DESCRIBE) else frozenset())
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                         endpoint_type=BROKER_ENDPOINT_TYPE, cluster_id=cache.cluster_id,
                         controller_id=cache.controller_id(), brokers=brokers, authorized_operations=ops)

@@ -14,6 +14,13 @@ only, and answers validate_only exactly as the change would). A broker resource 
 cluster default (""), as Kafka's brokers check before forwarding (the ZooKeeper-mode controller, to which the other
 brokers forward, takes any); any other resource type is INVALID_REQUEST.
 Flexible from v2 and v1.
+
+With an authorizer, as Kafka: describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the cluster for
+broker, broker-logger and client-metrics resources (else CLUSTER_AUTHORIZATION_FAILED), on the topic for a topic
+(TOPIC_AUTHORIZATION_FAILED, whether it exists or not), on the group for a group (GROUP_AUTHORIZATION_FAILED), each
+with Kafka's default message and, described, no configs. Authorization comes first, except that an alteration
+naming another broker is refused before it (Kafka's brokers check that before forwarding); the legacy AlterConfigs
+refuses broker loggers unauthorized, as Kafka's does. A refused alteration is not forwarded.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from typing import Any
 from kafka.protocol.admin.configs import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import BrokerServices, RequestContext
 from minikafka.broker.server.forwarding import ForwardingError
 from minikafka.protocol.api_keys import ApiKey
@@ -30,6 +38,16 @@ from minikafka.storage.log_config import ConfigEntry, LogConfig
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
+GROUP = 32
+# Whose ACLs a config resource is authorized against (Kafka's ConfigResource types).
+ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: ResourceType.CLUSTER,
+                 BROKER_LOGGER: ResourceType.CLUSTER, CLIENT_METRICS: ResourceType.CLUSTER}
+# Kafka's Errors messages for a resource refused.
+AUTHORIZATION_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                          ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                          ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
 
 
 def _topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[ConfigEntry]:
@@ -48,6 +66,20 @@ def _broker_name_error(services: BrokerServices, name: str) -> str | None:
     return None
 
 
+def _authorization_refusal(ctx: RequestContext, operation: AclOperation,
+                           resource: Any) -> tuple[ErrorCode, str] | None:
+    """Kafka's error and message when the principal may not do `operation` on a config resource; None when it
+    may, or when the type is none Kafka knows (refused then as unsupported)."""
+    acl_type = ACL_RESOURCES.get(resource.resource_type)
+    if acl_type is None:
+        return None
+    name = CLUSTER_NAME if acl_type == ResourceType.CLUSTER else resource.resource_name
+    if ctx.authorize(operation, acl_type, name):
+        return None
+    code = AUTHORIZATION_ERRORS[acl_type]
+    return code, AUTHORIZATION_MESSAGES[code]
+
+
 async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> ApiMessage:
     R = ctx.response_class
     CR = R.DescribeConfigsResult.DescribeConfigsResourceResult
@@ -55,7 +87,10 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     results = []
     for res in request.resources:
         code, message, entries = ErrorCode.NONE, None, []
-        if res.resource_type == TOPIC:
+        refusal = _authorization_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, res)
+        if refusal is not None:
+            code, message = refusal
+        elif res.resource_type == TOPIC:
             cache = services.metadata_cache
             if res.resource_name not in cache.topics:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
@@ -88,19 +123,38 @@ def _relays_for_other_brokers(ctx: RequestContext) -> bool:
     return bool(services.config.zookeeper_mode and services.metadata.controller_id() == services.node_id)
 
 
-def _local_refusal(ctx: RequestContext, resource: Any) -> tuple[ErrorCode, str]:
-    if resource.resource_type == BROKER:
-        return ErrorCode.INVALID_REQUEST, _broker_name_error(ctx.services, resource.resource_name) or ""
-    return ErrorCode.INVALID_REQUEST, f"altering configs of resource type {resource.resource_type} is not supported"
+def _alter_refusal(ctx: RequestContext, resource: Any, relaying: bool,
+                   incremental: bool) -> tuple[ErrorCode, str] | None:
+    """Why a resource's alteration is not forwarded, in Kafka's order: a broker resource naming another broker
+    (which Kafka's brokers refuse before forwarding), authorization (not of the legacy AlterConfigs' broker loggers,
+    which Kafka refuses first), then a type this broker does not alter; None to forward it."""
+    if resource.resource_type == BROKER and not relaying:
+        message = _broker_name_error(ctx.services, resource.resource_name)
+        if message is not None:
+            return ErrorCode.INVALID_REQUEST, message
+    if incremental or resource.resource_type != BROKER_LOGGER:
+        refusal = _authorization_refusal(ctx, AclOperation.ALTER_CONFIGS, resource)
+        if refusal is not None:
+            return refusal
+    if resource.resource_type not in (TOPIC, BROKER):
+        return (ErrorCode.INVALID_REQUEST,
+                f"altering configs of resource type {resource.resource_type} is not supported")
+    return None
 
 
 async def _alter_configs(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest
                          ) -> ApiMessage:
     R = ctx.response_class
     relaying = _relays_for_other_brokers(ctx)
-    forwarded_resources = [res for res in request.resources if res.resource_type == TOPIC or (
-        res.resource_type == BROKER and (relaying or _broker_name_error(ctx.services, res.resource_name) is None))]
+    incremental = request.API_KEY == ApiKey.INCREMENTAL_ALTER_CONFIGS
     answers: dict[int, tuple[ErrorCode, str | None]] = {}
+    forwarded_resources = []
+    for res in request.resources:
+        refusal = _alter_refusal(ctx, res, relaying, incremental)
+        if refusal is None:
+            forwarded_resources.append(res)
+        else:
+            answers[id(res)] = refusal
     if forwarded_resources:
         forwarded = type(request)(resources=forwarded_resources, validate_only=request.validate_only)
         try:
@@ -111,7 +165,7 @@ async def _alter_configs(ctx: RequestContext, request: AlterConfigsRequest | Inc
             answers.update({id(res): (exc.code, str(exc)) for res in forwarded_resources})
     responses = []
     for res in request.resources:
-        code, message = answers[id(res)] if id(res) in answers else _local_refusal(ctx, res)
+        code, message = answers[id(res)]
         responses.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                         resource_type=res.resource_type,
                                                         resource_name=res.resource_name))

@@ -16,11 +16,16 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   unless its client re-authenticates;
 - shutdown: a clean stop, as on SIGTERM;
 - metrics: the node's metrics, by their Prometheus names and labels (see metrics).
+
+With an authorizer, the control API is the super users' (`super.users`) alone, as it can do anything to the
+broker: any other principal's request, whatever its operation, is answered {"ok": false, "error":
+"CLUSTER_AUTHORIZATION_FAILED: ..."} and nothing is done. Without one, anyone who reaches the listener may use it.
 """
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import trio
@@ -36,7 +41,7 @@ from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.server.broker_services import BrokerServices
 from minikafka.broker.server.metrics import broker_families
 from minikafka.protocol.control import CONTROL_API_KEY
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.control")
 
@@ -46,8 +51,28 @@ CONTROLLER_LOOKUP_S = 5.0
 
 
 async def process_control(services: BrokerServices, request: Request) -> bytes:
-    return await answer_control(OPERATIONS, services, request.header, request.frame, request.body_pos,
-                                request.context)
+    conn = request.context
+    authorizer = services.authorizer
+    operations = OPERATIONS if authorizer is None or conn.principal in authorizer.super_users else REFUSED
+    return await answer_control(operations, services, request.header, request.frame, request.body_pos, conn)
+
+
+async def _refuse(_services: BrokerServices, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
+    raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     f"the control API is for super users (super.users) only, and {conn.principal} is not one")
+
+
+class _Refused(Mapping[str, Operation[BrokerServices]]):
+    """What a principal that is not a super user may do: every operation it names is refused, known or not."""
+
+    def __getitem__(self, op: str) -> Operation[BrokerServices]:
+        return _refuse
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _optional_int(request: dict[str, Any], name: str) -> int | None:
@@ -233,6 +258,8 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "shutdown": _shutdown,
     "metrics": _metrics,
 }
+
+REFUSED = _Refused()
 
 # Served by KafkaApis outside the Kafka API table: never advertised, raw frames in and out.
 HANDLERS: dict = {}

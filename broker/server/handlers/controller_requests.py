@@ -12,6 +12,11 @@ controller also calls.
 From other brokers: AlterPartition, ControlledShutdown, AllocateProducerIds and AssignReplicasToDirs (replicas lost
 with a failed log dir) go to the controller running in this broker, which answers NOT_CONTROLLER unless it is the
 active one.
+
+With an authorizer, every one of them needs CLUSTER_ACTION on the cluster, checked first as Kafka's brokers and
+controllers check it: else CLUSTER_AUTHORIZATION_FAILED for the request as a whole, and nothing is done. The
+principal is the sender's on the inter-broker listener (ANONYMOUS while that listener is PLAINTEXT, so it must be a
+super user there).
 """
 from __future__ import annotations
 
@@ -19,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.security.acl import AclOperation
 from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from minikafka.broker.server.broker_services import RequestContext
@@ -32,11 +39,21 @@ def _source(ctx: RequestContext) -> ZkMetadataSource:
 
 
 async def handle_from_controller(ctx: RequestContext, request: ApiMessage) -> ApiMessage:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return _not_authorized(ctx)
     return await _source(ctx).handle_from_controller(request, ctx.version)
 
 
 async def handle_for_controller(ctx: RequestContext, request: ApiMessage) -> ApiMessage:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return _not_authorized(ctx)
     return await _source(ctx).handle_for_controller(request, ctx.version, ctx.conn)
+
+
+def _not_authorized(ctx: RequestContext) -> ApiMessage:
+    """The request refused as a whole, as the broker refuses a stale epoch: the top-level error, without the copy
+    of it for each partition that Kafka's LeaderAndIsr and StopReplica error responses add."""
+    return ctx.response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
 CONTROL_PLANE_HANDLERS = {

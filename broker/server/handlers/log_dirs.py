@@ -12,6 +12,10 @@ ReplicaAlterLogDirsManager while the partition goes on serving, then swapped in.
 LOG_DIR_NOT_FOUND for a path that is not a configured log dir, KAFKA_STORAGE_ERROR for an offline one (or while
 any dir is offline), REPLICA_NOT_AVAILABLE for a partition not hosted here — the dir is still remembered and the
 replica is created there when it comes. v2 is flexible.
+
+With an authorizer, as Kafka: DescribeLogDirs needs DESCRIBE on the cluster, else it answers no dirs (and, from v3,
+CLUSTER_AUTHORIZATION_FAILED); AlterReplicaLogDirs needs ALTER on the cluster, else every partition is
+CLUSTER_AUTHORIZATION_FAILED and nothing moves.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.log.log_manager import future_dir_name
 from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -39,13 +44,17 @@ MAX_FILE_NAME_LENGTH = 255
 
 
 async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> ApiMessage:
+    fields: dict[str, object] = {"throttle_time_ms": 0, "results": []}
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        if ctx.version >= TOP_LEVEL_ERROR_MIN_VERSION:
+            fields["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ctx.response(**fields)
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     replica_manager = ctx.services.replica_manager
-    results = [_describe_dir(ctx, replica_manager, log_dir, wanted)
-               for log_dir in replica_manager.log_manager.log_dirs]
-    fields: dict[str, object] = {"throttle_time_ms": 0, "results": results}
+    fields["results"] = [_describe_dir(ctx, replica_manager, log_dir, wanted)
+                         for log_dir in replica_manager.log_manager.log_dirs]
     if ctx.version >= TOP_LEVEL_ERROR_MIN_VERSION:
         fields["error_code"] = ErrorCode.NONE
     return ctx.response(**fields)
@@ -87,6 +96,15 @@ def _offset_lag(replica_manager: ReplicaManager, tp: TopicPartition, log_end_off
 
 
 async def handle_alter_replica_log_dirs(ctx: RequestContext, request: AlterReplicaLogDirsRequest) -> ApiMessage:
+    R = ctx.response_class.AlterReplicaLogDirTopicResult
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        # Kafka's error response: a result per dir and topic named, as they came.
+        return ctx.response(throttle_time_ms=0, results=[
+            R(topic_name=topic.name, partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=index,
+                                                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                for index in topic.partitions])
+            for entry in request.dirs for topic in entry.topics])
     destinations: dict[TopicPartition, str] = {}
     for entry in request.dirs:
         for topic in entry.topics:
@@ -96,7 +114,6 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, request: AlterRepli
     errors = {tp: alter_replica_log_dir(replica_manager, tp, path) for tp, path in destinations.items()}
     if any(code == ErrorCode.NONE for code in errors.values()):
         replica_manager.alter_log_dirs_manager.wake()
-    R = ctx.response_class.AlterReplicaLogDirTopicResult
     by_topic = defaultdict(list)
     for (topic, index), code in errors.items():
         by_topic[topic].append(R.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=code))

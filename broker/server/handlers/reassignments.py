@@ -9,12 +9,16 @@ nothing); v1 with allow_replication_factor_change false refuses a target of anot
 INVALID_REPLICATION_FACTOR (KIP-860). List: the ongoing reassignments of the named partitions, or of all with a null
 topic list, each with its full replica list and the replicas being added and removed. Every version is flexible.
 A request whose controller cannot be reached answers REQUEST_TIMED_OUT.
+
+With an authorizer, as Kafka: Alter needs ALTER on the cluster, List DESCRIBE; else CLUSTER_AUTHORIZATION_FAILED
+in Kafka's error response (the top-level error and each partition named), and nothing goes to the controller.
 """
 from __future__ import annotations
 
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
@@ -33,14 +37,29 @@ async def handle_alter_partition_reassignments(ctx: RequestContext,
                                     RP(partition_index=p.partition_index, error_code=code, error_message=message)
                                     for p in t.partitions])
                                 for t in request.topics])
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
     return await forward(ctx, request, failed)
 
 
 async def handle_list_partition_reassignments(ctx: RequestContext,
                                               request: ListPartitionReassignmentsRequest) -> ApiMessage:
     def failed(code: ErrorCode, message: str) -> ApiMessage:
-        return ctx.response(throttle_time_ms=0, error_code=code, error_message=message, topics=[])
+        """Kafka's error response: each topic named, with its partitions' indexes alone."""
+        R = ctx.response_class.OngoingTopicReassignment
+        return ctx.response(throttle_time_ms=0, error_code=code, error_message=message, topics=[
+            R(name=t.name, partitions=[R.OngoingPartitionReassignment(partition_index=index, replicas=[],
+                                                                      adding_replicas=[], removing_replicas=[])
+                                       for index in t.partition_indexes])
+            for t in request.topics or []])
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
     return await forward(ctx, request, failed)
+
+
+def _not_authorized(ctx: RequestContext) -> str:
+    """Kafka's message for a request refused as a whole for want of a cluster operation."""
+    return f"Request {ctx.schema.request.__name__.removesuffix('Request')} from {ctx.principal} is not authorized."
 
 
 HANDLERS = {ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,

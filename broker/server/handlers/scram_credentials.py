@@ -12,6 +12,10 @@ first reads the altered users back from ZooKeeper, so it describes them as alter
 caught up with the controller by then). A controller that cannot be reached fails every user named, as Kafka's
 error response does.
 Both are flexible from v0.
+
+With an authorizer, as Kafka: Describe needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (no message)
+for the request and in a nameless result per user named; Alter needs ALTER on the cluster, else every user named
+is CLUSTER_AUTHORIZATION_FAILED and nothing goes to the controller.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, Describ
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.metadata.scram_credentials import ScramCredentials
+from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
@@ -58,6 +63,12 @@ def describe_scram_credentials(credentials: ScramCredentials, users: list[str] |
 async def handle_describe_user_scram_credentials(ctx: RequestContext,
                                                  request: DescribeUserScramCredentialsRequest) -> ApiMessage:
     R = ctx.response_class
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        # Kafka's error response: the users' results do not even name them.
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ctx.response(throttle_time_ms=0, error_code=code, error_message=None, results=[
+            R.DescribeUserScramCredentialsResult(user="", error_code=code, error_message=None, credential_infos=[])
+            for _ in request.users or []])
     users = None if request.users is None else [u.name for u in request.users]
     found = describe_scram_credentials(ctx.services.metadata_cache.image.scram_credentials, users)
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, results=[
@@ -78,10 +89,17 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext,
         return ctx.response(throttle_time_ms=0, results=[
             R.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message) for user in users])
 
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
     response = await forward(ctx, request, failed)
     await ctx.services.metadata.scram_credentials_altered(
         [r.user for r in response.results if r.error_code == ErrorCode.NONE])
     return response
+
+
+def _not_authorized(ctx: RequestContext) -> str:
+    """Kafka's message for a request refused as a whole for want of a cluster operation."""
+    return f"Request {ctx.schema.request.__name__.removesuffix('Request')} from {ctx.principal} is not authorized."
 
 
 HANDLERS = {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
