@@ -14,10 +14,11 @@ broker-only node that finds the cluster's controller. The handle holds its port 
 `close()` (on Linux), so a restart never finds it taken. `in_process=True` runs it on a thread of this process
 instead, for the fastest start.
 
-With `security="SSL"`, `"SASL_PLAINTEXT"` or `"SASL_SSL"` the client listener is secured as Kafka secures it
+With `security="SSL"`, `"SASL_PLAINTEXT"` or `"SASL_SSL"` the broker's listener is secured as Kafka secures it
 (certificates made for the test, `users` as SASL/PLAIN users, `ssl_client_auth` for mutual TLS) and
-`client_config(user=..., client=...)` gives each client library its settings; an inter-broker listener, INTERNAL,
-stays plaintext. `faults` and `state` connect as the `admin` user.
+`client_config(user=..., client=...)` gives each client library its settings. It is the inter-broker listener too:
+brokers reach each other (and a cluster's controller) over TLS and SASL as the `admin` user, and no listener is
+plaintext. `faults` and `state` connect as `admin` as well.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from minikafka.control_client import ControlClient
+from minikafka.controller_handle import CONTROLLER_LISTENER
 from minikafka.faults import Faults
 from minikafka.handle_security import HandleSecurity
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
@@ -85,6 +87,9 @@ class Broker(NodeHandle):
         self._owns_security = not isinstance(security, HandleSecurity)
         self.security = security if isinstance(security, HandleSecurity) else \
             HandleSecurity(security, users, host, ssl_client_auth, acls=acls)
+        if controller is not None and controller.security is not None and controller.security is not self.security:
+            raise ValueError("a broker of a secured controller shares its HandleSecurity (a Cluster's): the broker "
+                             "logs in to the controller with it")
         self._faults: Faults | None = None
         self._state: State | None = None
 
@@ -100,14 +105,16 @@ class Broker(NodeHandle):
         protocol = self.security.protocol
         props = {**self.config, "node.id": str(self.node_id), "listeners": f"{protocol}://{self.host}:{self._port}",
                  "log.dirs": ",".join(str(d) for d in self.log_dirs)}
-        if protocol != "PLAINTEXT":
-            props.update({"listeners": f"{protocol}://{self.host}:{self._port},INTERNAL://{self.host}:0",
-                          "listener.security.protocol.map": f"{protocol}:{protocol},INTERNAL:PLAINTEXT",
-                          "inter.broker.listener.name": "INTERNAL", **self.security.broker_properties(protocol)})
-        props.update(self.security.authorizer_properties())
         if self.controller is not None:
             props.update({"process.roles": "broker",
                           "controller.quorum.bootstrap.servers": self.controller.quorum_bootstrap_server})
+        if protocol != "PLAINTEXT":
+            secured_controller = self.controller is not None and self.controller.security is not None
+            props.update(self.security.broker_properties(
+                protocol, CONTROLLER_LISTENER if secured_controller else None))
+            if self.controller is not None and not secured_controller:  # the map names every listener reached
+                props["listener.security.protocol.map"] += f",{CONTROLLER_LISTENER}:PLAINTEXT"
+        props.update(self.security.authorizer_properties())
         return props
 
     @property

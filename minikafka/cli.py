@@ -85,7 +85,8 @@ def _serve_config(args: argparse.Namespace) -> BrokerConfig:
 
 def _security_overrides(args: argparse.Namespace, overrides: dict[str, object]) -> dict[str, str]:
     """The listener as --security asks, its certificates (kept in DIR-tls beside the data dir, so clients go on
-    trusting the same CA) and users; the CA and a client config for the first user are printed."""
+    trusting the same CA) and users; it is the inter-broker listener too (the node's own connections log in as
+    admin). The CA and a client config for the first user are printed."""
     from minikafka.handle_security import HandleSecurity
 
     users = {}
@@ -106,9 +107,7 @@ def _security_overrides(args: argparse.Namespace, overrides: dict[str, object]) 
     config_file.touch(mode=0o600)  # it holds a password
     config_file.write_text(properties.split("\n", 1)[1])  # all but bootstrap.servers, which the tools take apart
     print(f"minikafka client config: {config_file} (for --command-config and Kafka's tools)", flush=True)
-    return {"listeners": f"{protocol}://{host}:{port},INTERNAL://{host}:0",
-            "listener.security.protocol.map": f"{protocol}:{protocol},INTERNAL:PLAINTEXT",
-            "inter.broker.listener.name": "INTERNAL", **security.broker_properties(protocol)}
+    return {"listeners": f"{protocol}://{host}:{port}", **security.broker_properties(protocol)}
 
 
 async def _serve(config: BrokerConfig) -> None:

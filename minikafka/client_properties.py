@@ -62,15 +62,14 @@ def kafka_python_settings(props: Mapping[str, str]) -> dict[str, Any]:
 
 
 def control_security(props: Mapping[str, str]) -> ClientSecurity | None:
-    """How the control client (`minikafka fault`) reaches a secured listener: TLS with the CA, SASL/PLAIN."""
+    """How the control client (`minikafka fault`) reaches a secured listener: TLS with the CA, SASL with PLAIN or
+    SCRAM."""
     settings = kafka_python_settings(props)
     protocol = settings.get("security_protocol")
     if protocol is None:
         return None
-    if settings.get("sasl_mechanism", "PLAIN") != "PLAIN":
-        raise ClientPropertiesError("the control API client authenticates with sasl.mechanism=PLAIN only")
     return ClientSecurity(protocol, settings.get("ssl_cafile"), settings.get("sasl_plain_username"),
-                          settings.get("sasl_plain_password"))
+                          settings.get("sasl_plain_password"), settings.get("sasl_mechanism", "PLAIN"))
 
 
 def _pem_location(props: Mapping[str, str], store: str, librdkafka_name: str) -> str | None:

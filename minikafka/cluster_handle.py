@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from minikafka.broker_handle import Broker
-from minikafka.control_client import ControlClient, ControlError
+from minikafka.control_client import ControlError
 from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
 from minikafka.faults import Fault, Faults
 from minikafka.handle_security import HandleSecurity
@@ -112,9 +112,9 @@ class Cluster(StartedInWith):
         no controller process (controller_port and controller_config do not apply) and `config` goes to every
         broker, each of which may become controller.
         log_dirs: how many log dirs each broker has (JBOD; `Broker.log_dirs` names them).
-        security, users, ssl_client_auth: every broker's client listener secured as `Broker` secures one, with one
-        CA and the same users (`client_config`); the brokers' own connections and the controller's listener stay
-        plaintext.
+        security, users, ssl_client_auth: every broker's listener secured as `Broker` secures one, with one CA and
+        the same users (`client_config`); the brokers reach each other and the controller's listener, secured
+        alike, as `admin`: no listener is plaintext.
         acls: Kafka's StandardAuthorizer on every broker, `admin` its super user, with these ACLs created at the
         first start (see Broker).
         """
@@ -141,6 +141,7 @@ class Cluster(StartedInWith):
             root = Path(data_dir).absolute()
         self.data_dir = root
         defaults = cluster_test_defaults(brokers)
+        self.security = HandleSecurity(security, users, host, ssl_client_auth, acls=acls)
         self.zookeeper: ZooKeeperServer | None = None
         self._controller: Controller | None = None
         self._zookeeper_connect = zookeeper_connect
@@ -156,9 +157,9 @@ class Cluster(StartedInWith):
             self._controller = Controller(port=controller_port, host=host, data_dir=root / controller_name,
                                           keep_data=True, in_process=in_process,
                                           config={**defaults, **(config or {}), **(controller_config or {})},
-                                          log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s)
+                                          log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s,
+                                          security=self.security)
         shared = {**defaults, **(config or {})}
-        self.security = HandleSecurity(security, users, host, ssl_client_auth, acls=acls)
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
                    in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
@@ -332,7 +333,10 @@ class Cluster(StartedInWith):
         return self._faults_of(self.node(a)).cut_link(b.node_id if isinstance(b, NodeHandle) else b, both_ways)
 
     def _faults_of(self, node: NodeHandle) -> Faults:
-        return node.faults if isinstance(node, Broker) else Faults(ControlClient(node.address))
+        if isinstance(node, Broker):
+            return node.faults
+        assert isinstance(node, Controller), node
+        return Faults(node.control())
 
     def move_leader(self, topic: str, partition: int, to: Broker | int, timeout: float = DEFAULT_WAIT_S) -> Broker:
         """Move the partition's leadership to broker `to`, through the controller, and return `to` once it leads.
@@ -347,8 +351,7 @@ class Cluster(StartedInWith):
             raise NotImplementedError("move_leader() needs the controller process of a KRaft cluster; in ZooKeeper "
                                       "mode move leaderships with elect_preferred_leaders()")
         target = to.node_id if isinstance(to, Broker) else to
-        moved = ControlClient(self._controller.address).call("leader.move", topic=topic, partition=partition,
-                                                            to=target)
+        moved = self._controller.control().call("leader.move", topic=topic, partition=partition, to=target)
 
         def check() -> tuple[Broker | None, object]:
             state = self.state.partition(topic, partition)

@@ -4,14 +4,12 @@ from __future__ import annotations
 import itertools
 import socket
 import ssl
-import struct
 import time
 from typing import Any
 
 from minikafka.handle_security import ClientSecurity
 from minikafka.protocol.control import decode_response, encode_request
-from minikafka.protocol.framing import FrameDecoder, FrameError, frame
-from minikafka.protocol.request_header import RequestHeader
+from minikafka.protocol.framing import FrameDecoder, FrameError
 
 DEFAULT_TIMEOUT_S = 15.0
 RECEIVE_BYTES = 1 << 16
@@ -61,7 +59,7 @@ class ControlClient:
 
 
     def _connect(self, deadline: float) -> socket.socket:
-        """A connection to the broker, over TLS and authenticated (SASL/PLAIN) where the listener asks for it."""
+        """A connection to the broker, over TLS and authenticated (SASL) where the listener asks for it."""
         sock = socket.create_connection(self.address, timeout=self.timeout_s)
         security = self.security
         if security is None:
@@ -78,28 +76,28 @@ class ControlClient:
         return sock
 
     def _authenticate(self, sock: socket.socket, security: ClientSecurity, deadline: float) -> None:
-        """SaslHandshake v1 and SaslAuthenticate v0 with a PLAIN token, by hand: no schema library needed."""
-        handshake = RequestHeader(SASL_HANDSHAKE, 1, 1, self.client_id).encode() + _string(b"PLAIN")
-        sock.sendall(frame(handshake))
-        (error,) = struct.unpack_from(">h", _receive_frame(sock, deadline), 4)
-        if error:
-            raise ControlError(f"the broker refused SASL/PLAIN (error {error})")
-        token = b"\0" + (security.username or "").encode() + b"\0" + (security.password or "").encode()
-        authenticate = RequestHeader(SASL_AUTHENTICATE, 0, 2, self.client_id).encode() + \
-            struct.pack(">i", len(token)) + token
-        sock.sendall(frame(authenticate))
-        response = _receive_frame(sock, deadline)
-        (error, length) = struct.unpack_from(">hh", response, 4)
-        if error:
-            message = response[8:8 + length].decode("utf-8", "replace") if length >= 0 else ""
-            raise ControlError(f"authentication failed: {message}")
+        """SASL as the brokers authenticate to each other (their client authenticator): SaslHandshake, then
+        SaslAuthenticate until the mechanism completes."""
+        # Imported here: kafka-python's schemas are for secured listeners only, not every `import minikafka`.
+        from minikafka.broker.security.sasl_client import SaslClientLogin
+        from minikafka.broker.security.sasl_client_authenticator import AuthenticationError, SaslClientAuthenticator
+        from minikafka.protocol import codec
 
-
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-
-
-def _string(value: bytes) -> bytes:
-    return struct.pack(">h", len(value)) + value
+        login = SaslClientLogin(security.mechanism, {"username": security.username or "",
+                                                     "password": security.password or ""}, "sasl.jaas.config")
+        authenticator = SaslClientAuthenticator(login.create_client())
+        request = authenticator.handshake_request()
+        while request is not None:
+            schema, version = codec.SCHEMAS[request.API_KEY], request.API_VERSION
+            correlation_id = next(self._correlation) & 0x7FFFFFFF
+            sock.sendall(codec.encode_request(schema, version, correlation_id, self.client_id, request))
+            response = _receive_frame(sock, deadline)
+            if int.from_bytes(response[:4], "big", signed=True) != correlation_id:
+                raise ConnectionError(f"SASL response for another request than {correlation_id}")
+            try:
+                request = authenticator.receive(codec.decode_response(schema, version, response))
+            except AuthenticationError as exc:
+                raise ControlError(f"authentication failed: {exc}") from None
 
 
 def _receive_frame(sock: socket.socket, deadline: float) -> bytes:

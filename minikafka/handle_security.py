@@ -4,10 +4,14 @@
         producer = confluent_kafka.Producer(broker.client_config(user="alice"))
 
 A CA and a server certificate for the broker's host (trustme) are made in a directory of their own; the broker's
-client listener speaks the chosen protocol with Kafka's own properties (a PEM keystore, PLAIN users in the
-listener's JAAS configuration), and an `admin` user with a generated password is always there for the handle's
-own connections. `client_config` gives the settings by each client's names: confluent-kafka (librdkafka),
-kafka-python, aiokafka, and Java client properties as text (the CA as a PEM truststore).
+listener speaks the chosen protocol with Kafka's own properties (a PEM keystore, PLAIN users in the listener's JAAS
+configuration), and an `admin` user with a generated password is always there for the handle's own connections.
+That listener is the inter-broker listener too, and a cluster's controller listener is secured the same way: the
+brokers log in to each other and to the controller as `admin` with PLAIN, whose users are in the JAAS
+configuration from the first start (SCRAM's come from the metadata, once a broker runs), and present the server
+certificate as their client certificate where `ssl_client_auth` asks for one. No listener stays plaintext.
+`client_config` gives the settings by each client's names: confluent-kafka (librdkafka), kafka-python, aiokafka,
+and Java client properties as text (the CA as a PEM truststore).
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# How brokers log in to each other and to the controller: the admin's PLAIN login, in the JAAS configuration.
+INTER_BROKER_MECHANISM = "PLAIN"
 
 
 def _jaas_quote(value: str) -> str:
@@ -48,6 +54,7 @@ class ClientSecurity:
     ca_file: str | None
     username: str | None
     password: str | None
+    mechanism: str = "PLAIN"  # the SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 
     @property
     def tls(self) -> bool:
@@ -120,8 +127,36 @@ class HandleSecurity:
             cert.private_key_and_cert_chain_pem.write_to_path(str(path))
         return path
 
-    def broker_properties(self, listener: str) -> dict[str, str]:
-        """Kafka's properties for `listener` with this security."""
+    def broker_properties(self, listener: str, controller_listener: str | None = None) -> dict[str, str]:
+        """Kafka's properties of a broker whose one listener, `listener`, has this security and is its inter-broker
+        listener; with `controller_listener`, the broker also reaches its KRaft controller on that listener,
+        secured the same way."""
+        listeners = [listener, *([controller_listener] if controller_listener else [])]
+        props = {"listener.security.protocol.map": ",".join(f"{name}:{self.protocol}" for name in listeners),
+                 "inter.broker.listener.name": listener}
+        for name in listeners:
+            props.update(self.listener_properties(name))
+        if self.sasl:
+            props["sasl.mechanism.inter.broker.protocol"] = INTER_BROKER_MECHANISM
+            if controller_listener:
+                props["sasl.mechanism.controller.protocol"] = INTER_BROKER_MECHANISM
+        return props
+
+    def controller_properties(self, listener: str) -> dict[str, str]:
+        """Kafka's properties of a KRaft controller whose listener, `listener`, has this security; it reaches the
+        brokers' listener (named after the protocol, as Broker names it) as they reach each other, for the link
+        faults a test cuts from its end."""
+        broker_listener = self.protocol
+        props = {"listener.security.protocol.map": f"{listener}:{self.protocol},{broker_listener}:{self.protocol}",
+                 "inter.broker.listener.name": broker_listener,
+                 **self.listener_properties(listener), **self.listener_properties(broker_listener)}
+        if self.sasl:
+            props["sasl.mechanism.inter.broker.protocol"] = INTER_BROKER_MECHANISM
+        return props
+
+    def listener_properties(self, listener: str) -> dict[str, str]:
+        """Kafka's properties of one listener with this security, both as a node serves it and as the brokers
+        connect to it: the PLAIN JAAS configuration holds the users and the admin's own login."""
         prefix = f"listener.name.{listener.lower()}."
         props: dict[str, str] = {}
         if self.tls:
@@ -131,9 +166,10 @@ class HandleSecurity:
                           f"{prefix}ssl.client.auth": self.ssl_client_auth})
         if self.sasl:
             users = " ".join(f"user_{name}={_jaas_quote(password)}" for name, password in self.users.items())
+            login = f"username={_jaas_quote(ADMIN)} password={_jaas_quote(self.users[ADMIN])}"
             props.update({
                 f"{prefix}sasl.enabled.mechanisms": ",".join(MECHANISMS),
-                f"{prefix}plain.sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {users};",
+                f"{prefix}plain.sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {login} {users};",
                 **{f"{prefix}{m.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;"
                    for m in SCRAM_MECHANISMS},
                 # Unsecured tokens (Kafka's default validator): a client names its principal in the token.
@@ -142,11 +178,11 @@ class HandleSecurity:
         return props
 
     def authorizer_properties(self) -> dict[str, str]:
-        """With `acls`: Kafka's StandardAuthorizer, the admin (and, while brokers talk over the plaintext INTERNAL
-        listener, their anonymous principal) as super users."""
+        """With `acls`: Kafka's StandardAuthorizer, the admin (as whom the brokers also reach each other and the
+        controller) its super user."""
         if self.acls is None:
             return {}
-        return {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:{ADMIN};User:ANONYMOUS"}
+        return {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:{ADMIN}"}
 
     def add_initial_acls(self, bootstrap_servers: str) -> None:
         """Create the handle's `acls` once, when its broker (or cluster) first runs: they live in the metadata."""

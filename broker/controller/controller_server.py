@@ -7,7 +7,9 @@ itself started; it serves until cancelled. Without a controller listener (a comb
 port) the controller is reached in process only, through `apis`.
 
 The listener is secured as a broker's are (its security protocol in listener.security.protocol.map, its ssl.* and
-SASL properties; SCRAM credentials from the metadata): brokers authenticate to it as they do to each other.
+SASL properties; SCRAM credentials from the metadata): brokers authenticate to it as they do to each other. A link
+fault cut both ways from here reaches the broker's control API as brokers reach each other, by the inter-broker
+listener's properties in this node's config.
 Requests on the listener are answered one at a time per connection (the socket server's guarantee); an API or
 version the controller does not serve closes the connection, as Kafka's does, except that an ApiVersions request
 of a newer version is answered in v0 with UNSUPPORTED_VERSION so the client can retry. The listener also serves
@@ -31,6 +33,7 @@ from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, Metadat
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.request_channel import decode_or_close, parse_header_or_close
 from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo, SocketServer, open_listeners
+from minikafka.broker.security.client_security import inter_broker_security
 from minikafka.broker.security.listener_security import ListenerSecurity, listener_security
 from minikafka.broker.security.sasl_server import ScramCredentials
 from minikafka.config import SECURITY_PROTOCOLS, BrokerConfig, Endpoint
@@ -55,7 +58,8 @@ class ControllerServer:
             e.listener: listener_security(config, e.listener, scram_credentials) for e in self.listeners}
         self.metadata_dir = config.metadata_log_dir
         self.endpoint: BrokerEndpointInfo | None = None  # the bound listener, once started
-        self.links = LinkFaults()  # a combined node shares its broker's
+        broker_security = inter_broker_security(config)
+        self.links = LinkFaults(lambda node_id: broker_security)  # a combined node shares its broker's
         self.control = ControllerControl(self.links, lambda: self.controller,
                                          lambda: as_dict(controller_families(self)))
         # Built by run(), from the metadata log.

@@ -21,7 +21,7 @@ from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATI
 from minikafka.broker.faults.authentication_failures import AuthenticationFailure, AuthenticationFailures
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
-from minikafka.broker.faults.link_faults import CutLink, LinkFaults
+from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurity
 from minikafka.broker.faults.marker_holds import KIND as MARKER_HOLD_KIND
 from minikafka.broker.faults.marker_holds import MarkerHold, MarkerHolds
 from minikafka.broker.faults.rules import (
@@ -68,14 +68,15 @@ Handler = Callable[[Request], Awaitable[Any]]
 
 
 class FaultInjector:
-    def __init__(self, purgatory: Purgatory, disk_quota: DiskQuota, topics: Callable[[], MetadataCache]) -> None:
+    def __init__(self, purgatory: Purgatory, disk_quota: DiskQuota, topics: Callable[[], MetadataCache],
+                 peer_security: PeerSecurity = lambda node_id: None) -> None:
         self._purgatory = purgatory
         self.disk_quota = disk_quota
         self._topics = topics  # the broker's topics, which a request may name by id
         self._ids = itertools.count(1)
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
-        self.links = LinkFaults()
+        self.links = LinkFaults(peer_security)
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
         self.authentication_failures = AuthenticationFailures()

@@ -9,16 +9,19 @@ A node whose link to node N is cut behaves as if the network dropped what goes b
 Client requests name no node, so client connections (the control API's included) are never touched.
 
 A cut both ways is this fault on each end. The end asked for it sets the other end's half through that node's
-control API first (so nothing is cut when the other end cannot be reached), and heals it there too.
+control API first (so nothing is cut when the other end cannot be reached), and heals it there too, connecting as
+the other end's listener asks (`peer_security`: a broker's inter-broker listener, a controller's listener).
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from minikafka.broker.faults.peer_control import call_control
 from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.security.client_security import ClientChannelSecurity
 from minikafka.protocol.api_keys import ApiKey
 
 log = logging.getLogger("minikafka.faults")
@@ -28,6 +31,9 @@ log = logging.getLogger("minikafka.faults")
 BROKER_ID_APIS = (ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
                   ApiKey.ALLOCATE_PRODUCER_IDS)
 REPLICA_ID_APIS = (ApiKey.FETCH, ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.LIST_OFFSETS)
+
+# How this node's connections to node N's control API are secured (None: PLAINTEXT).
+PeerSecurity = Callable[[int], ClientChannelSecurity | None]
 
 
 def sender_node(api_key: int, request: Any) -> int | None:
@@ -55,7 +61,8 @@ class CutLink:
 
 
 class LinkFaults:
-    def __init__(self) -> None:
+    def __init__(self, peer_security: PeerSecurity = lambda node_id: None) -> None:
+        self._peer_security = peer_security
         self.cut_links: list[CutLink] = []
         # A controller known only by address (controller.quorum.bootstrap.servers) is node -1 to this node's
         # channels; its node id, learned when a link to it is cut, says whether such a channel is cut.
@@ -83,7 +90,8 @@ class LinkFaults:
             raise FaultError(f"the link to node {to} is already cut (fault {existing.id})")
         link = CutLink(fault_id, to, both_ways)
         if both_ways:
-            answer = await call_control(to, peer, "fault.add", kind="link", to=own_id, both_ways=False)
+            answer = await call_control(to, peer, "fault.add", self._peer_security(to), kind="link", to=own_id,
+                                        both_ways=False)
             link = CutLink(fault_id, to, both_ways, peer, int(answer["fault"]["id"]))
         self.cut_links.append(link)
         log.warning("fault added: %s", link.describe())
@@ -99,7 +107,8 @@ class LinkFaults:
             log.warning("link to node %d healed (fault %d)", link.to, link.id)
             if link.peer is not None:
                 try:
-                    await call_control(link.to, link.peer, "fault.clear", kind="link", id=link.peer_fault_id)
+                    await call_control(link.to, link.peer, "fault.clear", self._peer_security(link.to), kind="link",
+                                       id=link.peer_fault_id)
                 except FaultError as exc:
                     log.warning("healing the link to node %d at its end failed: %s", link.to, exc)
         return len(healed)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -70,6 +71,23 @@ class NetworkClientConfig:
         """Doubles with each consecutive failure up to the maximum, with Kafka's jitter."""
         backoff_ms = min(self.reconnect_backoff_ms * 2 ** min(failures, 32), self.reconnect_backoff_max_ms)
         return backoff_ms * random.uniform(1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER) / 1000
+
+
+async def connect(host: str, port: int, ssl_context: ssl.SSLContext | None) -> tuple[trio.abc.Stream,
+                                                                                   trio.socket.SocketType]:
+    """A TCP connection to host:port, TLS over it when `ssl_context` is given (the server's certificate and host name
+    checked as the context says), and its socket, which closing ends it at once. OSError, or BrokenResourceError
+    with the TLS error as its cause; the caller bounds the time."""
+    stream = await trio.open_tcp_stream(host, port)
+    if ssl_context is None:
+        return stream, stream.socket
+    tls = TlsStream(stream, ssl_context, server_side=False, server_hostname=host)
+    try:
+        await tls.do_handshake()
+    except BaseException:
+        stream.socket.close()
+        raise
+    return tls, stream.socket
 
 
 def schema_of(request: ApiMessage) -> ApiSchema:
@@ -272,24 +290,17 @@ class NetworkClient:
         deadline = trio.current_time() + timeout_ms / 1000
         security = self.config.security
         where = f"node {self.node_id} at {self.host}:{self.port}"
-        stream: trio.SocketStream | None = None
         try:
             with trio.fail_at(deadline):
-                stream = await trio.open_tcp_stream(self.host, self.port)
-                io: trio.abc.Stream = stream
-                if security is not None and security.ssl_context is not None:
-                    io = TlsStream(stream, security.ssl_context, server_side=False, server_hostname=self.host)
-                    await io.do_handshake()
+                stream, socket = await connect(self.host, self.port, security.ssl_context if security else None)
         except (OSError, trio.BrokenResourceError, trio.TooSlowError) as exc:
-            if stream is not None:
-                stream.socket.close()
             self._back_off()
             if isinstance(exc, trio.TooSlowError):
                 raise DisconnectedError(f"connecting to {where} timed out after {timeout_ms} ms") from None
             if isinstance(exc, trio.BrokenResourceError):
                 raise DisconnectedError(f"TLS handshake with {where} failed: {exc.__cause__ or exc}") from None
             raise DisconnectedError(f"cannot connect to {where}: {exc}") from exc
-        connection = _Connection(io, stream.socket)
+        connection = _Connection(stream, socket)
         readers.start_soon(self._read_responses, connection)
         if security is not None and security.sasl_login is not None:
             await self._authenticate(connection, deadline, timeout_ms)
@@ -311,9 +322,10 @@ class NetworkClient:
                 in_flight = await self._write(connection, request, schema_of(request), version, deadline)
                 request = authenticator.receive(await self._response(connection, in_flight, deadline, timeout_ms))
         except AuthenticationError as exc:
-            self._authentication_failures.failed(f"SASL/{authenticator.mechanism}: {exc}")
+            self._authentication_failures.failed(f"SASL/{authenticator.mechanism}: {exc}")  # the log's one line
             reason = f"SASL/{authenticator.mechanism} authentication to node {self.node_id} failed: {exc}"
-            self._disconnect(reason, connection)
+            connection.close(reason)
+            self._back_off()
             raise DisconnectedError(reason) from None
         self._authentication_failures.succeeded()
         lifetime_s = authenticator.session_lifetime_ms / 1000

@@ -62,7 +62,11 @@ from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.broker.replication.replica_manager import ReplicaManager, TopicPartition, now_ms
 from minikafka.broker.replication.replication_config import ReplicationConfig
 from minikafka.broker.replication.replication_quota_manager import ReplicationQuotas
-from minikafka.broker.security.client_security import inter_broker_security
+from minikafka.broker.security.client_security import (
+    ClientChannelSecurity,
+    controller_security,
+    inter_broker_security,
+)
 from minikafka.broker.security.listener_security import listener_security
 from minikafka.broker.security.sasl_server import ScramCredentials
 from minikafka.broker.security.standard_authorizer import StandardAuthorizer, parse_super_users
@@ -106,9 +110,12 @@ class BrokerServer:
         self._crashed = False
         self._startup: trio.CancelScope | None = None
         self.disk_quota = DiskQuota(config.log_dirs)
-        self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache)
-        # How this broker's own connections to the others (followers, transaction markers) are secured.
+        # How this broker's own connections to the others (followers, transaction markers) are secured, and those
+        # to a KRaft controller of its own process (none for a combined node, or in ZooKeeper mode).
         self.inter_broker_security = inter_broker_security(config)
+        self._controller_security = controller_security(config) \
+            if not config.zookeeper_mode and local_controller is None else None
+        self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache, self._peer_security)
         self.metadata: MetadataSource
         if config.zookeeper_mode:
             self.metadata = self._zk_metadata_source(config)
@@ -382,6 +389,13 @@ class BrokerServer:
             self.group_coordinator.on_resigned(tp[1])
         elif tp[0] == TRANSACTION_STATE_TOPIC:
             self.transaction_coordinator.on_resigned(tp[1])
+
+    def _peer_security(self, node_id: int) -> ClientChannelSecurity | None:
+        """How a fault reaches node `node_id`'s control API: a broker's on its inter-broker listener, the KRaft
+        controller's on its listener."""
+        if node_id in self.metadata.image.brokers:
+            return self.inter_broker_security
+        return self._controller_security
 
     def _leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """Where followers fetch from: the leader's inter-broker listener."""
