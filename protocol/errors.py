@@ -136,6 +136,20 @@ class ErrorCode(IntEnum):
     INVALID_REGULAR_EXPRESSION = 128
 
 
+# Kafka's default messages (its Errors enum) of the codes this broker answers with a message.
+DEFAULT_MESSAGES = {
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
+                               "or the message was sent to an incompatible broker. See the broker logs for more "
+                               "details.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+}
+
+
 class KafkaError(Exception):
     """The one base of every error that answers with a Kafka error code.
 

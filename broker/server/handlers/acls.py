@@ -17,10 +17,9 @@ from minikafka.broker.security.acl import AclOperation, PatternType, ResourceTyp
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode
 
 NO_AUTHORIZER = "No Authorizer is configured."
-CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
 
 
 def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[ErrorCode, str] | None:
@@ -28,7 +27,7 @@ def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[ErrorCode, s
     if ctx.services.authorizer is None:
         return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER
     if not ctx.authorize_cluster(operation):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, DEFAULT_MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
     return None
 
 

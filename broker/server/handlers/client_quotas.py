@@ -34,12 +34,11 @@ from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import forward
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 # A filter: the names wanted by entity type (None: the default), and the types wanted with any name.
 QuotaFilter = tuple[dict[str, str | None], set[str]]
-CLUSTER_NOT_AUTHORIZED = "Cluster authorization failed."  # Kafka's Errors message
 
 
 def quota_filter(components: list) -> QuotaFilter:
@@ -121,7 +120,8 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: AlterClientQu
                     for e in entry.entity]) for entry in request.entries])
 
     if not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
-        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_NOT_AUTHORIZED)
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                      DEFAULT_MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
     response = await forward(ctx, request, failed)
     if not request.validate_only:
         await ctx.services.metadata.client_quotas_altered(

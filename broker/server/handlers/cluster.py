@@ -14,9 +14,8 @@ from __future__ import annotations
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import NOT_REQUESTED, operation_set
+from minikafka.broker.server.handlers.common import NOT_REQUESTED, cluster_authorized_operations
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -42,8 +41,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
                                                    rack=info.rack, is_fenced=info.fenced))
     ops = NOT_REQUESTED
     if request.include_cluster_authorized_operations:
-        ops = (operation_set(ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME))
-               if ctx.authorize_cluster(AclOperation.DESCRIBE) else frozenset())
+        ops = cluster_authorized_operations(ctx)
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                         endpoint_type=BROKER_ENDPOINT_TYPE, cluster_id=cache.cluster_id,
                         controller_id=cache.controller_id(), brokers=brokers, authorized_operations=ops)

@@ -10,6 +10,7 @@ from typing import Any
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.metadata.metadata_image import TopicInfo
+from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.forwarding import ForwardingError
 from minikafka.protocol.errors import ErrorCode, error_of
@@ -18,12 +19,15 @@ ZERO_UUID = uuid.UUID(int=0)
 # A purgatory key nothing checks: only the shutdown's wake_all ends a wait on it.
 SHUTDOWN_KEY = "shutdown"
 
-# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
-# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without authorization every operation is allowed.
-# kafka-python's `bitfield` fields take the set of bit positions; None encodes "not requested".
-TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+# authorized_operations not asked for: kafka-python's `bitfield` fields take the set of operation codes, and None
+# encodes "not requested" (-2147483648 on the wire).
 NOT_REQUESTED = None
+
+
+def request_not_authorized(ctx: RequestContext) -> str:
+    """Kafka's message for a request refused as a whole for want of a cluster operation (its broker names the
+    request object; here its API and principal)."""
+    return f"Request {ctx.schema.request.__name__.removesuffix('Request')} from {ctx.principal} is not authorized."
 
 
 def operation_set(bitfield: int) -> frozenset[int]:
@@ -31,9 +35,12 @@ def operation_set(bitfield: int) -> frozenset[int]:
     return frozenset(op for op in range(32) if bitfield >> op & 1)
 
 
-def operations_int32(operations: frozenset[int]) -> int:
-    """The same operations for schemas that declare the field as a plain int32."""
-    return sum(1 << op for op in operations)
+def cluster_authorized_operations(ctx: RequestContext) -> frozenset[int]:
+    """Metadata's and DescribeCluster's cluster authorized operations: the principal's, if it may DESCRIBE the
+    cluster, else none (Kafka's rule)."""
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return frozenset()
+    return operation_set(ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME))
 
 
 def resolve_topic(ctx: RequestContext, name: str | None,

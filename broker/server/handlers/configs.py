@@ -33,7 +33,7 @@ from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, Ac
 from minikafka.broker.server.broker_services import BrokerServices, RequestContext
 from minikafka.broker.server.forwarding import ForwardingError
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode
 from minikafka.storage.log_config import ConfigEntry, LogConfig
 
 TOPIC = 2
@@ -44,10 +44,6 @@ GROUP = 32
 # Whose ACLs a config resource is authorized against (Kafka's ConfigResource types).
 ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: ResourceType.CLUSTER,
                  BROKER_LOGGER: ResourceType.CLUSTER, CLIENT_METRICS: ResourceType.CLUSTER}
-# Kafka's Errors messages for a resource refused.
-AUTHORIZATION_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-                          ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-                          ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
 
 
 def _topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[ConfigEntry]:
@@ -77,7 +73,7 @@ def _authorization_refusal(ctx: RequestContext, operation: AclOperation,
     if ctx.authorize(operation, acl_type, name):
         return None
     code = AUTHORIZATION_ERRORS[acl_type]
-    return code, AUTHORIZATION_MESSAGES[code]
+    return code, DEFAULT_MESSAGES[code]
 
 
 async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> ApiMessage:

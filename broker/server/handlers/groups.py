@@ -82,7 +82,7 @@ from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import ZERO_UUID, operation_set, resolve_topic
 from minikafka.broker.server.handlers.transactions import find_transaction_coordinator
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.groups")
@@ -92,17 +92,6 @@ GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 _KEY_RESOURCES = {GROUP_KEY: ResourceType.GROUP, TRANSACTION_KEY: ResourceType.TRANSACTIONAL_ID}
 FIRST_SHARE_KEY_VERSION = 6
 
-# Kafka's default error messages, for the versions whose responses carry one.
-_MESSAGES = {
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
-                               "library or the message was sent to an incompatible broker. See the broker logs "
-                               "for more details.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
-    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
-}
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
@@ -163,7 +152,7 @@ async def handle_find_coordinator(ctx: RequestContext, request) -> object:
     key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
     if ctx.version < 4:
         code, node_id, host, port = await _find_coordinator(ctx, key_type, request.key)
-        return ctx.response(throttle_time_ms=0, error_code=code, error_message=_MESSAGES.get(code),
+        return ctx.response(throttle_time_ms=0, error_code=code, error_message=DEFAULT_MESSAGES.get(code),
                             node_id=node_id, host=host, port=port)
     R = ctx.response_class
     if (key_type == SHARE_KEY and ctx.version >= FIRST_SHARE_KEY_VERSION and request.coordinator_keys
@@ -171,13 +160,13 @@ async def handle_find_coordinator(ctx: RequestContext, request) -> object:
         # Share coordinators are looked up by brokers only: Kafka fails the whole request without CLUSTER_ACTION.
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return ctx.response(throttle_time_ms=0, coordinators=[
-            R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=_MESSAGES[code])
+            R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=DEFAULT_MESSAGES[code])
             for key in request.coordinator_keys])
     coordinators = []
     for key in request.coordinator_keys:
         code, node_id, host, port = await _find_coordinator(ctx, key_type, key)
         coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code,
-                                          error_message=_MESSAGES.get(code)))
+                                          error_message=DEFAULT_MESSAGES.get(code)))
     return ctx.response(throttle_time_ms=0, coordinators=coordinators)
 
 

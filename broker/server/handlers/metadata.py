@@ -46,9 +46,14 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 
 from minikafka.broker.metadata.metadata_cache import MetadataCache, is_internal
 from minikafka.broker.metadata.metadata_image import PartitionInfo, TopicInfo
-from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import NOT_REQUESTED, ZERO_UUID, operation_set
+from minikafka.broker.server.handlers.common import (
+    NOT_REQUESTED,
+    ZERO_UUID,
+    cluster_authorized_operations,
+    operation_set,
+)
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import RecordsSplicer
 from minikafka.protocol.errors import ErrorCode
@@ -130,8 +135,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiM
                for b, e in cache.alive_brokers(ctx.conn.listener)]
     cluster_ops = NOT_REQUESTED
     if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
-        cluster_ops = (operation_set(ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME))
-                       if ctx.authorize_cluster(AclOperation.DESCRIBE) else frozenset())
+        cluster_ops = cluster_authorized_operations(ctx)
     return ctx.response(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
                         controller_id=cache.controller_id(), topics=topics,
                         authorized_operations=cluster_ops, error_code=ErrorCode.NONE)

@@ -20,7 +20,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import forward
+from minikafka.broker.server.handlers.common import forward, request_not_authorized
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -38,7 +38,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext,
                                     for p in t.partitions])
                                 for t in request.topics])
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, request_not_authorized(ctx))
     return await forward(ctx, request, failed)
 
 
@@ -53,13 +53,9 @@ async def handle_list_partition_reassignments(ctx: RequestContext,
                                        for index in t.partition_indexes])
             for t in request.topics or []])
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, request_not_authorized(ctx))
     return await forward(ctx, request, failed)
 
-
-def _not_authorized(ctx: RequestContext) -> str:
-    """Kafka's message for a request refused as a whole for want of a cluster operation."""
-    return f"Request {ctx.schema.request.__name__.removesuffix('Request')} from {ctx.principal} is not authorized."
 
 
 HANDLERS = {ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,

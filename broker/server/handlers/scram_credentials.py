@@ -25,7 +25,7 @@ from kafka.protocol.api_message import ApiMessage
 from minikafka.broker.metadata.scram_credentials import ScramCredentials
 from minikafka.broker.security.acl import AclOperation
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import forward
+from minikafka.broker.server.handlers.common import forward, request_not_authorized
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -90,16 +90,12 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext,
             R.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message) for user in users])
 
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, request_not_authorized(ctx))
     response = await forward(ctx, request, failed)
     await ctx.services.metadata.scram_credentials_altered(
         [r.user for r in response.results if r.error_code == ErrorCode.NONE])
     return response
 
-
-def _not_authorized(ctx: RequestContext) -> str:
-    """Kafka's message for a request refused as a whole for want of a cluster operation."""
-    return f"Request {ctx.schema.request.__name__.removesuffix('Request')} from {ctx.principal} is not authorized."
 
 
 HANDLERS = {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,

@@ -48,15 +48,14 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import ZERO_UUID, forward, per_partition
+from minikafka.broker.server.handlers.common import ZERO_UUID, forward, per_partition, request_not_authorized
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode
 from minikafka.protocol.internal_topics import METADATA_TOPIC
 
 CONFIGS_IN_RESPONSE_MIN_VERSION = 5  # KIP-525
 # Kafka's messages (its Errors' defaults where Kafka gives no other).
 CREATION_NOT_AUTHORIZED = "Authorization failed."
-TOPIC_NOT_AUTHORIZED = "Topic authorization failed."
 UNKNOWN_TOPIC = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 DUPLICATE_NAME = "Duplicate topic name."
@@ -67,10 +66,6 @@ BOTH_NAME_AND_ID = "You may not specify both topic name and topic id."
 # A refused entry's answer: its name (None: not disclosed) and id, the error and its message.
 Refusal = tuple[str | None, uuid.UUID, ErrorCode, str | None]
 
-
-def _not_authorized(ctx: RequestContext) -> str:
-    """Kafka's message for a request refused as a whole for want of a cluster operation."""
-    return f"Request {ctx.schema.request.__name__.removesuffix('Request')} from {ctx.principal} is not authorized."
 
 
 def _with_entries(request: ApiMessage, field: str, entries: list) -> ApiMessage:
@@ -175,8 +170,8 @@ def _deletion_refusals(ctx: RequestContext, targets: list[tuple[str | None, Any]
                 # Whether it exists is told only to whom may describe it.
                 unknown = (name not in cache.topics
                            and ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=False))
-                refusals[i] = (name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC) if unknown \
-                    else (name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_NOT_AUTHORIZED)
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if unknown else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                refusals[i] = (name, ZERO_UUID, code, UNKNOWN_TOPIC if unknown else DEFAULT_MESSAGES[code])
         else:
             topic = cache.topics_by_id.get(topic_id)
             if topic is None:
@@ -185,7 +180,7 @@ def _deletion_refusals(ctx: RequestContext, targets: list[tuple[str | None, Any]
                 # The name only to whom may describe it; the id is not secret.
                 describable = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
                 refusals[i] = (topic.name if describable else None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                               TOPIC_NOT_AUTHORIZED)
+                               DEFAULT_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED])
     return refusals
 
 
@@ -226,7 +221,7 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
                                                 for p in t.partitions])
             for t in request.topic_partitions or []])
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
+        return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, request_not_authorized(ctx))
     return await forward(ctx, request, failed)
 
 

@@ -82,7 +82,7 @@ from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
 from minikafka.storage.log import AppendOrigin
@@ -429,8 +429,9 @@ async def handle_describe_producers(ctx: RequestContext, request: DescribeProduc
         partitions = []
         for index in t.partition_indexes:
             if not authorized:
-                partitions.append(P(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                    error_message="Topic authorization failed.", active_producers=[]))
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(P(partition_index=index, error_code=code, error_message=DEFAULT_MESSAGES[code],
+                                    active_producers=[]))
                 continue
             try:
                 partition = replica_manager.partition_or_error(t.name, index)
