@@ -327,6 +327,9 @@ class NetworkClient:
             connection.close(reason)
             self._back_off()
             raise DisconnectedError(reason) from None
+        except BaseException:  # cut short (a failure, a cancellation): the exchange cannot resume on this connection
+            connection.close("SASL authentication did not complete")
+            raise
         self._authentication_failures.succeeded()
         lifetime_s = authenticator.session_lifetime_ms / 1000
         connection.reauthenticate_at = \
