@@ -370,7 +370,7 @@ class Cluster(StartedInWith):
         wanted: dict[str, list[int]] | list[str] | None = None
         if topic is not None:
             wanted = {topic: [partition]} if partition is not None else [topic]
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers)
+        admin = KafkaAdminClient(**self.security.client_config(self.bootstrap_servers, None, "kafka-python", "PLAIN"))
         try:
             response = admin.elect_leaders(0, wanted)
         finally:
@@ -442,7 +442,9 @@ class Cluster(StartedInWith):
         """The controller id each running, unpaused broker reports in its Metadata responses, by broker."""
         from minikafka.metadata_client import cluster_view  # lazy: it imports kafka-python
 
-        return {broker.node_id: cluster_view(broker.bootstrap_servers).controller_id for broker in self._reachable()}
+        admin = self.security.for_handle()
+        return {broker.node_id: cluster_view(broker.bootstrap_servers, security=admin).controller_id
+                for broker in self._reachable()}
 
     def wait_for_replicas_caught_up(self, topic: str, timeout: float = DEFAULT_WAIT_S) -> list[PartitionState]:
         """Until, in every partition of the topic, each replica's log end offset equals the leader's and the HW

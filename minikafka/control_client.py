@@ -47,7 +47,7 @@ class ControlClient:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         payload = {"op": op, **fields}
         deadline = time.monotonic() + self.timeout_s
-        with self._connect(deadline) as sock:
+        with self.connect(deadline) as sock:
             sock.sendall(encode_request(correlation_id, self.client_id, payload))
             got_id, answer = decode_response(_receive_frame(sock, deadline))
         if got_id != correlation_id:
@@ -57,8 +57,7 @@ class ControlClient:
         answer.pop("ok", None)
         return answer
 
-
-    def _connect(self, deadline: float) -> socket.socket:
+    def connect(self, deadline: float) -> socket.socket:
         """A connection to the broker, over TLS and authenticated (SASL) where the listener asks for it."""
         sock = socket.create_connection(self.address, timeout=self.timeout_s)
         security = self.security

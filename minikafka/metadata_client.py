@@ -3,12 +3,12 @@ the cluster (its brokers and its controller), independent of any client library'
 from __future__ import annotations
 
 import itertools
-import socket
 import struct
 import time
 from dataclasses import dataclass
 
-from minikafka.control_client import parse_address
+from minikafka.control_client import ControlClient
+from minikafka.handle_security import ClientSecurity
 from minikafka.protocol.framing import FrameDecoder
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
@@ -30,15 +30,16 @@ class ClusterView:
     broker_ids: list[int]
 
 
-def cluster_view(address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> ClusterView:
+def cluster_view(address: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 security: ClientSecurity | None = None) -> ClusterView:
     """The controller and brokers the broker at `address` names in a Metadata response (OSError when it cannot
-    be asked)."""
+    be asked), over TLS and SASL as `security` says (a secured handle's admin)."""
     correlation_id = next(_correlation) & 0x7FFFFFFF
     request = MetadataRequest[METADATA_VERSION](topics=[])
     request.with_header(correlation_id=correlation_id, client_id="minikafka-metadata")
     deadline = time.monotonic() + timeout_s
     decoder = FrameDecoder(MAX_RESPONSE_BYTES)
-    with socket.create_connection(parse_address(address), timeout=timeout_s) as sock:
+    with ControlClient(address, timeout_s, "minikafka-metadata", security).connect(deadline) as sock:
         sock.sendall(request.encode(header=True, framed=True))
         frames: list[bytes] = []
         while not frames:

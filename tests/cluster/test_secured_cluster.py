@@ -80,6 +80,12 @@ def test_sasl_ssl_cluster_keeps_every_acknowledged_record_through_a_leader_kill(
         leader.start()
         cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
         assert_every_acknowledged_record_kept(cluster, TOPIC, 1, acks, WAIT_S)
+        # The handle's own cluster-wide requests go over the secured listeners too.
+        assert cluster.elect_preferred_leaders(TOPIC, timeout=WAIT_S) in ([(TOPIC, 0)], [])  # [] if it leads
+        state = cluster.state.partition(TOPIC, 0)
+        assert state.leader == state.replicas[0]
+        if zookeeper:
+            assert set(cluster.controller_ids().values()) == {cluster.wait_for_controller(timeout=WAIT_S).node_id}
 
 
 @pytest.mark.parametrize("zookeeper", CLUSTER_MODES)
