@@ -15,9 +15,12 @@ and Java client properties as text (the CA as a PEM truststore).
 """
 from __future__ import annotations
 
+import base64
+import json
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,35 @@ INTER_BROKER_MECHANISM = "PLAIN"
 
 def _jaas_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unsecured_token(principal: str, lifetime_s: float = 3600.0) -> str:
+    """An unsecured JWS (`alg: none`) for `principal`, as Kafka's OAuthBearerUnsecuredLoginCallbackHandler makes
+    them: what the broker's default OAUTHBEARER validator accepts."""
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    issued = int(time.time() * 1000) / 1000  # Kafka's: milliseconds, in seconds
+    return f"{part({'alg': 'none'})}.{part({'sub': principal, 'iat': issued, 'exp': issued + lifetime_s})}."
+
+
+def _token_provider(client: str, principal: str) -> Any:
+    """kafka-python's or aiokafka's token provider, a fresh unsecured token for each connection."""
+    if client == "aiokafka":
+        from aiokafka.abc import AbstractTokenProvider as AsyncTokenProvider
+
+        class AsyncUnsecuredTokens(AsyncTokenProvider):
+            async def token(self) -> str:
+                return unsecured_token(principal)
+
+        return AsyncUnsecuredTokens()
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class UnsecuredTokens(AbstractTokenProvider):
+        def token(self) -> str:
+            return unsecured_token(principal)
+
+    return UnsecuredTokens()
 
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -241,11 +273,10 @@ class HandleSecurity:
                           f"sasl.jaas.config={module} required username={_jaas_quote(user)} "
                           f"password={_jaas_quote(password or '')};"]
             return "\n".join(lines) + "\n"
-        if mechanism == "OAUTHBEARER":
-            raise ValueError("OAUTHBEARER settings are made for client='confluent' or 'java' (kafka-python and "
-                             "aiokafka take a token provider object)")
         python: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "security_protocol": self.protocol}
-        if self.sasl:
+        if self.sasl and mechanism == "OAUTHBEARER":
+            python.update({"sasl_mechanism": mechanism, "sasl_oauth_token_provider": _token_provider(client, user)})
+        elif self.sasl:
             python.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
         if self.tls:
             if client == "kafka-python":

@@ -202,15 +202,19 @@ class UnsecuredValidator:
         """Kafka's checks, in Kafka's order, with its messages."""
         jws = _UnsecuredJws(token, self.principal_claim_name, self.scope_claim_name)
         now, skew = self._now_ms(), self.allowable_clock_skew_ms
-        if jws.issued_at is not None and 1000 * jws.issued_at > now + skew:
+        # Kafka compares the claims as ms (Java's Math.round of seconds * 1000): a token made in the ms it is
+        # checked in was not issued after it.
+        issued_at_ms = None if jws.issued_at is None else _claim_ms(jws.issued_at)
+        expiration_ms = _claim_ms(jws.expiration_time)
+        if issued_at_ms is not None and issued_at_ms > now + skew:
             raise OAuthBearerValidationError(
                 f"The Issued At value ({jws.issued_at:f} seconds) was after the indicated time ({now} ms) plus "
                 f"allowable clock skew ({skew} ms)")
-        if now - skew >= 1000 * jws.expiration_time:
+        if now - skew >= expiration_ms:
             raise OAuthBearerValidationError(
                 f"The indicated time ({now} ms) minus allowable clock skew ({skew} ms) was on or after the "
                 f"Expiration Time value ({jws.expiration_time:f} seconds)")
-        if jws.issued_at is not None and jws.expiration_time <= jws.issued_at:
+        if issued_at_ms is not None and expiration_ms <= issued_at_ms:
             raise OAuthBearerValidationError(
                 f"The Expiration Time time ({jws.expiration_time:f} seconds) was not after the Issued At time "
                 f"({jws.issued_at:f} seconds)")
@@ -221,8 +225,7 @@ class UnsecuredValidator:
                     f"The provided scope ({_java_list(sorted(jws.scope))}) was missing a required scope "
                     f"({required}).  All required scope elements: {required_text}",
                     "insufficient_scope", required_text)
-        # Java's Math.round of the seconds as ms.
-        return ValidatedToken(jws.principal_name, math.floor(jws.expiration_time * 1000 + 0.5), jws.scope)
+        return ValidatedToken(jws.principal_name, expiration_ms, jws.scope)
 
 
 class _UnsecuredJws:
@@ -277,6 +280,11 @@ class _UnsecuredJws:
 
 
 _ASSIGNABLE = {"String": {"String"}, "Number": {"Integer", "Long", "BigInteger", "Double"}, "List": {"ArrayList"}}
+
+
+def _claim_ms(seconds: float) -> int:
+    """A time claim in seconds as Kafka reads it: Java's Math.round(seconds * 1000)."""
+    return math.floor(seconds * 1000 + 0.5)
 
 
 def _to_map(split: str) -> dict[str, Any]:

@@ -185,6 +185,12 @@ def test_token_issued_in_the_future() -> None:
         "clock skew (0 ms)")
 
 
+def test_a_token_issued_within_the_current_millisecond_is_not_from_the_future() -> None:
+    """Claims are compared as Kafka reads them, rounded to milliseconds: an `iat` with more decimals than a
+    millisecond, in the very ms of the check, is not after it."""
+    assert unsecured().validate(alice(iat=NOW_MS / 1000 + 0.0004)).principal_name == "alice"
+
+
 def test_clock_skew_allows_a_just_expired_token_and_a_just_issued_one() -> None:
     validator = unsecured(unsecuredValidatorAllowableClockSkewMs="2000")
     assert validator.validate(alice(iat=NOW_S - 60, exp=NOW_S - 1)).principal_name == "alice"
