@@ -50,6 +50,7 @@ class Controller(NodeHandle):
                  "listeners": f"{CONTROLLER_LISTENER}://{self.host}:{self._port}", "log.dirs": str(self.data_dir)}
         if self.security is not None:
             props.update(self.security.controller_properties(CONTROLLER_LISTENER))
+            props.update(self.security.authorizer_properties())
         return props
 
     def control(self) -> ControlClient:

@@ -26,6 +26,7 @@ from kafka.protocol.api_message import ApiMessage
 from minikafka.broker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaOp
 from minikafka.broker.controller.cluster_control import BrokerRegistration
 from minikafka.broker.controller.configuration_control import SET, ConfigAlteration
+from minikafka.broker.controller.controller_errors import error_response
 from minikafka.broker.controller.partition_reassignment import ReassignablePartition
 from minikafka.broker.controller.quorum_controller import (
     ConfigResourceAlteration,
@@ -37,7 +38,8 @@ from minikafka.broker.controller.replication_control import PREFERRED_ELECTION, 
 from minikafka.broker.controller.scram_control import ScramCredentialDeletion, ScramCredentialUpsertion
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo
 from minikafka.broker.network.socket_server import ConnectionInfo
-from minikafka.broker.security.acl import acl_binding_of, acl_filter_of
+from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType, acl_binding_of, acl_filter_of
+from minikafka.broker.security.standard_authorizer import StandardAuthorizer
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import SCHEMAS, ApiSchema
 from minikafka.protocol.control_plane import CONTROL_PLANE_SCHEMAS
@@ -66,8 +68,9 @@ Handler = Callable[[Any, int, "ConnectionInfo | None"], Awaitable[ApiMessage]]
 
 
 class ControllerApis:
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: QuorumController, authorizer: StandardAuthorizer | None = None) -> None:
         self.controller = controller
+        self.authorizer = authorizer  # the KRaft controller's, when authorizer.class.name names one
         # The controller listener's advertised endpoint, once bound; DescribeCluster names it.
         self.endpoint: BrokerEndpointInfo | None = None
         # The schemas of the APIs served here, by key: what the controller's ApiVersions advertises.
@@ -105,7 +108,18 @@ class ControllerApis:
         if not schema.min_version <= version <= schema.max_version:
             raise ValueError(f"the controller serves {type(request).__name__} v{schema.min_version}-"
                              f"{schema.max_version}, not v{version}")
+        if not self._authorized(request.API_KEY, peer):
+            return error_response(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return await handler(request, version, peer)
+
+    def _authorized(self, key: int, peer: ConnectionInfo | None) -> bool:
+        """With an authorizer, the controller serves its brokers: super users and principals with CLUSTER_ACTION on
+        the cluster (the brokers' own login), for every API but ApiVersions. Brokers authorize a client's admin
+        request before they forward it, as themselves."""
+        if self.authorizer is None or peer is None or key == ApiKey.API_VERSIONS:
+            return True
+        return self.authorizer.authorize(peer.principal, peer.host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                         CLUSTER_NAME, request=ApiKey(key).name)
 
     def on_connection_closed(self, conn: ConnectionInfo) -> None:
         """A connection to the controller closed: the broker whose connection it was is fenced now."""

@@ -40,6 +40,7 @@ class ControllerControl:
         self._controller = controller
         self._metrics = metrics
         self._ids = itertools.count(1)
+        self.super_users: frozenset[str] | None = None  # with an authorizer: the only principals served
 
     @property
     def controller(self) -> QuorumController:
@@ -50,7 +51,7 @@ class ControllerControl:
         return self._metrics()
 
     async def process(self, header: RequestHeader, frame: bytes, body_pos: int, conn: ConnectionInfo) -> bytes:
-        return await answer_control(OPERATIONS, self, header, frame, body_pos, conn)
+        return await answer_control(OPERATIONS, self, header, frame, body_pos, conn, super_users=self.super_users)
 
     def admit(self, api_key: int, request: Any, conn: ConnectionInfo) -> None:
         """Refuse (CloseConnection) a request from a broker whose link to this controller is cut."""

@@ -36,6 +36,7 @@ from minikafka.broker.network.socket_server import CloseConnection, ConnectionIn
 from minikafka.broker.security.client_security import inter_broker_security
 from minikafka.broker.security.listener_security import ListenerSecurity, listener_security
 from minikafka.broker.security.sasl_server import ScramCredentials
+from minikafka.broker.security.standard_authorizer import StandardAuthorizer, parse_super_users
 from minikafka.config import SECURITY_PROTOCOLS, BrokerConfig, Endpoint
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import encode_response
@@ -79,7 +80,14 @@ class ControllerServer:
     async def _run(self, task_status: trio.TaskStatus[ControllerServer]) -> None:
         self.controller = QuorumController.open(self.controller_config, self.metadata_dir)
         try:
-            self.apis = ControllerApis(self.controller)
+            authorizer = None
+            if self.config.authorizer_enabled:  # over the ACLs of its own metadata
+                controller = self.controller
+                authorizer = StandardAuthorizer(lambda: controller.image,
+                                                parse_super_users(self.config.get("super.users")),
+                                                self.config.get("allow.everyone.if.no.acl.found"))
+            self.control.super_users = None if authorizer is None else authorizer.super_users
+            self.apis = ControllerApis(self.controller, authorizer)
             self.socket_server = SocketServer(self._process, self.config.get("socket.request.max.bytes"),
                                               self.config.get("connections.max.idle.ms") / 1000,
                                               on_connection_closed=self.apis.on_connection_closed,

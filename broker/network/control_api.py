@@ -31,8 +31,11 @@ class ControlRefused(KafkaError):
 
 
 async def answer_control(operations: Mapping[str, Operation[Node]], node: Node, header: RequestHeader,
-                         frame: bytes, body_pos: int, conn: ConnectionInfo) -> bytes:
-    """Run the operation a control frame asks for and frame its answer; a refusal is an answer, not an error."""
+                         frame: bytes, body_pos: int, conn: ConnectionInfo, *,
+                         super_users: frozenset[str] | None = None) -> bytes:
+    """Run the operation a control frame asks for and frame its answer; a refusal is an answer, not an error.
+    With an authorizer (`super_users` given) the control API, which can do anything to the node, is the super
+    users' alone: any other principal's request, whatever its operation, is CLUSTER_AUTHORIZATION_FAILED."""
     if header.api_version != CONTROL_API_VERSION:
         raise CloseConnection(f"unsupported version {header.api_version} of the control API")
     try:
@@ -41,6 +44,9 @@ async def answer_control(operations: Mapping[str, Operation[Node]], node: Node, 
         raise CloseConnection(str(exc)) from None
     op = request.get("op")
     try:
+        if super_users is not None and conn.principal not in super_users:
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                             f"the control API is for super users (super.users) only, and {conn.principal} is not one")
         operation = operations.get(op) if isinstance(op, str) else None
         if operation is None:
             raise ControlRefused(f"unknown control operation {op!r}; known: {', '.join(sorted(operations))}")

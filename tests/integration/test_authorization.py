@@ -229,3 +229,27 @@ def _until(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.2)
+
+
+def test_the_kraft_controller_serves_only_its_brokers_and_super_users():
+    """A client that reaches the controller's listener directly is authorized there too: without CLUSTER_ACTION
+    (the brokers' own login, a super user here) every request but ApiVersions is CLUSTER_AUTHORIZATION_FAILED, and
+    its control API is the super users'."""
+    from kafka.protocol.admin.topics import CreateTopicsRequest
+
+    from minikafka.control_client import ControlClient, ControlError
+    from minikafka.handle_security import ClientSecurity
+
+    with minikafka.Cluster(1, security="SASL_PLAINTEXT", users=USERS, acls=[]) as cluster:
+        address = cluster.controller.address
+        R = CreateTopicsRequest[5]
+        for user, expected in (("alice", 31), ("admin", 0)):
+            with RawConnection(address).authenticate_plain(user, cluster.security.users[user]) as conn:
+                response = conn.request(R(topics=[R.CreatableTopic(
+                    name=f"direct-{user}", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+                    timeout_ms=10000, validate_only=False))
+                assert [t.error_code for t in response.topics] == [expected], user
+        alice = ControlClient(address, security=ClientSecurity("SASL_PLAINTEXT", None, "alice", USERS["alice"]))
+        with pytest.raises(ControlError, match="CLUSTER_AUTHORIZATION_FAILED"):
+            alice.call("describe")
+        assert cluster.controller.control().call("describe")["role"] == "controller"

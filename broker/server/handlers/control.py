@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import trio
@@ -41,7 +40,7 @@ from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.server.broker_services import BrokerServices
 from minikafka.broker.server.metrics import broker_families
 from minikafka.protocol.control import CONTROL_API_KEY
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 
 log = logging.getLogger("minikafka.control")
 
@@ -51,28 +50,9 @@ CONTROLLER_LOOKUP_S = 5.0
 
 
 async def process_control(services: BrokerServices, request: Request) -> bytes:
-    conn = request.context
     authorizer = services.authorizer
-    operations = OPERATIONS if authorizer is None or conn.principal in authorizer.super_users else REFUSED
-    return await answer_control(operations, services, request.header, request.frame, request.body_pos, conn)
-
-
-async def _refuse(_services: BrokerServices, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
-    raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                     f"the control API is for super users (super.users) only, and {conn.principal} is not one")
-
-
-class _Refused(Mapping[str, Operation[BrokerServices]]):
-    """What a principal that is not a super user may do: every operation it names is refused, known or not."""
-
-    def __getitem__(self, op: str) -> Operation[BrokerServices]:
-        return _refuse
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
+    return await answer_control(OPERATIONS, services, request.header, request.frame, request.body_pos,
+                                request.context, super_users=None if authorizer is None else authorizer.super_users)
 
 
 def _optional_int(request: dict[str, Any], name: str) -> int | None:
@@ -258,8 +238,6 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "shutdown": _shutdown,
     "metrics": _metrics,
 }
-
-REFUSED = _Refused()
 
 # Served by KafkaApis outside the Kafka API table: never advertised, raw frames in and out.
 HANDLERS: dict = {}
