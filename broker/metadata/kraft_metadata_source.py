@@ -40,6 +40,7 @@ class KRaftMetadataSource:
         self.node_id = config.node_id
         self._link_is_cut = link_is_cut
         self._network_channels: list[NetworkControllerChannel] = []
+        self._controller_client_config: NetworkClientConfig | None = None
         # One channel per concern, as Kafka's broker has: a heartbeat never waits behind a metadata long poll or a
         # forwarded request.
         self._heartbeat_channel = self._channel(local_controller, "heartbeat",
@@ -59,14 +60,15 @@ class KRaftMetadataSource:
         if not addresses:
             raise ConfigError("a broker without a controller in its own process needs controller.quorum.voters or "
                               "controller.quorum.bootstrap.servers")
-        config = NetworkClientConfig(
-            connection_setup_timeout_ms=self.config.get("socket.connection.setup.timeout.ms"),
-            reconnect_backoff_ms=self.config.get("reconnect.backoff.ms"),
-            reconnect_backoff_max_ms=self.config.get("reconnect.backoff.max.ms"),
-            request_timeout_ms=self.config.get("request.timeout.ms"),
-            security=controller_security(self.config))
-        channel = NetworkControllerChannel(addresses, f"broker-{self.node_id}-{purpose}", config, retry_timeout_ms,
-                                           self._link_is_cut)
+        if self._controller_client_config is None:  # one TLS context and login for every channel
+            self._controller_client_config = NetworkClientConfig(
+                connection_setup_timeout_ms=self.config.get("socket.connection.setup.timeout.ms"),
+                reconnect_backoff_ms=self.config.get("reconnect.backoff.ms"),
+                reconnect_backoff_max_ms=self.config.get("reconnect.backoff.max.ms"),
+                request_timeout_ms=self.config.get("request.timeout.ms"),
+                security=controller_security(self.config))
+        channel = NetworkControllerChannel(addresses, f"broker-{self.node_id}-{purpose}",
+                                           self._controller_client_config, retry_timeout_ms, self._link_is_cut)
         self._network_channels.append(channel)
         return channel
 
