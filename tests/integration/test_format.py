@@ -1,5 +1,6 @@
 """`minikafka format --add-scram`: a node formatted with bootstrap SCRAM credentials serves a SCRAM-only listener
-from its first start, so the first admin can log in (as `kafka-storage.sh format --add-scram`)."""
+from its first start, so the first admin can log in (as `kafka-storage.sh format --add-scram`), and so can the
+node's own connections (its inter-broker login is that admin)."""
 from __future__ import annotations
 
 import re
@@ -21,8 +22,9 @@ listeners=SASL_PLAINTEXT://127.0.0.1:0
 listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT
 inter.broker.listener.name=SASL_PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=\
-org.apache.kafka.common.security.scram.ScramLoginModule required;
+org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";
 log.dirs={data}
 """
 
