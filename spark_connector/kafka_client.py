@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass
-from threading import Lock
 
 from kafka.protocol.api_message import ApiMessage
 
@@ -263,15 +263,18 @@ def _host_port(server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-_clients: dict[tuple[str, str, float], KafkaClient] = {}
-_clients_lock = Lock()
+_thread_clients = threading.local()
 
 
 def shared_client(bootstrap_servers: str, client_id: str, timeout_s: float) -> KafkaClient:
-    """The Python worker's client for a cluster: its connections outlive a task, so the next task reuses them."""
+    """The Python worker's client for a cluster: its connections outlive a task, so the next task reuses them. One
+    per thread: a connection carries one request at a time, and a reader on another thread (several ranges read
+    at once) must not interleave its requests with this one's or close a connection under it."""
+    clients: dict[tuple[str, str, float], KafkaClient] | None = getattr(_thread_clients, "clients", None)
+    if clients is None:
+        clients = _thread_clients.clients = {}
     key = (bootstrap_servers, client_id, timeout_s)
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = KafkaClient(bootstrap_servers, client_id, timeout_s)
-        return client
+    client = clients.get(key)
+    if client is None:
+        client = clients[key] = KafkaClient(bootstrap_servers, client_id, timeout_s)
+    return client
