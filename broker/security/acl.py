@@ -120,11 +120,6 @@ class AclBinding:
     operation: AclOperation
     permission_type: AclPermissionType
 
-    def __str__(self) -> str:
-        return (f"(principal={self.principal}, host={self.host}, operation={self.operation.name}, "
-                f"permissionType={self.permission_type.name}) on {self.resource_type.name}:"
-                f"{self.pattern_type.name}:{self.resource_name}")
-
 
 @dataclass(frozen=True)
 class AclBindingFilter:

@@ -11,6 +11,8 @@ back before it answers, so its next request is authorized by them.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.security.acl import AclOperation, PatternType, ResourceType, acl_filter_of
@@ -51,35 +53,28 @@ async def handle_describe_acls(ctx: RequestContext, request: ApiMessage) -> ApiM
         for (resource_type, name, pattern_type), acls in by_pattern.items()])
 
 
-async def handle_create_acls(ctx: RequestContext, request: ApiMessage) -> ApiMessage:
-    R = ctx.response_class
-
-    def failed(code: ErrorCode, message: str) -> ApiMessage:
-        return ctx.response(throttle_time_ms=0, results=[R.AclCreationResult(error_code=code, error_message=message)
-                                                         for _ in request.creations])
-
+async def _forwarded(ctx: RequestContext, request: ApiMessage,
+                     failed: Callable[[ErrorCode, str], ApiMessage]) -> ApiMessage:
+    """CreateAcls / DeleteAcls: refused here, or the controller's answer once this broker has read the change."""
     refused = _refusal(ctx, AclOperation.ALTER)
     if refused is not None:
         return failed(*refused)
     response = await forward(ctx, request, failed)
     await ctx.services.metadata.acls_altered()
     return response
+
+
+async def handle_create_acls(ctx: RequestContext, request: ApiMessage) -> ApiMessage:
+    R = ctx.response_class
+    return await _forwarded(ctx, request, lambda code, message: ctx.response(throttle_time_ms=0, results=[
+        R.AclCreationResult(error_code=code, error_message=message) for _ in request.creations]))
 
 
 async def handle_delete_acls(ctx: RequestContext, request: ApiMessage) -> ApiMessage:
     R = ctx.response_class
-
-    def failed(code: ErrorCode, message: str) -> ApiMessage:
-        return ctx.response(throttle_time_ms=0, filter_results=[
-            R.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
-            for _ in request.filters])
-
-    refused = _refusal(ctx, AclOperation.ALTER)
-    if refused is not None:
-        return failed(*refused)
-    response = await forward(ctx, request, failed)
-    await ctx.services.metadata.acls_altered()
-    return response
+    return await _forwarded(ctx, request, lambda code, message: ctx.response(throttle_time_ms=0, filter_results=[
+        R.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
+        for _ in request.filters]))
 
 
 HANDLERS = {ApiKey.DESCRIBE_ACLS: handle_describe_acls, ApiKey.CREATE_ACLS: handle_create_acls,

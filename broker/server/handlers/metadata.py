@@ -124,8 +124,8 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> ApiM
     if missing and allow_auto_create:
         creation_errors.update(await services.auto_topic_creation.create_topics(missing))
     if services.faults.error_rules or services.authorizer is not None:
-        if every_topic:
-            wanted = [(name, None) for name in sorted(cache.topics)] if services.authorizer is None else wanted
+        if every_topic and services.authorizer is None:  # with one, _authorized_topics listed them
+            wanted = [(name, None) for name in sorted(cache.topics)]
         topics = [_topic_response(ctx, include_ops, name, topic_id, creation_errors, denied)
                   for name, topic_id in wanted]
     else:
