@@ -14,6 +14,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from . import framing
 from .api_keys import ApiKey
+from .client_apis import CLIENT_API_MESSAGES
 from .file_records import FileRecords
 from .request_header import InvalidRequestError, RequestHeader
 from .schema_checks import Checker, build_checker
@@ -57,6 +58,10 @@ def _load_schemas() -> dict[int, ApiSchema]:
         if kind == "request" and (key, "response") in found:
             lo, hi = req.valid_versions
             schemas[key] = ApiSchema(req, found[(key, "response")], lo, hi)
+    # Client APIs kafka-python lacks, from the project's own specs.
+    for req, resp in CLIENT_API_MESSAGES:
+        lo, hi = req.valid_versions
+        schemas[req.API_KEY] = ApiSchema(req, resp, lo, hi)
     return schemas
 
 

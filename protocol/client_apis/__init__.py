@@ -1,0 +1,16 @@
+"""Client APIs whose schemas kafka-python lacks, defined from Kafka's message specs: their message classes."""
+from .messages import (
+    CLIENT_API_MESSAGES,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
+__all__ = [
+    "CLIENT_API_MESSAGES",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+]

@@ -1,0 +1,33 @@
+"""Client APIs that kafka-python has no classes for: KIP-848's consumer group heartbeat and describe.
+
+Their specs are the JSON files beside this module, in the format of Kafka's own message specs, and load through
+kafka-python's `ApiMessage`, so they encode and decode exactly as kafka-python's own client APIs do. `codec.SCHEMAS`
+takes them in with those, so a handler module can serve them; ApiVersions advertises only what a handler serves.
+"""
+from kafka.protocol.api_message import ApiMessage
+
+# `load_json` names the package holding a class's spec (kafka-python's metaclass reads it); mypy, to which
+# kafka-python is untyped, checks the class keyword against object.__init_subclass__ instead.
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+CLIENT_API_MESSAGES: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
+    (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+)
+"""Each API's request and response classes, for the codec's table."""
