@@ -82,18 +82,21 @@ def complete(txn: TransactionMetadata, transit: TxnTransitMetadata) -> Transacti
     return txn
 
 
-def fence_and_abort(txn: TransactionMetadata, now_ms: int) -> TxnTransitMetadata:
+def fence_and_abort(txn: TransactionMetadata, now_ms: int, cluster_tv: TransactionVersion = TV_0
+                    ) -> TxnTransitMetadata:
     """What Kafka's coordinator does with an ongoing transaction that timed out, or whose transactional id a new
     producer initialized: fence the producer, then (the fence never being logged by itself) clear the pending fence
-    and abort. With transactions version 2 the abort's own bump is the fence's (one bump, KAFKA-19367); before it,
-    the fenced epoch is put in place for the abort to log."""
+    and abort, at the cluster's transaction version (the abort is the coordinator's, not a client's). At version 2
+    the abort's own bump is the fence (one bump, KAFKA-19367); before it, the fenced epoch is put in place and the
+    abort is written as version 0's."""
     fence = txn.prepare_fence_producer_epoch()
     assert txn.pending_state is PREPARE_EPOCH_FENCE
     txn.pending_state = None
-    if not txn.client_transaction_version.supports_epoch_bump:
+    if not cluster_tv.supports_epoch_bump:
         txn.producer_epoch = fence.producer_epoch
         txn.last_producer_epoch = fence.last_producer_epoch
-    return txn.prepare_abort_or_commit(PREPARE_ABORT, txn.client_transaction_version, -1, now_ms, False)
+        cluster_tv = TV_0
+    return txn.prepare_abort_or_commit(PREPARE_ABORT, cluster_tv, -1, now_ms, False)
 
 
 # --- TransactionState ---------------------------------------------------------------------------------------------
@@ -414,13 +417,27 @@ def test_init_producer_id_during_a_transaction_fences_aborts_then_bumps() -> Non
     assert (txn.state, txn.producer_epoch, txn.last_producer_epoch) == (EMPTY, 7, -1)
 
 
-def test_a_timed_out_transaction_version_2_transaction_is_aborted_with_one_bump() -> None:
-    txn = metadata_in(ONGOING, epoch=5, last_epoch=4, tv=TV_2)
-    abort = fence_and_abort(txn, NOW)
+@pytest.mark.parametrize("tv", [TV_0, TV_2])
+def test_a_timed_out_transaction_is_aborted_with_one_bump_at_transaction_version_2(tv: TransactionVersion) -> None:
+    txn = metadata_in(ONGOING, epoch=5, last_epoch=4, tv=tv)  # whichever version the client spoke
+    abort = fence_and_abort(txn, NOW, TV_2)
     assert (abort.producer_epoch, abort.last_producer_epoch, abort.topic_partitions) == (6, 5, {TP0, TP1})
     complete(txn, abort)
     complete(txn, txn.prepare_complete(NOW + 1))
-    assert (txn.state, txn.producer_id, txn.producer_epoch) == (COMPLETE_ABORT, PRODUCER_ID, 6)
+    assert (txn.state, txn.producer_id, txn.producer_epoch, txn.last_producer_epoch) == (
+        COMPLETE_ABORT, PRODUCER_ID, 6, 5)
+    # KIP-360: the fenced producer recovering with the epoch it had is recognised (its last epoch): no new bump.
+    complete(txn, txn.prepare_increment_producer_epoch(TIMEOUT_MS, 5, NOW + 2))
+    assert (txn.state, txn.producer_epoch, txn.last_producer_epoch) == (EMPTY, 6, 5)
+
+
+def test_a_transaction_version_2_timeout_at_the_last_producer_epoch_leads_to_a_new_producer_id() -> None:
+    txn = metadata_in(ONGOING, epoch=MAX_PRODUCER_EPOCH - 1, tv=TV_2)
+    complete(txn, fence_and_abort(txn, NOW, TV_2))  # one bump: no epoch overflows
+    complete(txn, txn.prepare_complete(NOW + 1))
+    assert (txn.state, txn.producer_epoch) == (COMPLETE_ABORT, MAX_PRODUCER_EPOCH)
+    complete(txn, txn.prepare_producer_id_rotation(NEXT_PRODUCER_ID, TIMEOUT_MS, NOW + 2, False))
+    assert (txn.producer_id, txn.producer_epoch, txn.state) == (NEXT_PRODUCER_ID, 0, EMPTY)
 
 
 def test_a_timeout_at_the_last_epoch_leads_to_a_new_producer_id() -> None:

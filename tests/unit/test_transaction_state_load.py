@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import trio
@@ -27,7 +26,15 @@ from minikafka.broker.coordinator.transaction.transaction_state_manager import (
     LOAD_RECORDS_PER_YIELD,
     TransactionStateManager,
 )
-from minikafka.protocol.coordinator_records import PartitionsSchema, TransactionLogValue, encode_key, encode_value
+from minikafka.broker.replication.delayed_produce import AppendResult
+from minikafka.protocol.coordinator_records import (
+    PartitionsSchema,
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import TRANSACTION_STATE_TOPIC
 from minikafka.storage.log import AppendOrigin, Log
@@ -40,17 +47,40 @@ EPOCH = 5
 TV0 = TransactionVersion.TV_0
 
 
+class Replica:
+    """A partition of `__transaction_state` on a real log, with this broker its only replica: what is appended is
+    replicated at once."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        return self.log.log_end_offset >= required_offset, E.NONE
+
+
 class Replicas:
-    """The replica manager as a coordinator's log sees it: this broker hosts every partition of
+    """The replica manager as a coordinator's log sees it: this broker hosts and leads every partition of
     `__transaction_state`, each on a real log."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.partitions = {i: SimpleNamespace(log=Log.open(tmp_path / f"{TRANSACTION_STATE_TOPIC}-{i}",
-                                                           TRANSACTION_STATE_TOPIC, i, LogConfig(), now_ms=NOW))
+        self.partitions = {i: Replica(Log.open(tmp_path / f"{TRANSACTION_STATE_TOPIC}-{i}", TRANSACTION_STATE_TOPIC,
+                                               i, LogConfig(), now_ms=NOW))
                            for i in range(PARTITIONS)}
+        self.refusal: ErrorCode | None = None  # what appends are refused with, if they are
 
-    def get_partition(self, topic: str, index: int) -> SimpleNamespace | None:
+    def get_partition(self, topic: str, index: int) -> Replica | None:
         return self.partitions.get(index) if topic == TRANSACTION_STATE_TOPIC else None
+
+    def unhosted_error(self, tp: tuple[str, int]) -> ErrorCode:
+        return E.NOT_LEADER_OR_FOLLOWER
+
+    def append_to_local_log(self, required_acks: int, entries: dict[tuple[str, int], bytearray],
+                            origin: AppendOrigin) -> dict[tuple[str, int], AppendResult]:
+        if self.refusal is not None:
+            return dict.fromkeys(entries, AppendResult(KafkaError(self.refusal, "refused"), None))
+        return {tp: AppendResult(None, self.partitions[tp[1]].log.append_as_leader(records, EPOCH, NOW,
+                                                                                     origin=origin))
+                for tp, records in entries.items()}
 
 
 class Markers:
@@ -60,6 +90,7 @@ class Markers:
     def __init__(self) -> None:
         self.sent: list[tuple[int, bool, str]] = []
         self.removed: list[int] = []
+        self.completions: dict[str, TxnTransitMetadata] = {}
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -68,6 +99,13 @@ class Markers:
     def add_txn_markers_to_send(self, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata,
                                 complete: TxnTransitMetadata) -> None:
         self.sent.append((coordinator_epoch, commit, metadata.transactional_id))
+        self.completions[metadata.transactional_id] = complete
+
+    async def written(self, manager: TransactionStateManager, transactional_id: str) -> None:
+        """The markers of the id's transaction are written: its completion is, as the marker sender writes it."""
+        assert await manager.append_transaction_to_log(transactional_id, EPOCH,
+                                                       self.completions.pop(transactional_id),
+                                                       retry_on_error=True) == E.NONE
 
     def remove_markers_for_txn_topic_partition(self, partition: int) -> None:
         self.removed.append(partition)
@@ -79,13 +117,14 @@ def ids_on(partition: int, count: int, prefix: str = "txn") -> list[str]:
     return list(itertools.islice((t for t in candidates if partition_for(t, PARTITIONS) == partition), count))
 
 
-def record(transactional_id: str, producer_id: int, state: TransactionState = TransactionState.EMPTY,
-           ) -> tuple[bytes, bytes]:
+def record(transactional_id: str, producer_id: int, state: TransactionState = TransactionState.EMPTY, *,
+           epoch: int = 0, tv: TransactionVersion = TV0, started_ms: int = NOW) -> tuple[bytes, bytes]:
     partitions = None if state is TransactionState.EMPTY else (PartitionsSchema("orders", (0, 1)),)
-    value = TransactionLogValue(producer_id=producer_id, producer_epoch=0, transaction_timeout_ms=60_000,
+    value = TransactionLogValue(producer_id=producer_id, producer_epoch=epoch, transaction_timeout_ms=60_000,
                                 transaction_status=state.id, transaction_partitions=partitions,
-                                transaction_last_update_timestamp_ms=NOW, transaction_start_timestamp_ms=NOW)
-    return encode_key(transactional_id), encode_value(value, 0)
+                                transaction_last_update_timestamp_ms=NOW, transaction_start_timestamp_ms=started_ms,
+                                client_transaction_version=int(tv))
+    return encode_key(transactional_id), encode_value(value, tv.transaction_log_value_version)
 
 
 def write(log: Log, records: list[tuple[bytes, bytes | None]], per_batch: int = 50) -> None:
@@ -102,10 +141,11 @@ def replicas(tmp_path: Path) -> Iterator[Replicas]:
         partition.log.close()
 
 
-def state_manager(replicas: Replicas, load_buffer_size: int = 5242880) -> TransactionStateManager:
+def state_manager(replicas: Replicas, load_buffer_size: int = 5242880,
+                  tv: TransactionVersion = TV0) -> TransactionStateManager:
     config = TransactionConfig(num_partitions=PARTITIONS, load_buffer_size=load_buffer_size)
     manager = TransactionStateManager(config, CoordinatorLog(replicas, TRANSACTION_STATE_TOPIC, 1000),  # type: ignore[arg-type]
-                                      lambda: NOW, lambda: TV0)
+                                      lambda: NOW, lambda: tv)
     manager.active = True
     return manager
 
@@ -250,8 +290,9 @@ async def producer_ids() -> int:
     return 9000
 
 
-def coordinator_on(replicas: Replicas, load_buffer_size: int = 5242880) -> tuple[TransactionCoordinator, Markers]:
-    manager = state_manager(replicas, load_buffer_size)
+def coordinator_on(replicas: Replicas, load_buffer_size: int = 5242880,
+                   tv: TransactionVersion = TV0) -> tuple[TransactionCoordinator, Markers]:
+    manager = state_manager(replicas, load_buffer_size, tv)
     manager.active = False  # until the coordinator runs
     markers = Markers()
     return TransactionCoordinator(manager.config, manager, markers, producer_ids, lambda: NOW), markers  # type: ignore[arg-type]
@@ -322,3 +363,111 @@ async def test_a_resignation_cancels_the_coordinators_load(replicas: Replicas):
         await trio.testing.wait_all_tasks_blocked()
         assert {epoch for epoch, _, _ in markers.sent} == {EPOCH + 2} and len(markers.sent) == 3000
         nursery.cancel_scope.cancel()
+
+
+# ---- the coordinator's fences and ends, written to a real log ------------------------------------------------
+
+MAX_EPOCH = 32767  # Short.MaxValue
+TV1, TV2 = TransactionVersion.TV_1, TransactionVersion.TV_2
+TIMED_OUT = NOW - 120_000  # the transactions below started long before their 60 s timeout
+
+
+async def loaded(replicas: Replicas, transactional_id: str, state: TransactionState, epoch: int,
+                 tv: TransactionVersion) -> tuple[TransactionCoordinator, Markers]:
+    """A coordinator at transaction version `tv` serving the id, loaded from its record in the log."""
+    write(replicas.partitions[0].log, [record(transactional_id, 42, state, epoch=epoch, tv=tv, started_ms=TIMED_OUT)])
+    coordinator, markers = coordinator_on(replicas, tv=tv)
+    coordinator.state_manager.active = True
+    coordinator.on_elected(0, EPOCH)
+    assert await coordinator.state_manager.load_transactions_for_partition(0, EPOCH) == []
+    return coordinator, markers
+
+
+def logged(replicas: Replicas, transactional_id: str) -> list[tuple[str, int, int]]:
+    """(state, producer id, epoch) of each value of the id in the log, in order."""
+    values = [decode_value(value) for batch in CoordinatorLog(replicas, TRANSACTION_STATE_TOPIC, 1000).replay_batches(0)  # type: ignore[arg-type]
+              for _, key, value in batch.records if decode_key(key) == transactional_id]
+    return [(TransactionState.from_id(v.transaction_status).state_name, v.producer_id, v.producer_epoch)
+            for v in values if v is not None]
+
+
+def metadata_of(coordinator: TransactionCoordinator, transactional_id: str) -> TransactionMetadata:
+    current = coordinator.state_manager.get_transaction_state(transactional_id)
+    assert current is not None
+    return current.metadata
+
+
+async def test_a_version_2_transaction_timing_out_at_the_last_epoch_is_aborted_and_its_id_gets_a_new_producer_id(
+        replicas: Replicas):
+    """KAFKA-19367: at transaction version 2 the abort's own bump is the fence, so a transaction at epoch 32766
+    aborts at 32767 (two bumps would overflow, leaving it Ongoing for good and its partitions' last stable offset
+    stuck); the markers go out, and the next producer gets a new producer id."""
+    txn = ids_on(0, 1)[0]
+    coordinator, markers = await loaded(replicas, txn, TransactionState.ONGOING, MAX_EPOCH - 1, TV2)
+    await coordinator.abort_timed_out_transactions()
+    assert markers.sent == [(EPOCH, False, txn)]  # the abort markers, which release the last stable offset
+    metadata = metadata_of(coordinator, txn)
+    assert (metadata.state, metadata.producer_epoch, metadata.last_producer_epoch) == (
+        TransactionState.PREPARE_ABORT, MAX_EPOCH, MAX_EPOCH - 1)
+    await markers.written(coordinator.state_manager, txn)
+    assert (await coordinator.handle_init_producer_id(txn, 60_000, None)) == (E.NONE, 9000, 0)
+    assert logged(replicas, txn) == [("Ongoing", 42, MAX_EPOCH - 1), ("PrepareAbort", 42, MAX_EPOCH),
+                                     ("CompleteAbort", 42, MAX_EPOCH), ("Empty", 9000, 0)]
+
+
+@pytest.mark.parametrize("tv", [TV1, TV2], ids=["tv1", "tv2"])
+async def test_a_producer_recovering_after_its_transaction_timed_out(replicas: Replicas, tv: TransactionVersion):
+    """KIP-360: the timed-out producer's InitProducerId with the id and epoch it had. At version 2 the abort bumped
+    once and kept the producer's epoch as the last one, so it is recognised (NONE, the abort's epoch); before, the
+    fence forgot the last epoch, and the producer is fenced."""
+    txn = ids_on(0, 1)[0]
+    coordinator, markers = await loaded(replicas, txn, TransactionState.ONGOING, 5, tv)
+    await coordinator.abort_timed_out_transactions()
+    await markers.written(coordinator.state_manager, txn)
+    metadata = metadata_of(coordinator, txn)
+    assert (metadata.state, metadata.producer_epoch) == (TransactionState.COMPLETE_ABORT, 6)
+    recovered = await coordinator.handle_init_producer_id(txn, 60_000, (42, 5))
+    if tv is TV2:
+        assert recovered == (E.NONE, 42, 6)
+        assert (await coordinator.handle_init_producer_id(txn, 60_000, (42, 4))).error == E.PRODUCER_FENCED
+    else:
+        assert recovered.error == E.PRODUCER_FENCED
+    assert logged(replicas, txn)[:3] == [("Ongoing", 42, 5), ("PrepareAbort", 42, 6), ("CompleteAbort", 42, 6)]
+
+
+@pytest.mark.parametrize("tv", [TV1, TV2], ids=["tv1", "tv2"])
+async def test_a_fence_whose_write_failed_is_bumped_once_by_the_next(replicas: Replicas, tv: TransactionVersion):
+    """Before version 2 the fence's epoch is in place in memory when its write fails, and the next fence reuses it
+    (has_failed_epoch_fence); version 2 left the epoch alone, and the next fence bumps it once, as Kafka's does."""
+    txn = ids_on(0, 1)[0]
+    coordinator, markers = await loaded(replicas, txn, TransactionState.ONGOING, 5, tv)
+    replicas.refusal = E.NOT_ENOUGH_REPLICAS
+    await coordinator.abort_timed_out_transactions()
+    metadata = metadata_of(coordinator, txn)
+    assert (metadata.state, metadata.pending_state, metadata.has_failed_epoch_fence) == (
+        TransactionState.ONGOING, None, tv is TV1)
+    assert metadata.producer_epoch == (6 if tv is TV1 else 5)
+    replicas.refusal = None
+    await coordinator.abort_timed_out_transactions()
+    assert markers.sent == [(EPOCH, False, txn)]
+    assert logged(replicas, txn) == [("Ongoing", 42, 5), ("PrepareAbort", 42, 6)]
+
+
+async def test_requests_with_the_next_producer_id_wait_for_the_rotation_to_complete(replicas: Replicas):
+    """KAFKA-18660: a version 2 commit that exhausts the epochs hands the client the next producer id at once; until
+    the markers are written and CompleteCommit installs it, the client's requests with it are answered the
+    retriable CONCURRENT_TRANSACTIONS, not INVALID_PRODUCER_ID_MAPPING."""
+    txn = ids_on(0, 1)[0]
+    coordinator, markers = await loaded(replicas, txn, TransactionState.ONGOING, MAX_EPOCH - 1, TV2)
+    orders = {("orders", 2)}
+    assert await coordinator.handle_end_transaction(txn, 42, MAX_EPOCH - 1, True, TV2) == (E.NONE, 9000, 0)
+    assert await coordinator.handle_add_partitions_to_transaction(txn, 9000, 0, orders, TV2) \
+        == E.CONCURRENT_TRANSACTIONS
+    assert (await coordinator.handle_end_transaction(txn, 9000, 0, False, TV2)).error == E.CONCURRENT_TRANSACTIONS
+    # Before version 2 the producer id and epoch are checked first, as Kafka's EndTxn does.
+    assert (await coordinator.handle_end_transaction(txn, 9000, 0, False, TV0)).error \
+        == E.INVALID_PRODUCER_ID_MAPPING
+    await markers.written(coordinator.state_manager, txn)
+    assert await coordinator.handle_add_partitions_to_transaction(txn, 9000, 0, orders, TV2) == E.NONE
+    assert logged(replicas, txn) == [("Ongoing", 42, MAX_EPOCH - 1), ("PrepareCommit", 42, MAX_EPOCH),
+                                     ("CompleteCommit", 9000, 0), ("Ongoing", 9000, 0)]

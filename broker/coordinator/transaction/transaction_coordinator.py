@@ -3,7 +3,8 @@ the partitions of each transaction, and its end.
 
 InitProducerId with a transactional id gives the id's producer a bumped epoch (a new producer id when the epochs
 run out), fencing any older producer of the id; while a transaction of the id is still in flight it answers
-CONCURRENT_TRANSACTIONS, and an Ongoing one is aborted first (fenced with an epoch the client never sees). KIP-360:
+CONCURRENT_TRANSACTIONS, and an Ongoing one is aborted first (fenced with an epoch the client never sees: at
+transaction version 2 the abort's own bump, else a bump the abort then keeps). KIP-360:
 a producer that says which producer id and epoch it had is either recognised (its current or last epoch) or told
 PRODUCER_FENCED. AddPartitionsToTxn (and AddOffsetsToTxn, which adds the group's `__consumer_offsets` partition)
 records partitions before the producer writes to them; the v4+ verify-only form (KIP-890 part 1) tells a partition
@@ -229,12 +230,15 @@ class TransactionCoordinator:
             if current is None:
                 return ErrorCode.INVALID_PRODUCER_ID_MAPPING
             coordinator_epoch, metadata = current
+            # A transition in progress first (KAFKA-18660): a version 2 client may already use the producer id a
+            # pending completion moves to.
+            if metadata.pending_transition_in_progress:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
             if metadata.producer_id != producer_id:
                 return ErrorCode.INVALID_PRODUCER_ID_MAPPING
             if metadata.producer_epoch != producer_epoch:
                 return ErrorCode.PRODUCER_FENCED
-            if metadata.pending_transition_in_progress or metadata.state in (TransactionState.PREPARE_COMMIT,
-                                                                              TransactionState.PREPARE_ABORT):
+            if metadata.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             if metadata.state is TransactionState.ONGOING and partitions <= metadata.topic_partitions:
                 return ErrorCode.NONE
@@ -293,7 +297,10 @@ class TransactionCoordinator:
         error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
         if error != ErrorCode.NONE:
             if is_epoch_fence:
-                metadata.has_failed_epoch_fence = True
+                # Before version 2 the fence's epoch is in place in memory, so the next fence reuses it; version 2
+                # left the epoch as it was, and the next fence bumps it once again.
+                if not client_transaction_version.supports_epoch_bump:
+                    metadata.has_failed_epoch_fence = True
                 log.warning("the epoch fence of transactional id %r was not written (%s)", transactional_id,
                             error.name)
             return EndTxnResult(error)
@@ -328,11 +335,16 @@ class TransactionCoordinator:
         else:
             valid_epoch = ((not is_from_client or producer_epoch == metadata.producer_epoch)
                            and producer_epoch >= metadata.producer_epoch)
+        # Version 2 answers a transition in progress first (KAFKA-18660): across a producer id rotation the client
+        # already has the next producer id, which only the pending completion installs.
+        in_progress = metadata.pending_transition_in_progress and not fencing
+        if tv2 and in_progress:
+            raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, "a transition is in progress")
         if metadata.producer_id != producer_id and not retry_on_overflow:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, "not the id's producer id")
         if not valid_epoch:
             raise KafkaError(ErrorCode.PRODUCER_FENCED, f"producer epoch {producer_epoch} is fenced")
-        if metadata.pending_transition_in_progress and not fencing:
+        if in_progress:
             raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, "a transition is in progress")
         is_retry = retry_on_epoch_bump or retry_on_overflow
         result = "commit" if commit else "abort"
@@ -343,12 +355,16 @@ class TransactionCoordinator:
                 next_producer_id = await self.generate_producer_id()
             epoch_fence = fencing and new_state is TransactionState.PREPARE_ABORT
             if epoch_fence:
-                # The fence's bumped epoch becomes the transaction's as its abort is prepared.
                 metadata.pending_state = None
-                metadata.producer_epoch = producer_epoch
-                metadata.last_producer_epoch = NO_PRODUCER_EPOCH
-            return (metadata.prepare_abort_or_commit(new_state, client_transaction_version, next_producer_id,
-                                                     self.clock_ms(), no_partition_added), epoch_fence)
+                if not tv2:
+                    # The fence's bumped epoch becomes the transaction's as its abort is prepared. Version 2's abort
+                    # bumps by itself, and that one bump is the fence (KAFKA-19367): epoch e + 1, last epoch e.
+                    metadata.producer_epoch = producer_epoch
+                    metadata.last_producer_epoch = NO_PRODUCER_EPOCH
+            # Before version 2, Kafka's end is written as transaction version 0's, whatever the level.
+            version = client_transaction_version if tv2 else TransactionVersion.TV_0
+            return (metadata.prepare_abort_or_commit(new_state, version, next_producer_id, self.clock_ms(),
+                                                     no_partition_added), epoch_fence)
 
         def invalid() -> KafkaError:
             log.debug("transactional id %r is %s; EndTxn(%s) refused", metadata.transactional_id, state.state_name,
