@@ -1,12 +1,13 @@
 """ApiVersions (v0-4): the truth about which API versions this broker serves.
 
-Each API is advertised with the range its handler accepts (its schema's versions), or a module's wider VERSIONS
-range where Kafka advertises more than it serves (Produce). A request newer than v4 is answered in v0 with
-UNSUPPORTED_VERSION and the list, so the client can retry with a version both sides know (KIP-511); that answer
-is made by kafka_apis, without a handler. v1+ carries the throttle time; v3+ is flexible and brings the
-client's software name and version, which are read past, and answers with the features this broker supports and
-the levels its cluster has finalized (KIP-584; `transaction.version` 2, which moves the Java 4.x producer to
-KIP-890's second transaction protocol).
+Each API is advertised with the range its handler accepts (its schema's versions), or a module's VERSIONS range
+where Kafka advertises otherwise: more than it serves (Produce), or less than the schema has (InitProducerId v6,
+still unstable in Kafka 4.1; WriteTxnMarkers v2, Kafka 4.2; DescribeLogDirs v0). A request newer than v4 is
+answered in v0 with UNSUPPORTED_VERSION and the list, so the client can retry with a version both sides know
+(KIP-511); that answer is made by kafka_apis, without a handler. v1+ carries the throttle time; v3+ is flexible and
+brings the client's software name and version, which are read past, and answers with the features this broker
+supports and the levels its cluster has finalized (KIP-584; `transaction.version` 2, which moves the Java 4.x
+producer to KIP-890's second transaction protocol).
 """
 from __future__ import annotations
 

@@ -1,14 +1,15 @@
-"""The transaction APIs (KIP-98): InitProducerId (v0-6), AddPartitionsToTxn (v0-5), AddOffsetsToTxn (v0-4),
+"""The transaction APIs (KIP-98): InitProducerId (v0-5), AddPartitionsToTxn (v0-5), AddOffsetsToTxn (v0-4),
 EndTxn (v0-5), DescribeTransactions (v0) and ListTransactions (v0-2), answered by the transaction coordinator;
-WriteTxnMarkers (v1-2) and DescribeProducers (v0), answered by partition leaders.
+WriteTxnMarkers (v1) and DescribeProducers (v0), answered by partition leaders.
+These are the ranges Kafka 4.1 advertises: InitProducerId v6 (two-phase commit, KIP-939) is still unstable there
+and WriteTxnMarkers v2 came with Kafka 4.2 (KIP-1228); a client that sends them anyway is answered as v5 and v1 are.
 
 InitProducerId: without a transactional id, an idempotent producer gets a fresh producer id at epoch 0 on every
 call (the producer id and epoch a v3+ producer sends are read past, as Kafka does); with one, the coordinator of the
 id answers (NOT_COORDINATOR elsewhere): a bumped epoch, INVALID_TRANSACTION_TIMEOUT for a timeout above
 transaction.max.timeout.ms, CONCURRENT_TRANSACTIONS while a transaction of the id is being ended. v2+ is flexible;
 v3+ carries the producer id and epoch the producer had (KIP-360; one without the other is INVALID_REQUEST); v4+
-may answer PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH (KIP-588); v6's two-phase commit
-fields (KIP-939) are read past.
+may answer PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH (KIP-588).
 
 AddPartitionsToTxn v0-3 is the producer's: its partitions join its transaction; a topic partition that does not
 exist is UNKNOWN_TOPIC_OR_PARTITION and an internal topic TOPIC_AUTHORIZATION_FAILED (offsets go through
@@ -29,8 +30,7 @@ UNKNOWN_TOPIC_OR_PARTITION where it has no replica, INVALID_PRODUCER_EPOCH for a
 and TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the partition has seen (nothing is
 appended then). Once a marker is in a `__consumer_offsets` partition, the group coordinator makes the producer's
 transactional offset commits there committed (or drops them). The markers of a request are all appended first,
-then one wait for the ISR covers them all; the response comes when it ends. v1 is flexible; v2 adds the
-transaction version of KIP-890, which changes nothing in what is written. An administrator's
+then one wait for the ISR covers them all; the response comes when it ends. v1 is flexible. An administrator's
 abort of a hanging transaction (KIP-664) is such a request, with the epochs DescribeProducers reported.
 
 The admin APIs of KIP-664: DescribeTransactions per transactional id (TRANSACTIONAL_ID_NOT_FOUND for one the
@@ -452,6 +452,8 @@ async def handle_describe_producers(ctx: RequestContext, request: DescribeProduc
     return ctx.response(throttle_time_ms=0, topics=topics)
 
 
+# What Kafka 4.1 advertises (unstable.api.versions.enable off), narrower than the schemas this broker decodes.
+VERSIONS = {ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.WRITE_TXN_MARKERS: (1, 1)}
 HANDLERS = {
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
