@@ -7,7 +7,9 @@ answered in v0 with UNSUPPORTED_VERSION and the list, so the client can retry wi
 (KIP-511); that answer is made by kafka_apis, without a handler. v1+ carries the throttle time; v3+ is flexible and
 brings the client's software name and version, which are read past, and answers with the features this broker
 supports and the levels its cluster has finalized (KIP-584; `transaction.version` 2, which moves the Java 4.x
-producer to KIP-890's second transaction protocol).
+producer to KIP-890's second transaction protocol). As Kafka's, a v3 answer leaves out the supported features whose
+lowest level is 0 (`transaction.version`), which older clients fail to read (KAFKA-17492); the finalized levels are
+in every v3+ answer.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
 FEATURES_VERSION = 3
+LEVEL_0_FEATURES_VERSION = 4
 
 
 async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiMessage:
@@ -30,7 +33,8 @@ async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) 
     return ctx.response(
         error_code=ErrorCode.NONE, api_keys=api_keys, throttle_time_ms=0,
         supported_features=[R.SupportedFeatureKey(name=name, min_version=r.min_version, max_version=r.max_version)
-                            for name, r in SUPPORTED_FEATURES.items()],
+                            for name, r in SUPPORTED_FEATURES.items()
+                            if r.min_version != 0 or ctx.version >= LEVEL_0_FEATURES_VERSION],
         finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
         finalized_features=[R.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
                             for name, level in FINALIZED_FEATURES.items()])
