@@ -163,10 +163,11 @@ class Log:
     ) -> Log:
         """Open (or create) the partition directory and bring it to a consistent state.
 
-        Segments holding offsets at or after `recovery_point` are re-validated batch by batch;
-        a torn or corrupt tail is cut off (and any later segment dropped) and their indexes are
-        rebuilt. Stray temporary files are removed, the leader-epoch cache is trimmed to the
-        log, and producer state is loaded from the latest usable snapshot and the batches after it.
+        Segments holding offsets at or after `recovery_point`, and those whose transaction index
+        fails its sanity check, are re-validated batch by batch; a torn or corrupt tail is cut off
+        (and any later segment dropped) and their indexes are rebuilt. Stray temporary files are
+        removed, the leader-epoch cache is trimmed to the log, and producer state is loaded from the
+        latest usable snapshot and the batches after it.
         """
         directory = Path(dir)
         created = not directory.exists()

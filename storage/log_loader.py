@@ -14,6 +14,7 @@ from pathlib import Path
 from minikafka.protocol.record_batch import BatchHeader
 
 from .checkpoint import TMP_SUFFIX
+from .index_file import CorruptIndexError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .segment import LOG_SUFFIX, LogSegment
@@ -49,7 +50,8 @@ def load_segments(directory: Path, config: LogConfig, now_ms: int, partition_nam
 
 def recover_segments(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache,
                      name: str) -> int | None:
-    """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`).
+    """Re-validate the segments that may hold unflushed data (offsets at or past `recovery_point`), and those
+    whose transaction index fails its sanity check (as Kafka's LogLoader recovers them).
 
     After a clean shutdown the recovery point is the log end offset and nothing is scanned. Returns the base
     offset of the first segment re-validated (it and every later one need their transaction index rebuilt),
@@ -72,7 +74,7 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, cache: Lea
             flushed = segment.next_offset == recovery_point and segment.ends_cleanly()
         else:
             flushed = segments[i + 1].base_offset <= recovery_point
-        if flushed:
+        if flushed and _txn_index_is_sound(segment, name):
             continue
         logger.info("%s: recovering segment %s (recovery point %d)", name, segment.log_path.name, recovery_point)
         if recovered_from is None:
@@ -93,3 +95,14 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, cache: Lea
             del segments[i + 1 :]
             break
     return recovered_from
+
+
+def _txn_index_is_sound(segment: LogSegment, name: str) -> bool:
+    """Kafka's segment sanity check on load: a damaged transaction index is rebuilt by recovering its segment."""
+    try:
+        segment.txn_index.sanity_check(segment.base_offset)
+    except CorruptIndexError as e:
+        logger.warning("%s: found a corrupted index file corresponding to log file %s due to %s, recovering "
+                       "segment and rebuilding index files...", name, segment.log_path.name, e)
+        return False
+    return True

@@ -4,6 +4,10 @@ One entry per transaction whose ABORT marker is in the segment: version (int16, 
 offset, last offset (the marker's) and the last stable offset when the marker was written (int64 each), 34 bytes
 big-endian. A read_committed fetch returns the entries that overlap what it reads, so the consumer can drop the
 aborted records. The file exists only once a segment has an entry, as in Kafka, so most segments have none.
+
+As Kafka's TransactionIndex, a read takes the whole entries only: a partial one at the end (an append under way) is
+not an entry yet. Loading a log sanity-checks every index (`sanity_check`); one that fails is rebuilt from the
+segment's markers (Kafka's LogLoader recovers that segment).
 """
 from __future__ import annotations
 
@@ -45,20 +49,35 @@ class TransactionIndex:
             self._entries = self._load()
         return self._entries
 
-    def _load(self) -> list[AbortedTxn]:
+    def _read(self) -> tuple[list[AbortedTxn], int]:
+        """The whole entries of the file, and its size. Raises CorruptIndexError for an entry of an unknown
+        version."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return []
-        if len(data) % ENTRY_SIZE:
-            raise CorruptIndexError(f"Transaction index {self.path} has size {len(data)}, "
-                                    f"not a multiple of {ENTRY_SIZE}")
+            return [], 0
         entries = []
-        for version, *fields in _ENTRY.iter_unpack(data):
+        for version, *fields in _ENTRY.iter_unpack(memoryview(data)[:len(data) - len(data) % ENTRY_SIZE]):
             if version != ENTRY_VERSION:
                 raise CorruptIndexError(f"Transaction index {self.path} has an entry of unknown version {version}")
             entries.append(AbortedTxn(*fields))
-        return entries
+        return entries, len(data)
+
+    def _load(self) -> list[AbortedTxn]:
+        return self._read()[0]
+
+    def sanity_check(self, start_offset: int) -> None:
+        """Raise CorruptIndexError if the file cannot be this segment's index: an entry of an unknown version, one
+        whose last offset is below the segment's base offset `start_offset` (Kafka's check), or a partial entry at
+        the end (a torn or damaged file: its last entries cannot be trusted, and an append after it would be
+        misread)."""
+        entries, size = self._read()
+        if size % ENTRY_SIZE:
+            raise CorruptIndexError(f"Transaction index {self.path} has size {size}, not a multiple of {ENTRY_SIZE}")
+        for txn in entries:
+            if txn.last_offset < start_offset:
+                raise CorruptIndexError(f"Last offset of aborted transaction {txn} in index {self.path} is less "
+                                        f"than start offset {start_offset}")
 
     def append(self, txn: AbortedTxn) -> None:
         entries = self.entries
