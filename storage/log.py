@@ -132,6 +132,7 @@ class Log:
         topic_id: bytes | None,
         leader_epoch_cache: LeaderEpochCache,
         producer_state: ProducerStateManager,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = directory
         self.topic = topic
@@ -140,6 +141,8 @@ class Log:
         self.topic_id = topic_id
         self.leader_epoch_cache = leader_epoch_cache
         self.producer_state = producer_state
+        # The broker's producer.id.expiration.ms, for the producers a reload of the producer state leaves out.
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._segments = segments
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
@@ -160,6 +163,7 @@ class Log:
         log_start_offset: int = 0,
         topic_id: bytes | None = None,
         now_ms: int,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (or create) the partition directory and bring it to a consistent state.
 
@@ -167,7 +171,9 @@ class Log:
         fails its sanity check, are re-validated batch by batch; a torn or corrupt tail is cut off
         (and any later segment dropped) and their indexes are rebuilt. Stray temporary files are
         removed, the leader-epoch cache is trimmed to the log, and producer state is loaded from the
-        latest usable snapshot and the batches after it.
+        latest usable snapshot and the batches after it; producers idle for
+        `producer_id_expiration_ms` (the broker's producer.id.expiration.ms) with no transaction open
+        are left out.
         """
         directory = Path(dir)
         created = not directory.exists()
@@ -203,6 +209,7 @@ class Log:
             topic_id=topic_id if topic_id is not None else stored_id,
             leader_epoch_cache=cache,
             producer_state=ProducerStateManager(directory),
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         if created:
             log._dirs_to_flush.add(directory.parent)
@@ -219,19 +226,20 @@ class Log:
 
     def _rebuild_producer_state(self, now_ms: int, rebuild_txn_index_from: int | None = None) -> None:
         """Kafka's rebuildProducerState: load the latest usable producer snapshot, then replay the batch headers
-        (and end markers) after it, skipping segments older than the producer id expiration (every producer seen
-        only there would be expired anyway, and no transaction lives that long). Snapshots are taken on the way
-        at the base offsets of the last two segments, and at the log end offset.
+        (and end markers) of every segment after it, whatever their timestamps (a transaction stays open however
+        old its records' CreateTime is). Snapshots are taken on the way at the base offsets of the last two
+        segments, and at the log end offset. Producers idle for producer.id.expiration.ms with no transaction open
+        are left out.
 
         The transaction indexes of the segments from `rebuild_txn_index_from` on (those recovery re-validated)
         are rebuilt on the way, as Kafka's segment recovery does: the snapshot the replay starts from is one at
-        or below that offset, so those segments are replayed whole, and the later snapshots, written since the
-        last flush, are deleted. The other segments' indexes are trusted."""
+        or below that offset, so those segments are replayed whole, and the later snapshots are deleted. The
+        other segments' indexes are trusted."""
         segments = self._segments
         end = segments[-1].next_offset
         reload_to = end if rebuild_txn_index_from is None else min(end, rebuild_txn_index_from)
-        start = self.producer_state.truncate_and_reload(self._log_start_offset, reload_to, now_ms)
-        horizon = now_ms - DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        expiration_ms = self.producer_id_expiration_ms
+        start = self.producer_state.truncate_and_reload(self._log_start_offset, reload_to, now_ms, expiration_ms)
         snapshot_at = {segment.base_offset for segment in segments[-2:]}
         first = 0 if start is None else max(bisect_right(segments, start, key=_base_offset) - 1, 0)
         for segment in segments[first:]:
@@ -240,8 +248,6 @@ class Log:
             rebuild = rebuild_txn_index_from is not None and segment.base_offset >= rebuild_txn_index_from
             if rebuild:
                 segment.txn_index.reset()
-            elif segment is not segments[-1] and segment.largest_timestamp < horizon:
-                continue
             from_position = 0
             if start is not None and start > segment.base_offset:
                 found = segment.translate_offset(start)
@@ -253,7 +259,7 @@ class Log:
                     marker = parse_marker(segment.read_bytes(position, header.size), header) \
                         if header.is_control else None
                     self._update_producer_state(segment, header, marker, index_aborts=rebuild)
-        self.producer_state.remove_expired(now_ms)
+        self.producer_state.remove_expired(now_ms, expiration_ms)
         self._take_producer_snapshot(end, sync=True)
 
     def _take_producer_snapshot(self, offset: int, *, sync: bool) -> None:

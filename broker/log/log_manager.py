@@ -49,6 +49,7 @@ from minikafka.storage.log_dir import (
     parse_partition_dir_name,
     partition_dir_name,
 )
+from minikafka.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger("minikafka.log_manager")
 
@@ -110,8 +111,10 @@ def parse_future_dir_name(name: str) -> TopicPartition | None:
 
 class LogManager:
     def __init__(self, dirs: list[Path], node_id: int, cluster_id: str | None, defaults: LogConfig,
-                 disk_quota: DiskSpace) -> None:
+                 disk_quota: DiskSpace, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.defaults = defaults
+        # producer.id.expiration.ms: the producers a log's reloaded producer state leaves out.
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         # Every append asks it first: the broker's disk quota, which fault injection sets to act as a full disk.
         self.disk_quota = disk_quota
         self.log_dirs = [LogDir(Path(d)) for d in dirs]
@@ -154,7 +157,8 @@ class LogManager:
                 config = LogConfig.from_props(topic_configs.get(topic, {}), self.defaults)
                 try:
                     self.logs[tp] = Log.open(path, topic, index, config, recovery_point=recovery.get(tp, 0),
-                                             log_start_offset=starts.get(tp, 0), now_ms=now_ms())
+                                             log_start_offset=starts.get(tp, 0), now_ms=now_ms(),
+                                             producer_id_expiration_ms=self.producer_id_expiration_ms)
                 except OSError as exc:
                     raise KafkaStorageError(f"Error while loading log dir {path}: {exc}") from exc
                 self._dir_of[tp] = log_dir
@@ -180,7 +184,8 @@ class LogManager:
                 continue
             config = LogConfig.from_props(topic_configs.get(tp[0], {}), self.defaults)
             try:
-                self.future_logs[tp] = Log.open(entry, tp[0], tp[1], config, now_ms=now_ms())
+                self.future_logs[tp] = Log.open(entry, tp[0], tp[1], config, now_ms=now_ms(),
+                                                producer_id_expiration_ms=self.producer_id_expiration_ms)
             except OSError as exc:
                 raise KafkaStorageError(f"Error while loading log dir {entry}: {exc}") from exc
             self._future_dir_of[tp] = log_dir
@@ -196,7 +201,7 @@ class LogManager:
         log_dir = self._placement(tp, None)
         config = LogConfig.from_props(overrides, self.defaults)
         created = Log.open(log_dir.partition_dir(topic, index), topic, index, config, topic_id=topic_id.bytes,
-                           now_ms=now_ms())
+                           now_ms=now_ms(), producer_id_expiration_ms=self.producer_id_expiration_ms)
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
         return created
@@ -230,7 +235,8 @@ class LogManager:
             try:
                 config = LogConfig.from_props(spec.overrides, self.defaults)
                 the_log = Log.open(log_dir.partition_dir(spec.topic, spec.index), spec.topic, spec.index, config,
-                                   topic_id=spec.topic_id.bytes, now_ms=now_ms())
+                                   topic_id=spec.topic_id.bytes, now_ms=now_ms(),
+                                   producer_id_expiration_ms=self.producer_id_expiration_ms)
             except (KafkaError, OSError, ValueError) as exc:
                 log.debug("%s-%d not created ahead: %s", spec.topic, spec.index, exc)
                 continue
@@ -341,7 +347,8 @@ class LogManager:
         current = self.logs[tp]
         path = log_dir.path / future_dir_name(*tp)
         self.future_logs[tp] = Log.open(path, tp[0], tp[1], current.config, now_ms=now_ms(),
-                                        topic_id=topic_id.bytes if topic_id is not None else current.topic_id)
+                                        topic_id=topic_id.bytes if topic_id is not None else current.topic_id,
+                                        producer_id_expiration_ms=self.producer_id_expiration_ms)
         self._future_dir_of[tp] = log_dir
         log.info("%s-%d: moving from %s to %s (future log %s)", *tp, current_dir.path, log_dir.path, path.name)
         return True
@@ -372,7 +379,8 @@ class LogManager:
         fsync_dir(old_dir.path)
         fsync_dir(target_dir.path)
         moved = Log.open(current_path, tp[0], tp[1], future.config, recovery_point=future.log_end_offset,
-                         log_start_offset=log_start, now_ms=now_ms())
+                         log_start_offset=log_start, now_ms=now_ms(),
+                         producer_id_expiration_ms=self.producer_id_expiration_ms)
         for entry in old.leader_epoch_cache.epochs:  # epochs begun with no batch yet (a new leadership)
             latest = moved.leader_epoch_cache.latest_entry
             if latest is None or (entry.epoch > latest.epoch and entry.start_offset >= latest.start_offset):

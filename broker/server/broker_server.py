@@ -226,7 +226,7 @@ class BrokerServer:
         cluster_id = await self.metadata.start(nursery, deadline)
         phase = self._phase_done(f"reached the cluster {cluster_id}", phase)
         self.log_manager = LogManager(self.config.log_dirs, self.node_id, cluster_id, self.log_defaults,
-                                      self.disk_quota)
+                                      self.disk_quota, self.config.get("producer.id.expiration.ms"))
         self.metadata_cache = MetadataCache(self.metadata.image, self.log_manager.cluster_id,
                                             self.metadata.controller_id)
         phase = self._phase_done("read meta.properties", phase)
