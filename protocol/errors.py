@@ -147,6 +147,7 @@ DEFAULT_MESSAGES = {
                                "or the message was sent to an incompatible broker. See the broker logs for more "
                                "details.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
 }
 
 

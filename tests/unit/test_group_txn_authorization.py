@@ -47,7 +47,8 @@ REFUSALS: dict[ApiKey, frozenset[ErrorCode]] = {
     ApiKey.END_TXN: frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
     ApiKey.WRITE_TXN_MARKERS: frozenset({E.CLUSTER_AUTHORIZATION_FAILED}),
     ApiKey.DESCRIBE_TRANSACTIONS: frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
-    ApiKey.DESCRIBE_PRODUCERS: frozenset({E.TOPIC_AUTHORIZATION_FAILED}),
+    # As Kafka's, an illegal topic name is answered before the authorization check.
+    ApiKey.DESCRIBE_PRODUCERS: frozenset({E.TOPIC_AUTHORIZATION_FAILED, E.INVALID_TOPIC_EXCEPTION}),
 }
 HANDLERS = {**groups.HANDLERS, **transactions.HANDLERS}
 VERSIONS = [(key, version) for key in REFUSALS for version in range(SERVED[key][0], SERVED[key][1] + 1)]

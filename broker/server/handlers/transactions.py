@@ -1,6 +1,6 @@
 """The transaction APIs (KIP-98): InitProducerId (v0-5), AddPartitionsToTxn (v0-5), AddOffsetsToTxn (v0-4),
 EndTxn (v0-5), DescribeTransactions (v0) and ListTransactions (v0-2), answered by the transaction coordinator;
-WriteTxnMarkers (v1) and DescribeProducers (v0), answered by partition leaders.
+WriteTxnMarkers (v1), answered by partition leaders, and DescribeProducers (v0), by any replica of a partition.
 These are the ranges Kafka 4.1 advertises: InitProducerId v6 (two-phase commit, KIP-939) is still unstable there
 and WriteTxnMarkers v2 came with Kafka 4.2 (KIP-1228); a client that sends them anyway is answered as v5 and v1 are.
 
@@ -37,8 +37,9 @@ The admin APIs of KIP-664: DescribeTransactions per transactional id (TRANSACTIO
 coordinator does not know); ListTransactions lists the ids this broker coordinates, filtered by state (unknown
 state names are echoed back), producer id, v1+ running longer than a duration, and v2+ a transactional id regular
 expression matched in full (INVALID_REGULAR_EXPRESSION if it does not compile), COORDINATOR_LOAD_IN_PROGRESS while
-one of this broker's `__transaction_state` partitions loads; DescribeProducers gives a partition leader's producers
-with their epochs, last sequences and the start offset of their open transaction.
+one of this broker's `__transaction_state` partitions loads; DescribeProducers gives the producers a replica (the
+leader or a follower) of a partition knows, with their epochs, last sequences and the start offset of their open
+transaction.
 
 Authorization, with an authorizer, as Kafka's KafkaApis checks it, before anything else:
 - InitProducerId: with a transactional id, WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent
@@ -86,6 +87,7 @@ from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
 from minikafka.storage.log import AppendOrigin
+from minikafka.storage.log_dir import validate_topic_name
 from minikafka.storage.producer_state import NO_PRODUCER_EPOCH
 
 TopicPartition = tuple[str, int]
@@ -417,27 +419,36 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
 
 
 async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> ApiMessage:
-    """The producers a partition leader knows (Kafka's activeProducerState): their epochs, last sequences and
-    open transactions."""
+    """The producers a replica of each partition knows (Kafka's activeProducerState): their epochs, last sequences
+    and open transactions. Any replica answers, as in Kafka (`kafka-transactions.sh describe-producers --broker-id`
+    asks the one it is told to; followers keep the same producer state). A topic's error (an illegal name, no READ,
+    unknown to the cluster) comes with its message; a partition's (not hosted here) with none, as Kafka's."""
     R = ctx.response_class
     T = R.TopicResponse
     P = T.PartitionResponse
     replica_manager = ctx.services.replica_manager
     topics = []
     for t in request.topics:
-        authorized = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
+        topic_error: KafkaError | None = None
+        illegal = validate_topic_name(t.name)
+        if illegal is not None:
+            topic_error = KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, illegal)
+        elif not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+            topic_error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                     DEFAULT_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED])
+        elif t.name not in ctx.services.metadata_cache.topics:
+            topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     DEFAULT_MESSAGES[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])
         partitions = []
         for index in t.partition_indexes:
-            if not authorized:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                partitions.append(P(partition_index=index, error_code=code, error_message=DEFAULT_MESSAGES[code],
-                                    active_producers=[]))
+            if topic_error is not None:
+                partitions.append(P(partition_index=index, error_code=topic_error.code,
+                                    error_message=topic_error.message, active_producers=[]))
                 continue
             try:
                 partition = replica_manager.partition_or_error(t.name, index)
-                partition.require_leader()
             except KafkaError as exc:
-                partitions.append(P(partition_index=index, error_code=exc.code, error_message=exc.message,
+                partitions.append(P(partition_index=index, error_code=exc.code, error_message=None,
                                     active_producers=[]))
                 continue
             producers = [P.ProducerState(producer_id=e.producer_id, producer_epoch=e.producer_epoch,
