@@ -134,10 +134,10 @@ class CoordinatorLog:
                     result.error.code.name, code.name)
         return code
 
-    async def wait_replicated(self, partition: int) -> ErrorCode:
-        """Wait, at most the commit timeout, until the ISR has everything appended to the partition so far: a
-        coordinator answers a write only once it is committed, as Kafka's acks=all coordinator appends do. NONE
-        or the coordinator error."""
+    async def wait_replicated(self, partition: int, timeout_ms: int | None = None) -> ErrorCode:
+        """Wait, at most `timeout_ms` (the commit timeout if not given), until the ISR has everything appended to
+        the partition so far: a coordinator answers a write only once it is committed, as Kafka's acks=all
+        coordinator appends do. NONE or the coordinator error."""
         tp = (self.topic, partition)
         hosted = self._replica_manager.get_partition(*tp)
         if hosted is None:
@@ -147,8 +147,8 @@ class CoordinatorLog:
         appended = AppendInfo(end - 1, end - 1, -1, end - 1, -1, hosted.log.log_start_offset, 0)
         delayed = DelayedProduce(self._replica_manager, {tp: AppendResult(None, appended)})
         if not delayed.try_complete():
-            await delayed.wait(self._replica_manager.purgatory,
-                               trio.current_time() + self._commit_timeout_ms / 1000)
+            wait_ms = self._commit_timeout_ms if timeout_ms is None else timeout_ms
+            await delayed.wait(self._replica_manager.purgatory, trio.current_time() + wait_ms / 1000)
         error = delayed.results[tp].error
         if error is None:
             return ErrorCode.NONE

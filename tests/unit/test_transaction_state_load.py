@@ -27,6 +27,7 @@ from minikafka.broker.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
 )
 from minikafka.broker.replication.delayed_produce import AppendResult
+from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.protocol.coordinator_records import (
     PartitionsSchema,
     TransactionLogValue,
@@ -49,13 +50,14 @@ TV0 = TransactionVersion.TV_0
 
 class Replica:
     """A partition of `__transaction_state` on a real log, with this broker its only replica: what is appended is
-    replicated at once."""
+    replicated at once, unless the test makes the ISR lag."""
 
     def __init__(self, log: Log) -> None:
         self.log = log
+        self.lagging = False
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
-        return self.log.log_end_offset >= required_offset, E.NONE
+        return not self.lagging and self.log.log_end_offset >= required_offset, E.NONE
 
 
 class Replicas:
@@ -67,6 +69,7 @@ class Replicas:
                                                i, LogConfig(), now_ms=NOW))
                            for i in range(PARTITIONS)}
         self.refusal: ErrorCode | None = None  # what appends are refused with, if they are
+        self.purgatory = Purgatory()
 
     def get_partition(self, topic: str, index: int) -> Replica | None:
         return self.partitions.get(index) if topic == TRANSACTION_STATE_TOPIC else None
@@ -471,3 +474,19 @@ async def test_requests_with_the_next_producer_id_wait_for_the_rotation_to_compl
     assert await coordinator.handle_add_partitions_to_transaction(txn, 9000, 0, orders, TV2) == E.NONE
     assert logged(replicas, txn) == [("Ongoing", 42, MAX_EPOCH - 1), ("PrepareCommit", 42, MAX_EPOCH),
                                      ("CompleteCommit", 9000, 0), ("Ongoing", 9000, 0)]
+
+
+async def test_a_transition_waits_for_the_isr_as_long_as_the_transactions_timeout(
+        replicas: Replicas, autojump_clock: trio.testing.MockClock):
+    """As Kafka's appendTransactionToLog: the acks=all wait of a transition lasts the transaction's timeout (here
+    longer than the log's commit timeout of 1 s), then the client is told COORDINATOR_NOT_AVAILABLE and retries."""
+    txn = ids_on(0, 1)[0]
+    coordinator, _markers = coordinator_on(replicas)
+    coordinator.state_manager.active = True
+    coordinator.on_elected(0, EPOCH)  # an empty partition: served at once
+    replicas.partitions[0].lagging = True
+    started = trio.current_time()
+    assert (await coordinator.handle_init_producer_id(txn, 5000, None)).error == E.COORDINATOR_NOT_AVAILABLE
+    assert trio.current_time() - started == pytest.approx(5.0)
+    replicas.partitions[0].lagging = False
+    assert (await coordinator.handle_init_producer_id(txn, 5000, None)) == (E.NONE, 9000, 0)

@@ -14,6 +14,7 @@ NOT_COORDINATOR, so clients look their coordinator up again.
 
 Every transition is written before it takes effect: the coordinator prepares it on the metadata (which makes it
 pending), `append_transaction_to_log` appends the new value with acks=all and waits until the ISR has it (at most
+the transaction's timeout, as Kafka's appendTransactionToLog; an expired id's tombstone at most
 request.timeout.ms), and only then completes the transition, provided this broker still coordinates the id under
 the same coordinator epoch. A failed write clears the pending state, except where the caller retries it.
 """
@@ -165,7 +166,7 @@ class TransactionStateManager:
         record = (encode_key(transactional_id), encode_value(transit.to_log_value(), value_version))
         error = self.transaction_log.append(partition, [record], self.clock_ms())
         if error == ErrorCode.NONE:
-            error = await self.transaction_log.wait_replicated(partition)
+            error = await self.transaction_log.wait_replicated(partition, transit.txn_timeout_ms)
         metadata = self._current(transactional_id, coordinator_epoch)
         if error == ErrorCode.NONE:
             if metadata is None:

@@ -34,9 +34,10 @@ then one wait for the ISR covers them all; the response comes when it ends. v1 i
 abort of a hanging transaction (KIP-664) is such a request, with the epochs DescribeProducers reported.
 
 The admin APIs of KIP-664: DescribeTransactions per transactional id (TRANSACTIONAL_ID_NOT_FOUND for one the
-coordinator does not know); ListTransactions lists the ids this broker coordinates, filtered by state (unknown
-state names are echoed back), producer id, v1+ running longer than a duration, and v2+ a transactional id regular
-expression matched in full (INVALID_REGULAR_EXPRESSION if it does not compile), COORDINATOR_LOAD_IN_PROGRESS while
+coordinator does not know; an error leaves the other fields at the schema's defaults); ListTransactions lists the
+ids this broker coordinates, filtered by state (unknown state names are echoed back), producer id, v1+ running longer
+than a duration, and v2+ a transactional id regular expression matched in full, in RE2's syntax as Kafka's RE2J
+(INVALID_REGULAR_EXPRESSION if it does not compile or uses what RE2 lacks), COORDINATOR_LOAD_IN_PROGRESS while
 one of this broker's `__transaction_state` partitions loads; DescribeProducers gives the producers a replica (the
 leader or a follower) of a partition knows, with their epochs, last sequences and the start offset of their open
 transaction.
@@ -58,6 +59,8 @@ Authorization, with an authorizer, as Kafka's KafkaApis checks it, before anythi
 from __future__ import annotations
 
 import re
+import re._constants as sre_constants  # type: ignore[import-not-found]  # re's own parser, which has no stubs
+import re._parser as sre_parser  # type: ignore[import-not-found]
 import time
 
 from kafka.protocol.admin.transactions import (
@@ -349,9 +352,9 @@ async def handle_describe_transactions(ctx: RequestContext, request: DescribeTra
     states = []
     state_manager = _coordinator(ctx).state_manager
     for transactional_id in request.transactional_ids:
+        # An error leaves the other fields at the schema's defaults, as Kafka's answer does.
         state = dict(transactional_id=transactional_id, transaction_state="", transaction_timeout_ms=0,
-                     transaction_start_time_ms=-1, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
-                     topics=[])
+                     transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[])
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             states.append(S(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, **state))
             continue
@@ -390,7 +393,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
         return ctx.response(throttle_time_ms=0, error_code=error, unknown_state_filters=[], transaction_states=[])
     pattern = request.transactional_id_pattern if ctx.version >= 2 else None
     try:
-        matcher = re.compile(pattern) if pattern else None
+        matcher = _re2_pattern(pattern) if pattern else None
     except re.error:
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
                             unknown_state_filters=[], transaction_states=[])
@@ -416,6 +419,27 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
               and ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)]
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
                         transaction_states=listed)
+
+
+# What Python's `re` accepts and RE2 (Kafka's RE2J) refuses: lookarounds, backreferences, conditionals, atomic
+# groups, possessive quantifiers.
+_NOT_IN_RE2 = frozenset((sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.GROUPREF,
+                         sre_constants.GROUPREF_EXISTS, sre_constants.ATOMIC_GROUP, sre_constants.POSSESSIVE_REPEAT))
+
+
+def _re2_pattern(pattern: str) -> re.Pattern[str]:
+    """`pattern` compiled, if RE2 would compile it too (re.error otherwise): a ListTransactions pattern Kafka
+    refuses with INVALID_REGULAR_EXPRESSION is refused here as well."""
+    compiled = re.compile(pattern)
+
+    def outside_re2(node: object) -> bool:
+        if isinstance(node, sre_parser.SubPattern):
+            return any(op in _NOT_IN_RE2 or outside_re2(av) for op, av in node)
+        return isinstance(node, (list, tuple)) and any(outside_re2(item) for item in node)
+
+    if outside_re2(sre_parser.parse(pattern)):
+        raise re.error(f"{pattern!r} uses a construct RE2 does not have")
+    return compiled
 
 
 async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> ApiMessage:
