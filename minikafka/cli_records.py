@@ -16,6 +16,7 @@ import argparse
 import io
 import json
 import logging
+import select
 import sys
 import threading
 import time
@@ -74,8 +75,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="give up on a message not acknowledged in this time, retries included (default 30000)")
     p.add_argument("--transactional-id", help="produce in transactions of this transactional id (needs --acks all)")
     p.add_argument("--transaction-size", type=int, metavar="N",
-                   help="with --transactional-id: commit a transaction every N messages (default: one transaction "
-                        "for the whole input, committed at its end)")
+                   help="with --transactional-id: at most N messages per transaction (a transaction is committed "
+                        "whenever the input has no more ready, and after N messages)")
     p.add_argument("--transaction-timeout-ms", type=int, default=60000,
                    help="with --transactional-id: the coordinator aborts a transaction open longer than this "
                         "(default 60000, Kafka's transaction.timeout.ms)")
@@ -107,9 +108,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 # ---- produce -------------------------------------------------------------------------------------------------------
 
-def _messages(stream: io.BufferedReader, delimiter: bytes) -> Iterator[bytes]:
-    """The messages of a stream as they arrive: what a terminal or a pipe has given so far is taken, not waited on
-    until 64 KiB or the end, so that each line typed is produced at once."""
+def _input_ready(stream: io.BufferedReader) -> bool:
+    """Whether more of the input can be read without waiting: always for a regular file; for a pipe or a terminal,
+    only once its writer has written more (a stream select cannot watch counts as not ready)."""
+    try:
+        readable, _, _ = select.select([stream], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return bool(readable)
+
+
+def _message_chunks(stream: io.BufferedReader, delimiter: bytes) -> Iterator[tuple[list[bytes], bool]]:
+    """The messages of a stream as they arrive, a chunk at a time: what a terminal or a pipe has given so far is
+    taken, not waited on until 64 KiB or the end, so that each line typed is produced at once. With each chunk's
+    messages comes whether the input is idle after them (nothing more ready to read, or its end)."""
     pending = b""
     while True:
         chunk = stream.read1(65536)
@@ -118,9 +130,8 @@ def _messages(stream: io.BufferedReader, delimiter: bytes) -> Iterator[bytes]:
         pending += chunk
         parts = pending.split(delimiter)
         pending = parts.pop()
-        yield from parts
-    if pending:
-        yield pending
+        yield parts, not _input_ready(stream)
+    yield ([pending] if pending else []), True
 
 
 class BrokerErrors(logging.Handler):
@@ -204,21 +215,22 @@ def _produce(args: argparse.Namespace) -> int:
             if args.transactional_id is not None:
                 producer.init_transactions()
                 transactions = _Transactions(producer, args.transaction_size, progress)
-            for key, value in _records(args):
-                if transactions is not None:
-                    transactions.begin()
-                future = producer.send(args.topic, value=value, key=key, headers=headers or None,
-                                       partition=args.partition)
-                sent += 1
-                if transactions is None:
-                    future.add_callback(lambda _meta: progress.add())
-                    future.add_errback(failures.append)
-                else:
-                    transactions.sent()
-                if sent % FLUSH_EVERY == 0:
-                    producer.flush()
-            if transactions is not None:
-                transactions.commit()
+            for records, idle in _record_chunks(args):
+                for key, value in records:
+                    if transactions is not None:
+                        transactions.begin()
+                    future = producer.send(args.topic, value=value, key=key, headers=headers or None,
+                                           partition=args.partition)
+                    sent += 1
+                    if transactions is None:
+                        future.add_callback(lambda _meta: progress.add())
+                        future.add_errback(failures.append)
+                    else:
+                        transactions.sent()
+                    if sent % FLUSH_EVERY == 0:
+                        producer.flush()
+                if transactions is not None and idle:  # nothing more to add now: readers see it at once
+                    transactions.commit()
             producer.flush()
         except Stopped:
             if transactions is not None:  # what the open transaction holds is aborted, not left to its timeout
@@ -265,8 +277,10 @@ def _check_transaction_options(args: argparse.Namespace, acks: int | str) -> Non
 
 class _Transactions:
     """The transactions of `produce --transactional-id`: one begins with the first message after the last commit
-    and is committed after --transaction-size messages or at the end of the input, so that an empty input (or
-    one ending just after a commit) leaves no empty transaction. Progress counts committed messages only."""
+    and is committed once the input has no more ready (one transaction per batch of input, so that a pipe that
+    stays open, `tail -f | minikafka produce ...`, commits as it goes), or after --transaction-size messages; an
+    empty input (or one ending just after a commit) leaves no empty transaction. Progress counts committed
+    messages only."""
 
     def __init__(self, producer: KafkaProducer, size: int | None, progress: Progress) -> None:
         self.producer = producer
@@ -372,20 +386,23 @@ def _transactions_summary(args: argparse.Namespace, transactions: _Transactions,
     return 0
 
 
-def _records(args: argparse.Namespace) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(key, value) of each message read from stdin or --file."""
+def _record_chunks(args: argparse.Namespace) -> Iterator[tuple[list[tuple[bytes | None, bytes | None]], bool]]:
+    """(key, value) of each message read from stdin or --file, a chunk of input at a time, each chunk with whether
+    the input is idle after it."""
     delimiter = _unescape(args.delimiter)
     key_delimiter = _unescape(args.key_delimiter) if args.key_delimiter is not None else None
     fixed_key = args.key.encode() if args.key is not None else None
     # sys.stdin.buffer is a BufferedReader, as typeshed does not say
     source = open(args.file, "rb") if args.file else cast(io.BufferedReader, sys.stdin.buffer)
+    def record(message: bytes) -> tuple[bytes | None, bytes | None]:
+        if key_delimiter is None:
+            return fixed_key, message
+        key, sep, value = message.partition(key_delimiter)
+        return (key, value) if sep else (None, message)
+
     try:
-        for message in _messages(source, delimiter):
-            if key_delimiter is None:
-                yield fixed_key, message
-                continue
-            key, sep, value = message.partition(key_delimiter)
-            yield (key, value) if sep else (None, message)
+        for messages, idle in _message_chunks(source, delimiter):
+            yield [record(message) for message in messages], idle
     finally:
         if args.file:
             source.close()

@@ -287,7 +287,7 @@ def test_produce_in_transactions_then_consume_only_what_was_committed(broker):
     for level in ("read_committed", "read_uncommitted"):
         printed = cli(broker, "consume", "-t", "cli-tx", "-e", "--isolation-level", level, "-f", "%o=%s\\n").stdout
         assert printed.decode().split() == ["0=a", "1=b", "3=c", "4=d", "6=e"]
-    # Without --transaction-size, the whole input is one transaction, committed at its end.
+    # Without --transaction-size, input that is all there at once is one transaction, committed at its end.
     cli(broker, "produce", "-t", "cli-tx", "--transactional-id", "cli-whole", stdin=b"f\ng\n")
     wait_for_transaction(broker, "cli-whole", "CompleteCommit")
     state = broker.state.partition("cli-tx", 0)
