@@ -24,6 +24,7 @@ from kafka.protocol.producer.transaction import (
 )
 
 from minikafka.protocol.errors import ErrorCode
+from tests.clients.test_transaction_coordinator_edges import DYNAMIC_TOPIC_CONFIG, topic_configs
 from tests.helpers import admin_create_topic, wait_until
 from tests.raw_client import RawConnection
 
@@ -302,6 +303,9 @@ def test_the_plugin_cluster_fixture_serves_transactions(minikafka_cluster):
     assert consume(minikafka_cluster.bootstrap_servers, "read_committed", 6) == values("committed", 6)
     state = minikafka_cluster.state.describe(["__transaction_state"])
     assert {len(p["replicas"]) for d in state for t in d["topics"] for p in t["partitions"]} == {3}
+    # transaction.state.log.min.isr, 2, as a topic override, as Kafka creates it.
+    configs = topic_configs(minikafka_cluster.bootstrap_servers, "__transaction_state")
+    assert configs["min.insync.replicas"] == ("2", DYNAMIC_TOPIC_CONFIG)
 
 
 @pytest.mark.minikafka(in_process=True)
