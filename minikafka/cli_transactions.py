@@ -1,6 +1,7 @@
-"""`minikafka transactions list|describe|find-hanging|abort`: kafka-transactions.sh's commands and tables, over
-Kafka's transaction admin APIs (KIP-664: ListTransactions, DescribeTransactions, DescribeProducers, and
-WriteTxnMarkers for an abort).
+"""`minikafka transactions list|describe|describe-producers|find-hanging|abort`: kafka-transactions.sh's commands
+and tables, over Kafka's transaction admin APIs (KIP-664: ListTransactions, DescribeTransactions,
+DescribeProducers, and WriteTxnMarkers for an abort). As with Kafka's tool, --bootstrap-server and
+--command-config may come before the command (`minikafka transactions --bootstrap-server HOST:PORT list`).
 
 A hanging transaction is one a partition holds open (its producer's transaction start offset holds the last stable
 offset, so read_committed readers wait) that no transaction coordinator will end: its producer id has no
@@ -11,12 +12,15 @@ work against any Kafka broker, not only minikafka.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from minikafka.cli_common import (
+    BOOTSTRAP_ENV,
+    DEFAULT_BOOTSTRAP,
     BrokerError,
     CommandError,
     add_bootstrap,
@@ -39,12 +43,18 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
 # Partitions per DescribeProducers request of find-hanging, as Kafka's tool batches them.
 BATCH_SIZE = 500
 NONE = "None"  # what Kafka's tool prints for a value the broker does not have
+_KAFKA_PYTHON_WORDS = "DescribeProducersRequest failed for "
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("transactions", help="list, describe, find hanging and abort transactions "
                                             "(like kafka-transactions.sh)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Where kafka-transactions.sh takes them; after the command, add_bootstrap's options win.
+    p.add_argument("--bootstrap-server", "-b", dest="transactions_bootstrap_server", default=argparse.SUPPRESS,
+                   help=f"HOST:PORT of a broker (default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--command-config", dest="transactions_command_config", default=argparse.SUPPRESS,
+                   help="a file of Kafka client properties (security.protocol, sasl.mechanism, ...)")
     actions = p.add_subparsers(dest="action", required=True)
 
     ls = actions.add_parser("list", help="every transactional id the coordinators know, with its producer and state")
@@ -61,6 +71,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     describe = actions.add_parser("describe", help="the state of one transactional id's transaction")
     add_bootstrap(describe)
     describe.add_argument("--transactional-id", required=True, help="the transactional id")
+
+    producers = actions.add_parser("describe-producers",
+                                   help="the producers a partition's leader (or a replica) holds state of")
+    add_bootstrap(producers)
+    add_topic(producers, "the partition's topic", required=True)
+    producers.add_argument("--partition", "-p", type=int, required=True, help="the partition")
+    producers.add_argument("--broker-id", type=int,
+                           help="ask this broker's replica of the partition instead of its leader")
 
     hanging = actions.add_parser("find-hanging", help="transactions open in partitions that no coordinator will end")
     add_bootstrap(hanging)
@@ -82,10 +100,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     abort.add_argument("--producer-epoch", type=int, help="with --producer-id: the producer's epoch")
     abort.add_argument("--coordinator-epoch", type=int,
                        help="with --producer-id: the coordinator epoch of the producer's last marker (negative: 0)")
+    for action in actions.choices.values():
+        action.set_defaults(bootstrap_server=None, command_config=None)
 
 
 def run(args: argparse.Namespace) -> int:
+    _resolve_connection(args)
     return run_guarded(ACTIONS[args.action], args)
+
+
+def _resolve_connection(args: argparse.Namespace) -> None:
+    """--bootstrap-server and --command-config given after the command, else before it, else the defaults."""
+    if args.bootstrap_server is None:
+        args.bootstrap_server = getattr(args, "transactions_bootstrap_server", None) or os.environ.get(
+            BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP)
+    if args.command_config is None:
+        args.command_config = getattr(args, "transactions_command_config", None)
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
@@ -103,6 +133,19 @@ def _now_ms() -> int:
 
 def _partition_name(tp: TopicPartition) -> str:
     return f"{tp.topic}-{tp.partition}"
+
+
+def _producers_error(exc: Exception) -> str:
+    """A DescribeProducers error as one line: kafka-python wraps a partition's error code in words of its own
+    ("DescribeProducersRequest failed for TopicPartition(...): <the broker's message>"), so the code is told by
+    Kafka's name and the broker's message, or what the code means when the broker sent none."""
+    from kafka.errors import BrokerResponseError
+
+    text = str(exc.args[0]) if exc.args else ""
+    if isinstance(exc, BrokerResponseError) and exc.errno is not None and text.startswith(_KAFKA_PYTHON_WORDS):
+        message = text.partition("): ")[2]
+        return str(BrokerError(exc.errno, message if message and message != "None" else None))
+    return error_line(exc)
 
 
 # ---- list ------------------------------------------------------------------------------------------------------------
@@ -147,6 +190,33 @@ def _describe(args: argparse.Namespace) -> int:
                   str(description.producer_epoch), description.state.value, str(description.transaction_timeout_ms),
                   str(start) if start >= 0 else NONE, str(_now_ms() - start) if start >= 0 else NONE,
                   ",".join(map(_partition_name, sorted(description.topic_partitions))))])
+    return 0
+
+
+# ---- describe-producers ----------------------------------------------------------------------------------------------
+
+def _describe_producers(args: argparse.Namespace) -> int:
+    """Kafka's DescribeProducers of one partition, sent to its leader or to --broker-id, as Kafka's tool prints it:
+    a coordinator epoch of none is -1, a producer with no transaction open has None as its start offset."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    tp = TopicPartition(args.topic, args.partition)
+    where = "leader" if args.broker_id is None else f"broker {args.broker_id}"
+    admin = admin_client(args, CLIENT_ID)
+    try:
+        described = admin.describe_producers([tp], broker_id=args.broker_id)
+    except KafkaError as exc:
+        raise CommandError(f"Failed to describe producers for partition {_partition_name(tp)} on {where}: "
+                           f"{_producers_error(exc)}") from None
+    finally:
+        admin.close()
+    print_table(("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                 "CurrentTransactionStartOffset"),
+                [(str(p.producer_id), str(p.producer_epoch), str(max(p.coordinator_epoch, -1)), str(p.last_sequence),
+                  str(p.last_timestamp),
+                  str(p.current_transaction_start_offset) if p.current_transaction_start_offset >= 0 else NONE)
+                 for p in described[tp].active_producers])
     return 0
 
 
@@ -213,7 +283,7 @@ def _open_transactions(admin: KafkaAdminClient, partitions: list[TopicPartition]
             described = admin.describe_producers(batch, broker_id=broker_id)
         except KafkaError as exc:
             raise CommandError(f"Failed to describe producers for {len(batch)} partition(s) on {where}: "
-                               f"{error_line(exc)}") from None
+                               f"{_producers_error(exc)}") from None
         for tp in sorted(described):
             for producer in described[tp].active_producers:
                 if producer.current_transaction_start_offset >= 0:
@@ -299,7 +369,7 @@ def _spec_of_transaction_at(admin: KafkaAdminClient, tp: TopicPartition, start_o
         producers = admin.describe_producers([tp])[tp].active_producers
     except KafkaError as exc:
         raise CommandError(f"Failed to validate producer state for partition {_partition_name(tp)}: "
-                           f"{error_line(exc)}") from None
+                           f"{_producers_error(exc)}") from None
     producer = next((p for p in producers if p.current_transaction_start_offset == start_offset), None)
     if producer is None:
         raise CommandError(f"Could not find any open transactions starting at offset {start_offset} on partition "
@@ -307,4 +377,5 @@ def _spec_of_transaction_at(admin: KafkaAdminClient, tp: TopicPartition, start_o
     return AbortTransactionSpec(tp, producer.producer_id, producer.producer_epoch, max(0, producer.coordinator_epoch))
 
 
-ACTIONS = {"list": _list, "describe": _describe, "find-hanging": _find_hanging, "abort": _abort}
+ACTIONS = {"list": _list, "describe": _describe, "describe-producers": _describe_producers,
+           "find-hanging": _find_hanging, "abort": _abort}
