@@ -9,6 +9,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kafka.protocol.admin.transactions import DescribeProducersRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, InitProducerIdRequest, WriteTxnMarkersRequest
@@ -113,22 +114,46 @@ def test_open_transaction_holds_the_last_stable_offset_until_its_marker(setup):
     assert [b[:2] for b in batches(after.records)] == [(4, False), (5, True)]
 
 
+def partition_state(conn: RawConnection) -> tuple[int, int, list[tuple[int, ...]]]:
+    """What a refused marker or write leaves as it was: the partition's high watermark, last stable offset and
+    producers (DescribeProducers: id, epoch, last sequence, coordinator epoch, open transaction's first offset, last
+    timestamp)."""
+    answer = fetch(conn, 0, READ_UNCOMMITTED)
+    response = conn.request(DescribeProducersRequest[0](topics=[(TOPIC, [0])]))
+    [partition] = response.topics[0].partitions
+    assert partition.error_code == ErrorCode.NONE
+    return answer.high_watermark, answer.last_stable_offset, sorted(
+        (p.producer_id, p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_txn_start_offset,
+         p.last_timestamp) for p in partition.active_producers)
+
+
 def test_bad_markers_and_writes_get_kafkas_errors_and_change_nothing(setup):
     _broker, conn, pid = setup
     assert produce(conn, batch(pid, 0, [b"x"], epoch=2)) == (0, 1)
     assert write_marker(conn, pid, commit=True, epoch=2, coordinator_epoch=5) == {0: ErrorCode.NONE}
-    end = fetch(conn, 0, READ_UNCOMMITTED).high_watermark
-    assert write_marker(conn, pid, commit=False, epoch=1) == {0: ErrorCode.INVALID_PRODUCER_EPOCH}
-    assert write_marker(conn, pid, commit=False, epoch=2, coordinator_epoch=4) == {
-        0: ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+    assert produce(conn, batch(pid, 1, [b"y"], epoch=2)) == (0, 3)  # the producer's next transaction, open
+    held = partition_state(conn)
+    assert held[:2] == (4, 3)
+    assert [p[:5] for p in held[2] if p[0] == pid] == [(pid, 2, 1, 5, 3)]
+
+    def refused(answer: object, expected: object) -> None:
+        assert answer == expected
+        assert partition_state(conn) == held
+
+    # A marker of an older producer epoch, or from an older coordinator than the partition has seen, ends nothing.
+    refused(write_marker(conn, pid, commit=False, epoch=1), {0: ErrorCode.INVALID_PRODUCER_EPOCH})
+    refused(write_marker(conn, pid, commit=False, epoch=2, coordinator_epoch=4),
+            {0: ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+    # A transactional batch needs the request's transactional id; a plain one may not join an open transaction.
+    refused(produce(conn, batch(pid, 2, [b"z"], epoch=2), transactional_id=None),
+            (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
+    refused(produce(conn, batch(pid, 2, [b"z"], epoch=2, transactional=False)), (ErrorCode.INVALID_TXN_STATE, -1))
+    # A marker for a partition this broker does not have is refused there alone.
     assert write_marker(conn, pid, commit=True, epoch=2, partitions=(0, 7)) == {
         0: ErrorCode.NONE, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    end += 1
-    assert produce(conn, batch(pid, 1, [b"y"], epoch=2), transactional_id=None) == (
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
-    assert produce(conn, batch(pid, 1, [b"y"], epoch=2)) == (0, end)
-    assert produce(conn, batch(pid, 2, [b"z"], epoch=2, transactional=False)) == (ErrorCode.INVALID_TXN_STATE, -1)
-    assert fetch(conn, 0, READ_UNCOMMITTED).high_watermark == end + 1
+    committed = partition_state(conn)
+    assert committed[:2] == (5, 5)
+    assert [p[:5] for p in committed[2] if p[0] == pid] == [(pid, 2, 1, 5, -1)]
 
 
 def consume(bootstrap: str, isolation: str, expected: int) -> list[bytes]:

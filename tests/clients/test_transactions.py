@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -29,6 +31,7 @@ from tests.helpers import admin_create_topic, wait_until
 from tests.raw_client import RawConnection
 
 TOPIC = "tx-out"
+T = TypeVar("T")
 PARTITIONS = 3
 CONSUME_S = 20
 
@@ -169,34 +172,78 @@ def _add(conn: RawConnection, version: int, transactional_id: str, pid: int, epo
             for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
 
 
-def test_coordinator_errors_as_kafka_answers_them(bootstrap):
+def test_coordinator_errors_as_kafka_answers_them(broker, bootstrap):
+    def snapshot() -> tuple[object, ...]:
+        """What a refused request leaves as it was: every transactional id the coordinator knows (ListTransactions,
+        DescribeTransactions), each partition's producers (DescribeProducers), high watermark and last stable
+        offset."""
+        return (broker.state.transactions(), _producer_states(bootstrap),
+                [(p.high_watermark, p.last_stable_offset) for p in broker.state.partitions(TOPIC)])
+
+    def refused(request: Callable[[], T]) -> T:
+        before = snapshot()
+        answer = request()
+        assert snapshot() == before, answer
+        return answer
+
+    def unknown(transactional_id: str) -> bool:
+        try:
+            broker.state.transaction(transactional_id)
+        except KeyError:
+            return True
+        return False
+
     with RawConnection(bootstrap) as conn:
         conn.find_coordinator("g")  # creates __consumer_offsets
-        assert _init(conn, "raw-tx", timeout_ms=900001).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
-        assert _init(conn, "", ).error_code == ErrorCode.INVALID_REQUEST
+        assert refused(lambda: _init(conn, "raw-tx", timeout_ms=900001)).error_code \
+            == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert refused(lambda: _init(conn, "")).error_code == ErrorCode.INVALID_REQUEST
+        assert unknown("raw-tx")
         first = _init(conn, "raw-tx")
         assert (first.error_code, first.producer_epoch) == (0, 0)
         again = _init(conn, "raw-tx")
         assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 1)
         pid = first.producer_id
         # The old epoch is fenced: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before (KIP-588).
-        assert _add(conn, 3, "raw-tx", pid, 0, {TOPIC: [0]}) == {(TOPIC, 0): ErrorCode.PRODUCER_FENCED}
-        assert _add(conn, 1, "raw-tx", pid, 0, {TOPIC: [0]}) == {(TOPIC, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
-        assert _add(conn, 3, "raw-tx", pid + 1, 1, {TOPIC: [0]}) == {
+        assert refused(lambda: _add(conn, 3, "raw-tx", pid, 0, {TOPIC: [0]})) == {
+            (TOPIC, 0): ErrorCode.PRODUCER_FENCED}
+        assert refused(lambda: _add(conn, 1, "raw-tx", pid, 0, {TOPIC: [0]})) == {
+            (TOPIC, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+        assert refused(lambda: _add(conn, 3, "raw-tx", pid + 1, 1, {TOPIC: [0]})) == {
             (TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
-        assert _add(conn, 3, "unknown-tx", pid, 1, {TOPIC: [0]}) == {
+        # An id the coordinator does not know is refused by every API of the producer, and stays unknown.
+        assert refused(lambda: _add(conn, 3, "unknown-tx", pid, 1, {TOPIC: [0]})) == {
             (TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
-        assert _add(conn, 3, "raw-tx", pid, 1, {TOPIC: [0], "no-such-topic": [0]}) == {
+        assert refused(lambda: conn.request(EndTxnRequest[3](transactional_id="unknown-tx", producer_id=pid,
+                                                             producer_epoch=1, committed=True))).error_code \
+            == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert refused(lambda: conn.request(AddOffsetsToTxnRequest[3](
+            transactional_id="unknown-tx", producer_id=pid, producer_epoch=1, group_id="g"))).error_code \
+            == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert unknown("unknown-tx")
+        assert refused(lambda: _add(conn, 3, "raw-tx", pid, 1, {TOPIC: [0], "no-such-topic": [0]})) == {
             (TOPIC, 0): ErrorCode.OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        assert _add(conn, 3, "raw-tx", pid, 1, {"__consumer_offsets": [0]}) == {
+        assert refused(lambda: _add(conn, 3, "raw-tx", pid, 1, {"__consumer_offsets": [0]})) == {
             ("__consumer_offsets", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED}
-        end = conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
-                                            committed=True))
+        end = refused(lambda: conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid,
+                                                            producer_epoch=1, committed=True)))
         assert end.error_code == ErrorCode.INVALID_TXN_STATE  # nothing was added: the id is Empty
+        assert broker.state.transaction("raw-tx").state == "Empty"
         assert _add(conn, 3, "raw-tx", pid, 1, {TOPIC: [0, 1]}) == {(TOPIC, 0): 0, (TOPIC, 1): 0}
         offsets = conn.request(AddOffsetsToTxnRequest[3](transactional_id="raw-tx", producer_id=pid,
                                                          producer_epoch=1, group_id="g"))
         assert offsets.error_code == ErrorCode.NONE
+        ongoing = broker.state.transaction("raw-tx")
+        assert (ongoing.state, ongoing.producer_epoch, len(ongoing.partitions)) == ("Ongoing", 1, 3)
+        # With the transaction open, the fenced and the mistaken leave it as it is.
+        assert refused(lambda: _add(conn, 3, "raw-tx", pid, 0, {TOPIC: [2]})) == {
+            (TOPIC, 2): ErrorCode.PRODUCER_FENCED}
+        assert refused(lambda: conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid,
+                                                             producer_epoch=0, committed=True))).error_code \
+            == ErrorCode.PRODUCER_FENCED
+        assert refused(lambda: conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid + 1,
+                                                             producer_epoch=1, committed=False))).error_code \
+            == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         # A second producer takes the id over while the transaction is open: the coordinator aborts it first.
         assert _init(conn, "raw-tx").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
         retried = None
@@ -208,11 +255,11 @@ def test_coordinator_errors_as_kafka_answers_them(bootstrap):
         # The cluster is at transaction version 2: the abort's own bump is the fence (epoch 2, KAFKA-19367), and the
         # retry bumps once more.
         assert retried is not None and (retried.error_code, retried.producer_epoch) == (0, 3)
-        late = conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
-                                             committed=True))
+        late = refused(lambda: conn.request(EndTxnRequest[3](transactional_id="raw-tx", producer_id=pid,
+                                                             producer_epoch=1, committed=True)))
         assert late.error_code == ErrorCode.PRODUCER_FENCED
-        late_v1 = conn.request(EndTxnRequest[1](transactional_id="raw-tx", producer_id=pid, producer_epoch=1,
-                                                committed=True))
+        late_v1 = refused(lambda: conn.request(EndTxnRequest[1](transactional_id="raw-tx", producer_id=pid,
+                                                                producer_epoch=1, committed=True)))
         assert late_v1.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
@@ -283,13 +330,31 @@ def test_held_markers_hold_the_last_stable_offset_until_the_fault_is_cleared(bro
         producer.produce(TOPIC, value=b"committed-%d" % i, partition=i % PARTITIONS)
     producer.commit_transaction(30)  # answered once PrepareCommit is written; the markers wait
     assert consume(broker.bootstrap_servers, "read_uncommitted", 6) == values("committed", 6)
-    assert consume(broker.bootstrap_servers, "read_committed", 0) == []
-    assert broker.state.partition(TOPIC, 0).high_watermark == 2
+    # Each partition's last stable offset stays at the transaction's first offset while its marker is held.
+    assert [(p.high_watermark, p.last_stable_offset) for p in broker.state.partitions(TOPIC)] == [(2, 0)] * PARTITIONS
     with RawConnection(broker.bootstrap_servers) as conn:
         assert _init(conn, "held-tx").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
     assert [f["kind"] for f in broker.faults.list()] == ["txn-markers-hold"]
-    hold.clear()
-    assert consume(broker.bootstrap_servers, "read_committed", 6) == values("committed", 6)
+    # A read_committed consumer waits at the last stable offset, then reads on once the markers are written.
+    waiting = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "held-reader",
+                        "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        waiting.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            got.extend(m.value() for m in waiting.consume(500, timeout=0.3) if m.error() is None)
+        assert got == []
+        hold.clear()
+        deadline = time.monotonic() + CONSUME_S
+        while len(got) < 6 and time.monotonic() < deadline:
+            for message in waiting.consume(500, timeout=0.3):
+                assert message.error() is None, message.error()
+                got.append(message.value())
+        assert sorted(got) == values("committed", 6)
+    finally:
+        waiting.close()
+    assert [(p.high_watermark, p.last_stable_offset) for p in broker.state.partitions(TOPIC)] == [(3, 3)] * PARTITIONS
 
 
 @pytest.mark.minikafka(brokers=3)
