@@ -23,6 +23,7 @@ from minikafka.broker.coordinator.group.assignor.assignor_spec import (
 )
 from minikafka.broker.coordinator.group.assignor.java_order import member_hash_order, topic_hash_order
 from minikafka.broker.coordinator.group.consumer import record_helpers
+from minikafka.broker.coordinator.group.consumer.consumer_group import ConsumerGroup
 from minikafka.broker.coordinator.group.consumer.consumer_group_member import ConsumerGroupMember
 from minikafka.broker.coordinator.group.consumer.resolved_regular_expression import ResolvedRegularExpression
 from minikafka.protocol.coordinator_records.consumer_group_records import ConsumerGroupRecord
@@ -52,6 +53,15 @@ class TargetAssignmentBuilder:
     static_members: Mapping[str, str] = field(default_factory=dict)
     resolved_regular_expressions: Mapping[str, ResolvedRegularExpression] = field(default_factory=dict)
     updated_members: dict[str, ConsumerGroupMember | None] = field(default_factory=dict)
+
+    @classmethod
+    def for_group(cls, group: ConsumerGroup, group_epoch: int, assignor: PartitionAssignor,
+                  describer: SubscribedTopicDescriber, subscription_type: SubscriptionType) -> TargetAssignmentBuilder:
+        """A builder over the group as it is now, for the new `group_epoch`; `subscription_type` is the group's
+        with the heartbeat's change applied (ConsumerGroup.compute_* and subscription_type_of)."""
+        return cls(group.group_id, group_epoch, assignor, describer, group.members, subscription_type,
+                   group.target_assignment, group.inverted_target_assignment, group.static_members,
+                   group.resolved_regular_expressions)
 
     def add_or_update_member(self, member_id: str, member: ConsumerGroupMember) -> TargetAssignmentBuilder:
         """Assign as if the group had this member (new or changed by the current heartbeat)."""
