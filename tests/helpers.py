@@ -4,11 +4,14 @@
 - ports: a free loopback port held for a block, for the tests that must name a port themselves;
 - the wire: CreateTopics, Produce and Fetch as a raw client sends them, and the stored batches of a partition;
 - confluent-kafka: a topic and acknowledged records, for the durability and retention tests;
+- transactions: each client's transactional producer and its consumer at either isolation level, and what a
+  partition's leader says of its producers and last stable offset;
 - the client-compatibility corpus: the records every client produces and the byte-for-byte check of what comes
   back.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import selectors
@@ -16,16 +19,19 @@ import signal
 import socket
 import subprocess
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import NamedTuple
 
 import trio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.admin.topics import CreateTopicsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatch
@@ -169,23 +175,9 @@ SMALL_BATCHES = {"batch.size": 16384}  # so no batch outgrows a test's small seg
 
 
 def read_committed_values(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float) -> list[bytes]:
-    """The values of the topic's partitions as a read_committed consumer reads them from the start: until `expected`
-    came (or `timeout_s` passed), and whatever else comes at once after them."""
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as AssignedPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-committed-checker",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    try:
-        consumer.assign([AssignedPartition(topic, p, 0) for p in range(partitions)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + timeout_s
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(m.value() for m in consumer.consume(500, timeout=0.3) if m.error() is None)
-        got.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
-        return got
-    finally:
-        consumer.close()
+    """The values of the topic's partitions as a confluent-kafka read_committed consumer reads them from the start:
+    until `expected` came (or `timeout_s` passed), and whatever else comes at once after them."""
+    return read_values("confluent-kafka", bootstrap, topic, partitions, "read_committed", expected, timeout_s)
 
 
 def admin_create_topic(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
@@ -214,6 +206,181 @@ def produce_acked(bootstrap: str, topic: str, count: int, *, partitions: int, st
     finally:
         del producer  # librdkafka's threads and sockets go now, not whenever a collector finds the handle
     return acked
+
+
+# ---- transactions with each client -------------------------------------------------------------------------------
+
+TRANSACTIONAL_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+TRANSACTION_TIMEOUT_S = 60.0  # a budget for one call of a producer's transaction API, not an expectation
+Poll = Callable[[float], list[bytes]]  # the values one poll of a consumer brought, waiting at most that many seconds
+
+
+def run_transactions(client: str, bootstrap: str, transactional_id: str, topic: str, partitions: int,
+                     transactions: Iterable[tuple[list[bytes], bool]]) -> None:
+    """One transactional producer of `client` (a name in TRANSACTIONAL_CLIENTS), through its own transaction API:
+    per (values, commit) a transaction of the values, round robin over the partitions, then committed or aborted.
+
+    Each transaction's records are acknowledged before it ends, an aborted one's too (an abort would drop unsent
+    records), so read_uncommitted readers see them. The producer is closed at the end."""
+    {"confluent-kafka": _confluent_transactions, "kafka-python": _kafka_python_transactions,
+     "aiokafka": _aiokafka_transactions}[client](bootstrap, transactional_id, topic, partitions, list(transactions))
+
+
+def _confluent_transactions(bootstrap: str, transactional_id: str, topic: str, partitions: int,
+                            transactions: list[tuple[list[bytes], bool]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    try:
+        producer.init_transactions(TRANSACTION_TIMEOUT_S)
+        for values, commit in transactions:
+            producer.begin_transaction()
+            for i, value in enumerate(values):
+                producer.produce(topic, value=value, partition=i % partitions)
+            assert producer.flush(TRANSACTION_TIMEOUT_S) == 0
+            if commit:
+                producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+            else:
+                producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+    finally:
+        del producer  # librdkafka's threads and sockets go now
+
+
+def _kafka_python_transactions(bootstrap: str, transactional_id: str, topic: str, partitions: int,
+                               transactions: list[tuple[list[bytes], bool]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
+    try:
+        producer.init_transactions()
+        for values, commit in transactions:
+            producer.begin_transaction()
+            sent = [producer.send(topic, value=value, partition=i % partitions) for i, value in enumerate(values)]
+            for future in sent:
+                future.get(timeout=TRANSACTION_TIMEOUT_S)
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+
+
+def _aiokafka_transactions(bootstrap: str, transactional_id: str, topic: str, partitions: int,
+                           transactions: list[tuple[list[bytes], bool]]) -> None:
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
+        await producer.start()
+        try:
+            for values, commit in transactions:
+                await producer.begin_transaction()
+                sent = [await producer.send(topic, value=value, partition=i % partitions)
+                        for i, value in enumerate(values)]
+                await asyncio.gather(*sent)
+                await (producer.commit_transaction() if commit else producer.abort_transaction())
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(run(), TRANSACTION_TIMEOUT_S * 2))
+
+
+def read_values(client: str, bootstrap: str, topic: str, partitions: int, isolation: str, expected: int,
+                timeout_s: float) -> list[bytes]:
+    """The values of the topic's partitions as `client`'s consumer at `isolation` (read_committed or
+    read_uncommitted) reads them from the start, with no group: until `expected` came (or `timeout_s` passed), and
+    whatever else comes at once after them (a value that should not be there comes along with the others)."""
+    readers = {"confluent-kafka": _confluent_reader, "kafka-python": _kafka_python_reader,
+               "aiokafka": _aiokafka_reader}
+    with readers[client](bootstrap, topic, partitions, isolation) as poll:
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while len(got) < expected and time.monotonic() < deadline:
+            got.extend(poll(0.3))
+        got.extend(poll(1.0))
+        return got
+
+
+@contextmanager
+def _confluent_reader(bootstrap: str, topic: str, partitions: int, isolation: str) -> Iterator[Poll]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as AssignedPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{isolation}-checker",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        consumer.assign([AssignedPartition(topic, p, 0) for p in range(partitions)])
+        yield lambda wait_s: [m.value() for m in consumer.consume(500, timeout=wait_s) if m.error() is None]
+    finally:
+        consumer.close()
+
+
+@contextmanager
+def _kafka_python_reader(bootstrap: str, topic: str, partitions: int, isolation: str) -> Iterator[Poll]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", isolation_level=isolation)
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        yield lambda wait_s: [record.value for records in consumer.poll(timeout_ms=int(wait_s * 1000)).values()
+                              for record in records]
+    finally:
+        consumer.close()
+
+
+@contextmanager
+def _aiokafka_reader(bootstrap: str, topic: str, partitions: int, isolation: str) -> Iterator[Poll]:
+    """aiokafka's consumer on an event loop of its own, each poll one run of that loop."""
+    loop = asyncio.new_event_loop()
+
+    async def started() -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", isolation_level=isolation)
+        await asyncio.wait_for(consumer.start(), TRANSACTION_TIMEOUT_S)
+        consumer.assign([AIOTopicPartition(topic, p) for p in range(partitions)])
+        return consumer
+
+    def poll(wait_s: float) -> list[bytes]:
+        fetched = loop.run_until_complete(consumer.getmany(timeout_ms=int(wait_s * 1000)))
+        return [record.value for records in fetched.values() for record in records]
+
+    try:
+        consumer = loop.run_until_complete(started())
+        try:
+            yield poll
+        finally:
+            loop.run_until_complete(consumer.stop())
+    finally:
+        loop.close()
+
+
+def assert_read_at_both_isolation_levels(bootstrap: str, topic: str, partitions: int, committed: list[bytes],
+                                         aborted: list[bytes], timeout_s: float) -> None:
+    """Each client's consumer reads every committed value once and no aborted one at read_committed, and both,
+    each once, at read_uncommitted."""
+    for client in TRANSACTIONAL_CLIENTS:
+        for isolation, expected in (("read_committed", committed), ("read_uncommitted", committed + aborted)):
+            got = read_values(client, bootstrap, topic, partitions, isolation, len(expected), timeout_s)
+            missing, extra = Counter(expected) - Counter(got), Counter(got) - Counter(expected)
+            assert not missing and not extra, (
+                f"{client} at {isolation}: {len(got)} values read, {len(expected)} expected; missing "
+                f"{sorted(missing.elements())[:5]}, extra or repeated {sorted(extra.elements())[:5]}")
+
+
+def producer_states(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, int, int, int]]]:
+    """Per partition, what its leader says of each active producer (DescribeProducers): (producer id, epoch,
+    coordinator epoch, first offset of its open transaction or -1), sorted."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        described = admin.describe_producers(tps)
+        return {tp.partition: sorted((p.producer_id, p.producer_epoch, p.coordinator_epoch,
+                                      p.current_transaction_start_offset)
+                                     for p in described[tp].active_producers) for tp in tps}
+    finally:
+        admin.close()
+
+
+def last_stable_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Per partition, the end offset a read_committed reader is told (ListOffsets at read_committed): the LSO."""
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(ListOffsetsRequest[5](replica_id=-1, isolation_level=1, topics=[
+            (topic, [(p, -1, -1) for p in range(partitions)])]))
+    return {p.partition_index: p.offset for t in response.topics for p in t.partitions}
 
 
 # ---- the client-compatibility corpus -------------------------------------------------------------------------------
