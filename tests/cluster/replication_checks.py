@@ -7,6 +7,9 @@
   producer id and sequence) and the same leader-epoch-checkpoint entries for them; and those entries are exactly
   the epoch changes of the batches (each epoch starts at its first batch).
 
+- Transaction state on disk: the replicas' aborted-transaction indexes (`.txnindex`) hold the same entries, and
+  their producer-state snapshots (`.snapshot`) at the offsets every replica has one are the same bytes.
+
 What Kafka guarantees of the checkpoint beyond that: a broker that becomes leader records its epoch at its log end
 offset before any batch of that epoch exists (`maybeAssignEpochStartOffset`), while followers learn epochs only from
 batches; a later epoch at the same start offset replaces such an entry. So each replica's checkpoint is the epoch
@@ -29,7 +32,9 @@ from minikafka.protocol.record_batch import BatchHeader, batch_crc_ok, iter_batc
 from minikafka.storage.checkpoint import EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint
 from minikafka.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT
 from minikafka.storage.log_dir import REPLICATION_CHECKPOINT
-from minikafka.storage.segment import LOG_SUFFIX
+from minikafka.storage.producer_state_snapshot import decode_snapshot, list_snapshot_offsets, snapshot_file
+from minikafka.storage.segment import LOG_SUFFIX, TXN_INDEX_SUFFIX
+from minikafka.storage.transaction_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from minikafka.broker_handle import Broker
@@ -206,6 +211,59 @@ def assert_replicas_identical(cluster: Cluster, topic: str, partition: int = 0) 
             f"{where}: leader-epoch-checkpoint of broker {reference.broker_id} {reference.epochs} != that of broker "
             f"{log.broker_id} {log.epochs}")
     return reference.batches
+
+
+def aborted_transactions(directory: Path) -> list[AbortedTxn]:
+    """The entries of a partition's aborted-transaction indexes (`.txnindex`), segment after segment."""
+    entries: list[AbortedTxn] = []
+    for path in sorted(directory.glob(f"*{TXN_INDEX_SUFFIX}"), key=lambda p: int(p.stem)):
+        entries.extend(TransactionIndex(path).entries)
+    return entries
+
+
+def assert_transaction_files_identical(directories: Mapping[int, Path], where: str) -> list[int]:
+    """The replicas' partition directories (by broker id) hold the same aborted transactions, and the same bytes in
+    the producer-state snapshots at each offset where every replica has one; returns those offsets.
+
+    Every snapshot must be readable (version and CRC). Call it with the brokers stopped: snapshots are written in
+    place, and a clean shutdown is what writes the last ones.
+
+    The aborted transactions are compared as one list per replica, not file by file: a follower appends a fetched
+    run of batches at once and rolls, if it must, before the run, so its segments may start at other offsets than
+    the leader's (in Kafka as here), and each `.txnindex` belongs to a segment.
+
+    A snapshot at offset N is the producers' state after the batches below N, so replicas with identical batches
+    have identical snapshots wherever they have one at the same offset (minikafka writes the entries in producer id
+    order; Kafka's order is its hash map's). Which offsets a replica has one at depends on its own history:
+    - each roll writes one at the new segment's base offset, on leaders and followers alike (Kafka's
+      UnifiedLog.roll), but segment boundaries may differ between replicas (above);
+    - each load of the log (a start, a restart after kill -9, a follower's truncation) writes one at the log end
+      offset of that moment and at the base offsets of the last two segments if it replayed them, and a recovery
+      after kill -9 first deletes the ones past the recovery point (written since the last flush, so not trusted);
+    - a clean shutdown writes one at the log end offset, the same on every replica that has caught up.
+    So only the offsets every replica has are compared; the others exist where that replica's rolls, restarts and
+    truncations put them.
+    """
+    snapshots = {broker: {offset: snapshot_file(directory, offset).read_bytes()
+                          for offset in list_snapshot_offsets(directory)}
+                 for broker, directory in directories.items()}
+    for found in snapshots.values():
+        for data in found.values():
+            decode_snapshot(data)  # CorruptSnapshotError if it is not sound
+    reference, *others = sorted(directories)
+    indexed = aborted_transactions(directories[reference])
+    for broker in others:
+        assert aborted_transactions(directories[broker]) == indexed, (
+            f"{where}: the aborted transactions indexed on broker {broker} differ from broker {reference}'s "
+            f"{indexed}")
+    shared = sorted(set.intersection(*(set(found) for found in snapshots.values())))
+    for offset in shared:
+        differing = [broker for broker in others if snapshots[broker][offset] != snapshots[reference][offset]]
+        assert not differing, (
+            f"{where}: the producer snapshot at offset {offset} on broker {differing[0]} "
+            f"{decode_snapshot(snapshots[differing[0]][offset])} differs from broker {reference}'s "
+            f"{decode_snapshot(snapshots[reference][offset])}")
+    return shared
 
 
 MAX_RECORDS = 200_000  # bounds the producer loop; a run writes a fraction of it
