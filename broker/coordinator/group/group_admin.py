@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from minikafka.broker.coordinator.group.consumer.consumer_group import CONSUMER_PROTOCOL_TYPE
 from minikafka.broker.coordinator.group.group import GROUP_TYPE_CLASSIC, Group, GroupState, Member
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -20,6 +21,17 @@ class DescribedGroup:
     protocol_type: str
     protocol_data: str
     members: list[tuple[Member, bytes]]
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """A group as ListGroups lists it."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
 
 
 class GroupAdmin:
@@ -42,6 +54,11 @@ class GroupAdmin:
             return DescribedGroup(group_id, ErrorCode.INVALID_GROUP_ID, "", "", "", [])
         if not self.group_manager.is_owned(group_id):
             return DescribedGroup(group_id, ErrorCode.NOT_COORDINATOR, "", "", "", [])
+        if group_id in self.group_manager.consumer_groups:
+            # As Kafka: DescribeGroups describes classic groups only.
+            error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
+            return DescribedGroup(group_id, error, GroupState.DEAD.value, "", "", [],
+                                  f"Group {group_id} is not a classic group.")
         group = self.groups.get(group_id)
         if group is None:
             error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
@@ -53,13 +70,20 @@ class GroupAdmin:
         return DescribedGroup(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "", "",
                               [(m, b"") for m in group.members.values()])
 
-    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[Group]:
+    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[ListedGroup]:
+        """Classic and KIP-848 consumer groups, by state and type (case-insensitive, as Kafka's filters). A classic
+        group that only holds a consumer group's offsets is that consumer group."""
         if not self.active:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         states = {s.strip().lower() for s in states_filter}
         types = {t.strip().lower() for t in types_filter}
-        return [g for g in self.groups.values()
-                if (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE_CLASSIC in types)]
+        consumer_groups = self.group_manager.consumer_groups
+        listed = [ListedGroup(g.group_id, g.protocol_type or "", g.state.value, GROUP_TYPE_CLASSIC)
+                  for g in self.groups.values() if g.group_id not in consumer_groups]
+        listed += [ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_PROTOCOL_TYPE)
+                   for g in consumer_groups.values()]
+        return [g for g in listed
+                if (not states or g.state.lower() in states) and (not types or g.group_type in types)]
 
     def delete_groups(self, group_ids: list[str | None]) -> list[tuple[str | None, ErrorCode]]:
         results: list[tuple[str | None, ErrorCode]] = []
@@ -72,6 +96,15 @@ class GroupAdmin:
                 continue
             if not self.group_manager.is_owned(group_id):
                 results.append((group_id, ErrorCode.NOT_COORDINATOR))
+                continue
+            consumer_group = self.group_manager.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                try:
+                    consumer_group.validate_delete_group()
+                except KafkaError as exc:
+                    results.append((group_id, exc.code))
+                    continue
+                results.append((group_id, self.group_manager.delete_consumer_group(group_id)))
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from minikafka.broker.coordinator.group.assignor.assignor_spec import SubscribedTopicDescriber, TopicMetadata
+from minikafka.broker.coordinator.group.consumer_group_coordinator import ConsumerGroupCoordinator
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minikafka.broker.coordinator.group.group import (
     Completion,
@@ -90,12 +92,15 @@ class GroupCoordinator(GroupAdmin):
     `offset_manager`'s. The admin APIs are GroupAdmin's."""
 
     def __init__(self, config: GroupCoordinatorConfig, metadata_log: MetadataLog,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms,
+                 describe_topics: Callable[[], SubscribedTopicDescriber] = SubscribedTopicDescriber) -> None:
         self.config = config
         self.clock_ms = clock_ms
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, metadata_log, clock_ms)
         self.offset_manager = OffsetManager(config, self.group_manager, clock_ms, self._reschedule_heartbeat)
+        # KIP-848 consumer groups, on the same groups' partitions and timer.
+        self.consumer = ConsumerGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms)
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -113,11 +118,13 @@ class GroupCoordinator(GroupAdmin):
                 self._reschedule_heartbeat(group, member)
             if len(group.members) > self.config.max_size:
                 self._prepare_rebalance(group, f"loaded group is over capacity {self.config.max_size}")
+        self.consumer.on_loaded(partition)
         self.offset_manager.maybe_compact()
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads `partition`: its groups go, and members parked in a join or sync are told
         NOT_COORDINATOR, so they find the new coordinator."""
+        self.consumer.on_unloading(partition)
         for group in self.group_manager.unload_partition(partition):
             self.timer.cancel(self._join_key(group.group_id))
             self.timer.cancel(self._sync_key(group.group_id))
@@ -188,6 +195,10 @@ class GroupCoordinator(GroupAdmin):
             self.group_manager.check_active(req.group_id)
         except KafkaError as exc:
             return _completed(_join_error(exc.code, req.member_id))
+        if req.group_id in self.group_manager.consumer_groups:
+            # Classic members in a consumer group (KIP-848's migration) are not served yet: the group is of
+            # another type, as Kafka answers when the group is neither classic nor consumer.
+            return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             return _completed(_join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         is_unknown_member = req.member_id == ""
@@ -668,8 +679,13 @@ def load_group_coordinator(config: BrokerConfig, metadata_cache: MetadataCache,
         log.warning("%s has %d partitions but offsets.topic.num.partitions is %d; using the topic's count",
                     GROUP_METADATA_TOPIC, len(topic.partitions), coordinator_config.num_partitions)
         coordinator_config.num_partitions = len(topic.partitions)
+    def describe_topics() -> SubscribedTopicDescriber:
+        return metadata_cache.derived("consumer-group-topics", lambda: SubscribedTopicDescriber(
+            TopicMetadata(t.topic_id, t.name, len(t.partitions)) for t in metadata_cache.topics.values()))
+
     coordinator = GroupCoordinator(coordinator_config, GroupMetadataLog(replica_manager,
-                                                                        config.get("offsets.commit.timeout.ms")))
+                                                                        config.get("offsets.commit.timeout.ms")),
+                                   describe_topics=describe_topics)
     coordinator.group_manager.active = True
     return coordinator
 

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minikafka.config import BrokerConfig
+from minikafka.config import BrokerConfig, ConfigError
+
+# The names Kafka's group.consumer.assignors takes for its built-in assignors: the short name or the class.
+_ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
 
 
 @dataclass
@@ -21,6 +25,10 @@ class GroupCoordinatorConfig:
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
     max_size: int = 2147483647
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_max_size: int = 2147483647
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> GroupCoordinatorConfig:
@@ -31,4 +39,41 @@ class GroupCoordinatorConfig:
                    min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
                    max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
                    initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
-                   max_size=config.get("group.max.size"))
+                   max_size=config.get("group.max.size"),
+                   consumer_session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
+                   consumer_heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
+                   consumer_max_size=config.get("group.consumer.max.size"),
+                   consumer_assignors=consumer_assignors(config))
+
+
+def consumer_assignors(config: BrokerConfig) -> tuple[str, ...]:
+    """group.consumer.assignors as assignor names, checked with the bounds Kafka's GroupCoordinatorConfig requires
+    of the group.consumer.* timeouts (ConfigError otherwise)."""
+    names = tuple(_ASSIGNOR_CLASSES.get(n.strip(), n.strip())
+                  for n in config.get("group.consumer.assignors").split(",") if n.strip())
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if unknown or not names:
+        raise ConfigError(f"Invalid value {config.get('group.consumer.assignors')!r} for configuration "
+                          "group.consumer.assignors: the built-in assignors are uniform and range")
+    session, heartbeat = config.get("group.consumer.session.timeout.ms"), config.get(
+        "group.consumer.heartbeat.interval.ms")
+    min_session, max_session = (config.get("group.consumer.min.session.timeout.ms"),
+                                config.get("group.consumer.max.session.timeout.ms"))
+    min_heartbeat, max_heartbeat = (config.get("group.consumer.min.heartbeat.interval.ms"),
+                                    config.get("group.consumer.max.heartbeat.interval.ms"))
+    for ok, message in (
+            (min(session, heartbeat, min_session, max_session, min_heartbeat, max_heartbeat,
+                 config.get("group.consumer.max.size")) >= 1, "group.consumer.* values must be at least 1"),
+            (max_heartbeat >= min_heartbeat, "group.consumer.max.heartbeat.interval.ms must be greater than or "
+                                             "equal to group.consumer.min.heartbeat.interval.ms"),
+            (min_heartbeat <= heartbeat <= max_heartbeat, "group.consumer.heartbeat.interval.ms must be between "
+                                                          "its min and max"),
+            (max_session >= min_session, "group.consumer.max.session.timeout.ms must be greater than or equal to "
+                                         "group.consumer.min.session.timeout.ms"),
+            (min_session <= session <= max_session, "group.consumer.session.timeout.ms must be between its min "
+                                                    "and max"),
+            (heartbeat < session, "group.consumer.heartbeat.interval.ms must be less than "
+                                  "group.consumer.session.timeout.ms")):
+        if not ok:
+            raise ConfigError(message)
+    return names

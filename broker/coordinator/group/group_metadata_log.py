@@ -10,6 +10,9 @@ Offsets committed in a producer's transaction (TxnOffsetCommit) are written as a
 producer, and the transaction coordinator's COMMIT or ABORT marker in the same partition ends them; replay hands
 both on, so loading a partition rebuilds what is still pending as well as what is committed.
 
+KIP-848 consumer group records (types 3-8 and 16, protocol/coordinator_records) are read back as ConsumerGroupRecords
+beside them; share and streams group records are skipped.
+
 The topic itself (appends, waits, replays, rewrites) is coordinator_log's, shared with the transaction
 coordinator.
 """
@@ -24,6 +27,12 @@ from typing import NamedTuple
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog, Record, RecordFormatError
 from minikafka.broker.coordinator.group.group import OffsetAndMetadata
 from minikafka.broker.replication.replica_manager import ReplicaManager
+from minikafka.protocol.coordinator_records import consumer_group_records
+from minikafka.protocol.coordinator_records.consumer_group_records import (
+    CONSUMER_GROUP_RECORD_TYPES,
+    ConsumerGroupRecord,
+    ConsumerGroupRecordError,
+)
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
 from minikafka.protocol.varint import VarintError, encode_uvarint, read_uvarint
@@ -98,8 +107,8 @@ class TransactionMarker(NamedTuple):
 
 
 # What replaying a partition yields, in log order: (key, value) of a record outside any transaction, a record of a
-# transaction, or the marker ending one.
-Replayed = tuple[RecordKey, RecordValue] | TransactionalRecord | TransactionMarker
+# transaction, the marker ending one, or a record of a KIP-848 consumer group.
+Replayed = tuple[RecordKey, RecordValue] | TransactionalRecord | TransactionMarker | ConsumerGroupRecord
 
 
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
@@ -362,6 +371,13 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Recor
     return encode_key(GroupMetadataKey(group)), None if value is None else encode_group_metadata_value(value)
 
 
+def consumer_group_record(record: ConsumerGroupRecord) -> Record:
+    """Key and value bytes of a consumer group record (value None: a tombstone)."""
+    key, value = record
+    return (consumer_group_records.encode_key(key),
+            None if value is None else consumer_group_records.encode_value(value))
+
+
 class GroupMetadataLog(CoordinatorLog):
     """`__consumer_offsets` as the group coordinator reads it: records decoded into offset commits and groups."""
 
@@ -378,9 +394,13 @@ class GroupMetadataLog(CoordinatorLog):
                 try:
                     key = decode_key(key_bytes)
                     if key is None:
+                        # KIP-848 consumer group records are served; share and streams group records, and types
+                        # this broker does not know, are skipped as Kafka skips unknown types.
+                        if consumer_group_records.record_type_of(key_bytes) in CONSUMER_GROUP_RECORD_TYPES:
+                            yield consumer_group_records.decode_record(key_bytes, value)
                         continue
                     decoded = decode_value(key, value)
-                except RecordFormatError as exc:
+                except (RecordFormatError, ConsumerGroupRecordError) as exc:
                     log.error("skipping unreadable record at %s-%d offset %d: %s", GROUP_METADATA_TOPIC, partition,
                               offset, exc)
                     continue

@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from minikafka.broker.coordinator.coordinator_log import partition_for
+from minikafka.broker.coordinator.group.consumer import record_helpers
+from minikafka.broker.coordinator.group.consumer.consumer_group import ConsumerGroup
+from minikafka.broker.coordinator.group.consumer.replay import replay as replay_consumer_group_record
 from minikafka.broker.coordinator.group.group import Group, GroupState, Member, OffsetAndMetadata
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import (
@@ -37,9 +40,11 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     Replayed,
     TransactionalRecord,
     TransactionMarker,
+    consumer_group_record,
     group_metadata_record,
     offset_commit_record,
 )
+from minikafka.protocol.coordinator_records.consumer_group_records import ConsumerGroupRecord
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
@@ -69,6 +74,9 @@ class GroupMetadataManager:
         self.metadata_log = metadata_log
         self.clock_ms = clock_ms
         self.groups: dict[str, Group] = {}
+        # KIP-848 consumer groups, rebuilt only by replaying their records. A classic Group of the same id, if any,
+        # has no members: it holds the consumer group's committed offsets.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         # False until the coordinator starts and after shutdown: every group API then answers
         # COORDINATOR_NOT_AVAILABLE.
         self.active = False
@@ -109,9 +117,12 @@ class GroupMetadataManager:
             return []
         started = time.monotonic()
         before = set(self.groups)
+        consumer_before = set(self.consumer_groups)
         records = 0
         for replayed in self.metadata_log.replay(partition):
-            if isinstance(replayed, TransactionMarker):
+            if isinstance(replayed, ConsumerGroupRecord):
+                replay_consumer_group_record(self.consumer_groups, replayed)
+            elif isinstance(replayed, TransactionMarker):
                 self._complete_transaction(partition, replayed.producer_id, replayed.commit)
             elif isinstance(replayed, TransactionalRecord):
                 self._replay(replayed.key, replayed.value, replayed.producer_id)
@@ -121,9 +132,12 @@ class GroupMetadataManager:
         self._log_records[partition] = records
         self.owned_partitions.add(partition)
         loaded = [group for group_id, group in self.groups.items() if group_id not in before]
+        # A consumer group's offsets are held by a classic group of the same id: one group, counted once.
+        loaded_ids = {g.group_id for g in loaded} | set(self.consumer_groups).difference(consumer_before)
         level = logging.INFO if records else logging.DEBUG  # a broker starts with dozens of empty partitions
-        log.log(level, "loaded %d groups from %d coordinator records of %s-%d in %.0f ms", len(loaded), records,
-                GROUP_METADATA_TOPIC, partition, 1000 * (time.monotonic() - started))
+        log.log(level, "loaded %d groups from %d coordinator records of %s-%d in %.0f ms",
+                len(loaded_ids), records, GROUP_METADATA_TOPIC, partition,
+                1000 * (time.monotonic() - started))
         return loaded
 
     def unload_partition(self, partition: int) -> list[Group]:
@@ -135,6 +149,8 @@ class GroupMetadataManager:
         for group in dropped:
             del self.groups[group.group_id]
             self._stored_metadata.pop(group.group_id, None)
+        for group_id in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
+            del self.consumer_groups[group_id]
         self._log_records.pop(partition, None)
         self._open_transactions.pop(partition, None)
         log.log(logging.INFO if dropped else logging.DEBUG, "unloaded %d groups of %s-%d", len(dropped),
@@ -236,6 +252,18 @@ class GroupMetadataManager:
             self._log_records[partition] += len(records)
         return error
 
+    def append_consumer_group_records(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:
+        """Write consumer group records to the group's partition, then apply them by replay (so the groups are
+        always what the log rebuilds); KafkaError when the write fails, and then nothing changes."""
+        if not records:
+            return
+        error = self.append(self.partition_for(group_id), [consumer_group_record(r) for r in records],
+                            self.clock_ms())
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"storing the records of consumer group {group_id} failed")
+        for record in records:
+            replay_consumer_group_record(self.consumer_groups, record)
+
     async def wait_replicated(self, group_id: str) -> ErrorCode:
         """Wait until the writes made so far to the group's partition are committed: a request that wrote
         answers only then (NONE, or the group API error), while its state changes stay as made."""
@@ -273,6 +301,30 @@ class GroupMetadataManager:
             self._stored_metadata.pop(group.group_id, None)
         return error
 
+    def delete_consumer_group(self, group_id: str) -> ErrorCode:
+        """Tombstone a KIP-848 consumer group (Kafka's group tombstones) and its committed offsets; nothing changes
+        if writing fails."""
+        group = self.consumer_groups[group_id]
+        holder = self.groups.get(group_id)
+        records = [] if holder is None else [offset_commit_record(group_id, topic, p, None)
+                                             for topic, p in holder.offset_partitions()]
+        if holder is not None:
+            # Its replay drops the classic group that held the offsets.
+            records.append(group_metadata_record(group_id, None))
+        tombstones = record_helpers.group_tombstone_records(group_id, list(group.members),
+                                                             list(group.resolved_regular_expressions))
+        records += [consumer_group_record(r) for r in tombstones]
+        error = self.append(self.partition_for(group_id), records, self.clock_ms())
+        if error == ErrorCode.NONE:
+            for record in tombstones:
+                replay_consumer_group_record(self.consumer_groups, record)
+            if holder is not None:
+                holder.offsets.clear()
+                holder.pending_txn_offsets.clear()
+                self.groups.pop(group_id, None)
+                self._stored_metadata.pop(group_id, None)
+        return error
+
     # ---- rewriting a partition to its live records ----------------------------------------------------------
 
     def record_counts(self) -> dict[int, tuple[int, int]]:
@@ -281,6 +333,8 @@ class GroupMetadataManager:
         for group_id, group in self.groups.items():
             pending = sum(len(offsets) for offsets in group.pending_txn_offsets.values())
             live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets) + pending
+        for group_id, consumer_group in self.consumer_groups.items():
+            live[self.partition_for(group_id)] += len(_consumer_group_live_records(consumer_group))
         return {partition: (count, count - live[partition]) for partition, count in self._log_records.items()}
 
     def rewrite(self, partition: int) -> tuple[ErrorCode, int]:
@@ -303,5 +357,22 @@ class GroupMetadataManager:
                 records.append(group_metadata_record(group_id, stored))
             records.extend(offset_commit_record(group_id, topic, p, value)
                            for (topic, p), value in group.offsets.items())
+        for group_id, consumer_group in self.consumer_groups.items():
+            if self.partition_for(group_id) == partition:
+                records.extend(consumer_group_record(r) for r in _consumer_group_live_records(consumer_group))
         return records
+
+
+def _consumer_group_live_records(group: ConsumerGroup) -> list[ConsumerGroupRecord]:
+    """The records that rebuild a consumer group as it is, in an order its replay accepts."""
+    group_id = group.group_id
+    records = [record_helpers.group_epoch_record(group_id, group.group_epoch, group.metadata_hash)]
+    records += [record_helpers.regular_expression_record(group_id, regex, resolved)
+                for regex, resolved in group.resolved_regular_expressions.items()]
+    records += [record_helpers.member_subscription_record(group_id, m) for m in group.members.values()]
+    records += [record_helpers.target_assignment_record(group_id, member_id, assignment)
+                for member_id, assignment in group.target_assignment.items()]
+    records.append(record_helpers.target_assignment_epoch_record(group_id, group.target_assignment_epoch))
+    records += [record_helpers.current_assignment_record(group_id, m) for m in group.members.values()]
+    return records
 

@@ -95,8 +95,14 @@ class OffsetManager:
         manager = self.group_manager
         manager.check_active(group_id, allow_empty=True)
         existing = manager.groups.get(group_id)
-        group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
-                                             api_version)
+        consumer_group = manager.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            # A KIP-848 group checks the member epoch; its offsets are kept in a classic group without members.
+            consumer_group.validate_offset_commit(member_id, group_instance_id, generation_id, False, api_version)
+            group = existing if existing is not None else Group(group_id, self.clock_ms())
+        else:
+            group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
+                                                 api_version)
         if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
             self._reschedule_heartbeat(group, group.members[member_id])
         now = self.clock_ms()
@@ -191,14 +197,17 @@ class OffsetManager:
     # ---- OffsetFetch and OffsetDelete ----------------------------------------------------------------------
 
     def fetch_offsets(self, group_id: str | None, partitions: list[tuple[str, list[int]]] | None,
-                      require_stable: bool = False
+                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1
                       ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | ErrorCode | None]]]]:
         """Committed offsets by topic (None where there is none); `partitions` None means every committed offset of
         the group. With `require_stable`, a partition an open transaction holds an offset for is
         UNSTABLE_OFFSET_COMMIT instead (Kafka's rule: a pending offset without a committed one is not listed among
-        all offsets)."""
+        all offsets). A KIP-848 group checks the member id and epoch (OffsetFetch v9+) when they are given."""
         self.group_manager.check_active(group_id, allow_empty=True)
         assert group_id is not None  # check_active refuses a null group id
+        consumer_group = self.group_manager.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            consumer_group.validate_offset_fetch(member_id, member_epoch)
         group = self.group_manager.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return [] if partitions is None else [(topic, [(p, None) for p in indexes])
@@ -240,8 +249,10 @@ class OffsetManager:
         results = []
         records: list[Record] = []
         deleted: list[tuple[str, int]] = []
+        consumer_group = manager.consumer_groups.get(group_id)
         for topic, indexes in partitions:
-            if group.is_subscribed_to(topic):
+            if group.is_subscribed_to(topic) or (consumer_group is not None
+                                                 and consumer_group.is_subscribed_to_topic(topic)):
                 results.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in indexes]))
                 continue
             for p in indexes:

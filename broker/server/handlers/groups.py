@@ -1,9 +1,8 @@
 """Consumer group APIs: FindCoordinator, the classic membership protocol, committed offsets, group admin.
 
 The group coordinator (broker/coordinator/group/group_coordinator.py) and its offset manager (offset_manager.py
-there) hold the state; these handlers translate between the wire versions and them. KIP-848's
-ConsumerGroupHeartbeat (key 68) is deliberately absent: like a Kafka broker without the new protocol, it is not
-advertised and a request for it closes the connection.
+there) hold the state; these handlers translate between the wire versions and them. KIP-848's consumer groups are
+the coordinator's consumer_group_coordinator (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
 
 Versions served, and what changes between them:
 - FindCoordinator (v0-6): v1+ names a key type: a group's coordinator is the leader of its __consumer_offsets
@@ -12,10 +11,11 @@ Versions served, and what changes between them:
   broker, any other type (share groups, v6) is INVALID_REQUEST; v1+ carries error messages, v3+ is flexible, v4+
   looks up a batch of keys (KIP-699). A coordinator serves only the groups of the partitions it leads
   (NOT_COORDINATOR for the others).
-- JoinGroup (v0-9): v1+ brings the rebalance timeout (v0 uses the session timeout); from v4 a member without an id
-  gets MEMBER_ID_REQUIRED with its new id and joins again (KIP-394); v5+ group instance ids (static membership,
-  KIP-345); v6+ flexible; v7+ answers the protocol type, and a protocol name not yet chosen is null; v8+ carries a
-  reason (KIP-800); v9+ a rejoining static leader is told to skip the assignment (KIP-814).
+- JoinGroup (v0-9): a KIP-848 consumer group's id is INCONSISTENT_GROUP_PROTOCOL (classic members in consumer
+  groups are not served yet); v1+ brings the rebalance timeout (v0 uses the session timeout); from v4 a member
+  without an id gets MEMBER_ID_REQUIRED with its new id and joins again (KIP-394); v5+ group instance ids (static
+  membership, KIP-345); v6+ flexible; v7+ answers the protocol type, and a protocol name not yet chosen is null;
+  v8+ carries a reason (KIP-800); v9+ a rejoining static leader is told to skip the assignment (KIP-814).
 - SyncGroup (v0-5): v3+ group instance id; v4+ flexible; v5+ sends the protocol type and name, which must match the
   group's (INCONSISTENT_GROUP_PROTOCOL, also when missing) and are answered back (KIP-559).
 - Heartbeat (v0-4): v3+ group instance id; v4+ flexible; REBALANCE_IN_PROGRESS is the signal to rejoin.
@@ -28,8 +28,8 @@ Versions served, and what changes between them:
   asks for all of the group's offsets; v5+ the committed leader epoch; v6+ flexible; v7+ require_stable: the
   answer waits until the group's writes so far are committed, and a partition a transaction holds an offset
   pending for is UNSTABLE_OFFSET_COMMIT (a partition-level error in every version, the group's error stays NONE);
-  v8+ several groups per request (require_stable for all of them); v9's member id and epoch are read past
-  (classic groups only); v10 topics by id.
+  v8+ several groups per request (require_stable for all of them); v9's member id and epoch are checked for a
+  KIP-848 consumer group (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), read past for a classic group; v10 topics by id.
 - TxnOffsetCommit (v0-5): offsets committed in a producer's transaction, written as a batch of that transaction
   and pending (not returned by OffsetFetch) until its marker commits or aborts them. An unknown topic or partition
   is UNKNOWN_TOPIC_OR_PARTITION; errors of the group apply to the other partitions only. A commit without
@@ -43,8 +43,16 @@ Versions served, and what changes between them:
 - OffsetDelete (v0): a group with members may delete only if it uses the "consumer" protocol type (NON_EMPTY_GROUP
   otherwise), and only offsets of topics it does not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 - DescribeGroups (v0-6): v3+ authorized operations when asked for; v4+ members' group instance ids; v5+ flexible;
-  v6+ GROUP_ID_NOT_FOUND for an unknown group (before, a Dead group without error).
-- ListGroups (v0-5): v3+ flexible; v4+ filters by state (KIP-518); v5+ by type, every group being "classic".
+  v6+ GROUP_ID_NOT_FOUND for an unknown group (before, a Dead group without error). A KIP-848 consumer group is not
+  described here, as in Kafka: Dead, and from v6 GROUP_ID_NOT_FOUND "Group G is not a classic group.".
+- ListGroups (v0-5): v3+ flexible; v4+ filters by state (KIP-518); v5+ by type, "classic" or "consumer" (KIP-848
+  groups, protocol type "consumer", states Empty, Assigning, Reconciling, Stable).
+- ConsumerGroupHeartbeat (v0-1, flexible): KIP-848 membership (join with epoch 0, leave with -1 or -2); v0 members
+  get a member id from the coordinator, from v1 the consumer makes its own and SubscribedTopicRegex may be set.
+  Errors carry Kafka's messages; the answer waits until the heartbeat's records are committed.
+- ConsumerGroupDescribe (v0-1, flexible): members with their epochs, assignments and target assignments (topic ids
+  and names), the group and assignment epochs, the assignor; v1 each member's type (1, consumer). An unknown group
+  or a classic one is GROUP_ID_NOT_FOUND.
 - DeleteGroups (v0-2): NON_EMPTY_GROUP for a group with members; v2 flexible.
 
 Authorization, with an authorizer, as Kafka's KafkaApis checks it (before anything else is looked at, so a denied
@@ -52,8 +60,8 @@ request changes nothing, and a topic the principal may not see is never revealed
 - FindCoordinator: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the transactional id
   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key; a v6 share-group lookup needs CLUSTER_ACTION on the cluster,
   without which every key is CLUSTER_AUTHORIZATION_FAILED.
-- JoinGroup, SyncGroup (after its v5 protocol check), Heartbeat, LeaveGroup: READ on the group, else
-  GROUP_AUTHORIZATION_FAILED.
+- JoinGroup, SyncGroup (after its v5 protocol check), Heartbeat, LeaveGroup, ConsumerGroupHeartbeat: READ on the
+  group, else GROUP_AUTHORIZATION_FAILED. ConsumerGroupDescribe: DESCRIBE per group.
 - OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED for every partition), then READ on each topic
   (TOPIC_AUTHORIZATION_FAILED for its partitions; a v10 topic id that names no topic is UNKNOWN_TOPIC_ID first),
   then unknown topics and partitions. TxnOffsetCommit first needs WRITE on the transactional id
@@ -73,6 +81,8 @@ import logging
 import uuid
 from typing import Any
 
+from minikafka.broker.coordinator.group.assignor.assignor_spec import Assignment
+from minikafka.broker.coordinator.group.consumer_group_coordinator import HeartbeatRequest
 from minikafka.broker.coordinator.group.group import SyncResult
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry, OffsetManager
@@ -422,7 +432,8 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
 FetchedPartition = tuple[int, int, int, str | None, ErrorCode]
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, by_id: bool, require_stable: bool
+async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, by_id: bool, require_stable: bool,
+                       member_id: str | None = None, member_epoch: int = -1
                        ) -> tuple[ErrorCode, list[tuple[str | None, uuid.UUID, list[FetchedPartition]]]]:
     """(group error, [(name, topic id, [(partition, offset, leader epoch, metadata, error)])]). As Kafka: the group
     needs DESCRIBE; offsets are shown only for topics the principal may DESCRIBE: a named topic it may not is
@@ -454,7 +465,7 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, by_id: b
     try:
         if require_stable:
             await offset_manager.wait_stable(group_id)
-        found = offset_manager.fetch_offsets(group_id, requested, require_stable)
+        found = offset_manager.fetch_offsets(group_id, requested, require_stable, member_id, member_epoch)
     except KafkaError as exc:
         return exc.code, []
     if requested is None:
@@ -482,7 +493,9 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
         PartR = TopicR.OffsetFetchResponsePartitions
         groups = []
         for g in request.groups:
-            code, found = await _fetch_group(ctx, g.group_id, g.topics, by_id, request.require_stable)
+            code, found = await _fetch_group(ctx, g.group_id, g.topics, by_id, request.require_stable,
+                                             g.member_id if ctx.version >= 9 else None,
+                                             g.member_epoch if ctx.version >= 9 else -1)
             topics = [TopicR(name=None if by_id else name, topic_id=topic_id if by_id else None,
                              partitions=[PartR(partition_index=p, committed_offset=offset,
                                                committed_leader_epoch=epoch, metadata=metadata, error_code=err)
@@ -565,7 +578,7 @@ async def handle_describe_groups(ctx: RequestContext, request) -> object:
         await _ensure_offsets_topic(ctx)
     for group_id in authorized:
         d = coordinator.describe_group(group_id, ctx.version)
-        message = f"Group {group_id} not found." if d.error == ErrorCode.GROUP_ID_NOT_FOUND else None
+        message = d.message or (f"Group {group_id} not found." if d.error == ErrorCode.GROUP_ID_NOT_FOUND else None)
         members = [G.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                           client_id=m.client_id, client_host=m.client_host,
                                           member_metadata=metadata, member_assignment=m.assignment or b"")
@@ -589,8 +602,8 @@ async def handle_list_groups(ctx: RequestContext, request) -> object:
     except KafkaError as exc:
         return ctx.response(throttle_time_ms=0, error_code=exc.code, groups=[])
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
-        R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
-                      group_type="classic") for g in groups
+        R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                      group_type=g.group_type) for g in groups
         if cluster_describe or ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id,
                                              log_if_denied=False)])
 
@@ -619,6 +632,101 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
                                                      for group_id, code in results])
 
 
+# ---- KIP-848 consumer groups ------------------------------------------------------------------------------------
+
+async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> object:
+    R = ctx.response_class
+
+    def error(code: ErrorCode, message: str | None) -> object:
+        return ctx.response(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                            member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+    if not _may_read_group(ctx, request.group_id):
+        return error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    owned = None if request.topic_partitions is None else {
+        tp.topic_id: list(tp.partitions) for tp in request.topic_partitions}
+    req = HeartbeatRequest(
+        group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
+        instance_id=request.instance_id, rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=None if request.subscribed_topic_names is None else list(
+            request.subscribed_topic_names),
+        subscribed_topic_regex=request.subscribed_topic_regex if ctx.version >= 1 else None,
+        server_assignor=request.server_assignor, owned_partitions=owned, client_id=ctx.client_id,
+        client_host=_client_host(ctx), api_version=ctx.version)
+    await _ensure_offsets_topic(ctx)
+    try:
+        result = _coordinator(ctx).consumer.heartbeat(req)
+    except KafkaError as exc:
+        if exc.code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            log.info("ConsumerGroupHeartbeat of member %r (epoch %d) in group %s: %s %s", request.member_id,
+                     request.member_epoch, request.group_id, exc.code.name, exc.message or "")
+        message = exc.message if exc.message else None
+        if exc.code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            message = None
+        return error(exc.code, message)
+    code = await _committed(ctx, request.group_id)
+    if code != ErrorCode.NONE:
+        return error(code, None)
+    assignment = None if result.assignment is None else R.Assignment(topic_partitions=_topic_partitions(
+        R.Assignment.TopicPartitions, result.assignment))
+    return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                        member_id=result.member_id, member_epoch=result.member_epoch,
+                        heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+
+
+def _topic_partitions(cls: Any, assignment: Assignment) -> list:
+    return [cls(topic_id=topic_id, partitions=sorted(partitions))
+            for topic_id, partitions in sorted(assignment.items()) if partitions]
+
+
+async def handle_consumer_group_describe(ctx: RequestContext, request) -> object:
+    G = ctx.response_class.DescribedGroup
+    M = G.Member
+    coordinator = _coordinator(ctx)
+    cache = ctx.services.metadata_cache
+    groups = []
+
+    def described_assignment(assignment: Assignment) -> object:
+        topics = []
+        for topic_id, partitions in sorted(assignment.items()):
+            topic = cache.topics_by_id.get(topic_id)
+            if topic is not None and partitions:
+                topics.append(M.Assignment.TopicPartitions(topic_id=topic_id, topic_name=topic.name,
+                                                           partitions=sorted(partitions)))
+        return M.Assignment(topic_partitions=topics)
+
+    authorized = [g for g in request.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+    if authorized:
+        await _ensure_offsets_topic(ctx)
+    for group_id in request.group_ids:
+        if group_id not in authorized:
+            groups.append(G(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
+                            group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))
+            continue
+        try:
+            group = coordinator.consumer.describe_group(group_id)
+        except KafkaError as exc:
+            groups.append(G(error_code=exc.code, error_message=exc.message or None, group_id=group_id,
+                            group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))
+            continue
+        members = [M(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                     member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                     subscribed_topic_names=sorted(m.subscribed_topic_names),
+                     subscribed_topic_regex=m.subscribed_topic_regex,
+                     assignment=described_assignment(m.assigned_partitions),
+                     target_assignment=described_assignment(group.target_assignment_of(m.member_id)),
+                     member_type=0 if m.use_classic_protocol else 1)
+                   for m in group.members.values()]
+        ops = (ctx.authorized_operations(ResourceType.GROUP, group_id) if request.include_authorized_operations
+               else -2147483648)
+        groups.append(G(error_code=ErrorCode.NONE, error_message=None, group_id=group_id,
+                        group_state=group.state.value, group_epoch=group.group_epoch,
+                        assignment_epoch=group.target_assignment_epoch,
+                        assignor_name=coordinator.consumer.assignor_name(group), members=members,
+                        authorized_operations=ops))
+    return ctx.response(throttle_time_ms=0, groups=groups)
+
+
 HANDLERS = {
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
@@ -632,4 +740,6 @@ HANDLERS = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
 }

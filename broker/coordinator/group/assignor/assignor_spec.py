@@ -100,6 +100,10 @@ class SubscribedTopicDescriber:
         topic = self._by_id.get(topic_id)
         return None if topic is None else topic.name
 
+    def topic_names(self) -> list[str]:
+        """The names of every topic, to resolve subscription regexes against."""
+        return list(self._by_name)
+
     def topic_ids(self, names: Iterable[str]) -> frozenset[uuid.UUID]:
         """The ids of the named topics that exist (Kafka's TopicIds: a subscription to a missing topic is ignored)."""
         return frozenset(tid for tid in map(self.topic_id, names) if tid is not None)
