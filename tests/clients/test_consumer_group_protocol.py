@@ -240,3 +240,22 @@ def test_the_group_survives_a_coordinator_kill(tmp_path, unique_topic):
         finally:
             for member in members:
                 member.close()
+
+
+def test_a_regex_subscription_follows_the_topics_it_matches(broker_factory, unique_topic):
+    broker = broker_factory(**FAST_GROUPS)
+    bootstrap = broker.bootstrap_servers
+    prefix = unique_topic[:40]
+    create_topic(bootstrap, f"{prefix}-a", 2)
+    group = f"g-{uuid.uuid4()}"
+    member = Member(bootstrap, group, f"^{prefix}-.*")
+    try:
+        poll_until([member], lambda: len(member.assigned) == 2, what="the matching topic's partitions")
+        create_topic(bootstrap, f"{prefix}-b", 3)
+        produce(bootstrap, f"{prefix}-b", 3)
+        poll_until([member], lambda: len(member.values) == 3, what="the new topic to be consumed")
+        (described,) = describe(bootstrap, group).members
+        assert described.subscribed_topic_regex == f"(^{prefix}-.*)"  # as librdkafka joins its regexes
+        assert sorted(t.topic_name for t in described.assignment.topic_partitions) == [f"{prefix}-a", f"{prefix}-b"]
+    finally:
+        member.close()
