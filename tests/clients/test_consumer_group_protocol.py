@@ -12,6 +12,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 
 import minikafka
 from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest
@@ -152,6 +153,17 @@ def test_committed_offsets_survive_and_a_new_member_resumes(broker, unique_topic
     finally:
         member.close()
     assert describe(bootstrap, group).group_state == "Empty"
+    _node, address = coordinator(bootstrap, group)
+    with RawConnection(address) as raw:
+        listed = raw.request(ListGroupsRequest[5](states_filter=["empty"], types_filter=["consumer"])).groups
+        assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed] == [
+            (group, "consumer", "Empty", "consumer")]
+        assert raw.request(ListGroupsRequest[5](states_filter=[], types_filter=["classic"])).groups == []
+        # DescribeGroups describes classic groups only, as Kafka.
+        (described,) = raw.request(DescribeGroupsRequest[6](groups=[group], include_authorized_operations=False)
+                                   ).groups
+        assert (described.error_code, described.error_message, described.group_state) == (
+            69, f"Group {group} is not a classic group.", "Dead")
     produce(bootstrap, unique_topic, 20, start=20)
     resumed = Member(bootstrap, group, unique_topic)
     try:

@@ -281,3 +281,22 @@ async def test_delete_groups_and_offsets_of_a_consumer_group():
     assert offsets.fetch_offsets("g", [("t1", [0])]) == [("t1", [(0, None)])]
     reloaded = make(log)
     assert reloaded.consumer.groups == {} and reloaded.groups == {}
+
+
+async def test_a_rewritten_partition_keeps_the_consumer_groups():
+    log = MemoryLog()
+    coordinator = make(log)
+    a = hb(coordinator, "a", 0, None, subscribed_topic_regex="t1")
+    hb(coordinator, "b", 0, ["t1", "t2"], instance_id="i")
+    hb(coordinator, "a", 1, owned=as_owned(a.assignment))
+    manager = coordinator.group_manager
+    partition = manager.partition_for("g")
+    written = len(log.records[partition])
+    error, kept = manager.rewrite(partition)
+    assert error == E.NONE and kept == len(log.records[partition]) < written
+    assert manager.record_counts()[partition] == (kept, 0)
+    before, after = coordinator.consumer.groups["g"], make(log).consumer.groups["g"]
+    assert after.members == before.members and after.target_assignment == before.target_assignment
+    assert after.resolved_regular_expressions == before.resolved_regular_expressions
+    assert (after.group_epoch, after.target_assignment_epoch, after.metadata_hash) == (
+        before.group_epoch, before.target_assignment_epoch, before.metadata_hash)
