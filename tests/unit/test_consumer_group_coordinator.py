@@ -58,11 +58,19 @@ class Topics:
         return SubscribedTopicDescriber(self.topics.values())
 
 
-def make(log: MemoryLog | None = None, topics: Topics | None = None, **overrides) -> GroupCoordinator:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make(log: MemoryLog | None = None, topics: Topics | None = None, clock: Clock | None = None,
+         **overrides) -> GroupCoordinator:
     config = GroupCoordinatorConfig(num_partitions=3, consumer_session_timeout_ms=4000,
                                     consumer_heartbeat_interval_ms=500, **overrides)
-    coordinator = GroupCoordinator(config, log or MemoryLog(), lambda: 1_700_000_000_000,
-                                   describe_topics=topics or Topics())
+    coordinator = GroupCoordinator(config, log or MemoryLog(), clock or Clock(), describe_topics=topics or Topics())
     coordinator.load()
     return coordinator
 
@@ -300,3 +308,23 @@ async def test_a_rewritten_partition_keeps_the_consumer_groups():
     assert after.resolved_regular_expressions == before.resolved_regular_expressions
     assert (after.group_epoch, after.target_assignment_epoch, after.metadata_hash) == (
         before.group_epoch, before.target_assignment_epoch, before.metadata_hash)
+
+
+async def test_offsets_of_subscribed_topics_do_not_expire_and_an_empty_group_goes():
+    clock = Clock()
+    coordinator = make(clock=clock, offsets_retention_ms=1000)
+    a = hb(coordinator, "a", 0, ["t1"])
+    offsets = coordinator.offset_manager
+    entries = [OffsetCommitEntry("t1", 0, 5, -1, None), OffsetCommitEntry("t2", 0, 3, -1, None)]
+    await offsets.commit_offsets("g", "a", None, a.member_epoch, -1, entries, 9)
+    clock.now += 2000
+    assert offsets.cleanup_group_metadata() == 1  # t2's: the group does not subscribe to it
+    assert list(coordinator.groups["g"].offsets) == [("t1", 0)]
+    hb(coordinator, "a", -1)
+    assert offsets.cleanup_group_metadata() == 1
+    assert "g" not in coordinator.consumer.groups and "g" not in coordinator.groups
+    # An empty consumer group that never committed goes too.
+    hb(coordinator, "b", 0, ["t1"])
+    hb(coordinator, "b", -1)
+    offsets.cleanup_group_metadata()
+    assert "g" not in coordinator.consumer.groups

@@ -304,14 +304,21 @@ class OffsetManager:
 
     def cleanup_group_metadata(self) -> int:
         """Expire offsets past offsets.retention.minutes, but none a transaction holds an offset pending for;
-        delete empty groups left without offsets or open transactions."""
+        delete empty groups left without offsets or open transactions. A KIP-848 consumer group keeps the offsets of
+        the topics it subscribes to, and goes once it is empty and has no offsets left."""
         manager = self.group_manager
         if not manager.active:
             return 0
         now = self.clock_ms()
         retention = self.config.offsets_retention_ms
         removed = 0
+        for group_id, empty_candidate in list(manager.consumer_groups.items()):
+            if group_id not in manager.groups and empty_candidate.is_empty():
+                error = manager.delete_consumer_group(group_id)
+                if error != ErrorCode.NONE:
+                    log.warning("deleting empty consumer group %s failed: %s", group_id, error.name)
         for group in list(manager.groups.values()):
+            consumer_group = manager.consumer_groups.get(group.group_id)
             base = self._offset_expiry_base(group)
             expired: list[tuple[str, int]] = []
             all_expired = True
@@ -320,7 +327,8 @@ class OffsetManager:
             elif group.offsets:
                 assert base is not None
                 for (topic, partition), value in group.offsets.items():
-                    if group.is_subscribed_to(topic) or group.has_pending_txn_offset((topic, partition)):
+                    if (group.is_subscribed_to(topic) or group.has_pending_txn_offset((topic, partition))
+                            or (consumer_group is not None and consumer_group.is_subscribed_to_topic(topic))):
                         all_expired = False
                         continue
                     if value.expire_timestamp is not None:
@@ -331,9 +339,12 @@ class OffsetManager:
                         expired.append((topic, partition))
                     else:
                         all_expired = False
+            if consumer_group is not None and not consumer_group.is_empty():
+                all_expired = False  # the consumer group stays, whatever its offsets
             if all_expired and group.is_empty and not group.has_open_transactions:
                 # Every offset it has expired: the group goes with them.
-                error = manager.delete_group(group)
+                error = (manager.delete_group(group) if consumer_group is None
+                         else manager.delete_consumer_group(group.group_id))
                 if error != ErrorCode.NONE:
                     log.warning("expiring offsets of group %s failed: %s", group.group_id, error.name)
                     continue
