@@ -15,7 +15,9 @@ Differences from Kafka, for now: regexes are Python `re` patterns matched whole 
 RE2/J), resolved at once on the heartbeat that brings them and refreshed on each heartbeat when the topics they
 match changed, internal topics excluded; the group's metadata hash is this broker's own hash of the subscribed
 topics' ids, names and partition counts (not Kafka's Murmur3 of the topic image), compared on every heartbeat;
-a classic group with members cannot be upgraded (GROUP_ID_NOT_FOUND), and members do not join through JoinGroup.
+a classic group with members cannot be upgraded (GROUP_ID_NOT_FOUND, as Kafka with group.consumer.migration.policy
+disabled), and classic members do not join a consumer group through JoinGroup (INCONSISTENT_GROUP_PROTOCOL); an
+empty group of either type becomes one of the other, keeping its committed offsets, as in Kafka.
 """
 from __future__ import annotations
 
@@ -318,7 +320,10 @@ class ConsumerGroupCoordinator:
             return group
         classic = self.group_manager.groups.get(group_id)
         if classic is not None and classic.members:
-            # An online upgrade of a classic group is not served (yet): as Kafka with the upgrade disabled.
+            if create:
+                # An online upgrade of a classic group is not served (yet): as Kafka with the upgrade disabled.
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to "
+                                 "consumer group because online upgrade is disabled.")
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")

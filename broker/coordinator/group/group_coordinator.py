@@ -195,10 +195,17 @@ class GroupCoordinator(GroupAdmin):
             self.group_manager.check_active(req.group_id)
         except KafkaError as exc:
             return _completed(_join_error(exc.code, req.member_id))
-        if req.group_id in self.group_manager.consumer_groups:
-            # Classic members in a consumer group (KIP-848's migration) are not served yet: the group is of
-            # another type, as Kafka answers when the group is neither classic nor consumer.
-            return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        consumer_group = self.group_manager.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # Classic members in a consumer group (KIP-848's migration) are not served yet: the group is of
+                # another type, as Kafka answers when the group is neither classic nor consumer.
+                return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            # As Kafka: an empty consumer group becomes a classic group, keeping its committed offsets.
+            error = self.group_manager.delete_consumer_group(req.group_id, keep_offsets=True)
+            if error != ErrorCode.NONE:
+                return _completed(_join_error(error, req.member_id))
+            log.info("converted the empty consumer group %s to a classic group", req.group_id)
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             return _completed(_join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         is_unknown_member = req.member_id == ""

@@ -301,11 +301,11 @@ class GroupMetadataManager:
             self._stored_metadata.pop(group.group_id, None)
         return error
 
-    def delete_consumer_group(self, group_id: str) -> ErrorCode:
-        """Tombstone a KIP-848 consumer group (Kafka's group tombstones) and its committed offsets; nothing changes
-        if writing fails."""
+    def delete_consumer_group(self, group_id: str, keep_offsets: bool = False) -> ErrorCode:
+        """Tombstone a KIP-848 consumer group (Kafka's group tombstones) and, unless kept (the group becoming a
+        classic one), its committed offsets; nothing changes if writing fails."""
         group = self.consumer_groups[group_id]
-        holder = self.groups.get(group_id)
+        holder = None if keep_offsets else self.groups.get(group_id)
         records = [] if holder is None else [offset_commit_record(group_id, topic, p, None)
                                              for topic, p in holder.offset_partitions()]
         if holder is not None:

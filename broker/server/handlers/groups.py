@@ -11,11 +11,12 @@ Versions served, and what changes between them:
   broker, any other type (share groups, v6) is INVALID_REQUEST; v1+ carries error messages, v3+ is flexible, v4+
   looks up a batch of keys (KIP-699). A coordinator serves only the groups of the partitions it leads
   (NOT_COORDINATOR for the others).
-- JoinGroup (v0-9): a KIP-848 consumer group's id is INCONSISTENT_GROUP_PROTOCOL (classic members in consumer
-  groups are not served yet); v1+ brings the rebalance timeout (v0 uses the session timeout); from v4 a member
-  without an id gets MEMBER_ID_REQUIRED with its new id and joins again (KIP-394); v5+ group instance ids (static
-  membership, KIP-345); v6+ flexible; v7+ answers the protocol type, and a protocol name not yet chosen is null;
-  v8+ carries a reason (KIP-800); v9+ a rejoining static leader is told to skip the assignment (KIP-814).
+- JoinGroup (v0-9): a KIP-848 consumer group with members is INCONSISTENT_GROUP_PROTOCOL (classic members in
+  consumer groups are not served yet), an empty one becomes a classic group; v1+ brings the rebalance timeout
+  (v0 uses the session timeout); from v4 a member without an id gets MEMBER_ID_REQUIRED with its new id and joins
+  again (KIP-394); v5+ group instance ids (static membership, KIP-345); v6+ flexible; v7+ answers the protocol
+  type, and a protocol name not yet chosen is null; v8+ carries a reason (KIP-800); v9+ a rejoining static leader
+  is told to skip the assignment (KIP-814).
 - SyncGroup (v0-5): v3+ group instance id; v4+ flexible; v5+ sends the protocol type and name, which must match the
   group's (INCONSISTENT_GROUP_PROTOCOL, also when missing) and are answered back (KIP-559).
 - Heartbeat (v0-4): v3+ group instance id; v4+ flexible; REBALANCE_IN_PROGRESS is the signal to rejoin.
