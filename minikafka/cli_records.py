@@ -121,7 +121,8 @@ def _input_ready(stream: io.BufferedReader) -> bool:
 def _message_chunks(stream: io.BufferedReader, delimiter: bytes) -> Iterator[tuple[list[bytes], bool]]:
     """The messages of a stream as they arrive, a chunk at a time: what a terminal or a pipe has given so far is
     taken, not waited on until 64 KiB or the end, so that each line typed is produced at once. With each chunk's
-    messages comes whether the input is idle after them (nothing more ready to read, or its end)."""
+    messages comes whether the input is idle after them: nothing more ready to read and no message cut in the
+    middle (its writer is still writing it), or the input's end."""
     pending = b""
     while True:
         chunk = stream.read1(65536)
@@ -130,7 +131,7 @@ def _message_chunks(stream: io.BufferedReader, delimiter: bytes) -> Iterator[tup
         pending += chunk
         parts = pending.split(delimiter)
         pending = parts.pop()
-        yield parts, not _input_ready(stream)
+        yield parts, not pending and not _input_ready(stream)
     yield ([pending] if pending else []), True
 
 

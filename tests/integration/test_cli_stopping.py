@@ -186,8 +186,10 @@ def test_produce_in_transactions_stopped_aborts_the_open_transaction(minikafka_b
     with command(broker.bootstrap_servers, "produce", "-t", topic, "--transactional-id", "stop-loader",
                  "--transaction-size", "2", stdin=subprocess.PIPE) as producer:
         assert producer.proc.stdin is not None
-        producer.proc.stdin.write(b"one\ntwo\nthree\n")
-        producer.proc.stdin.flush()  # and left open: "three" waits in an open transaction
+        # "fou" is a message its writer has not finished: the input is not idle, so "three" waits in an open
+        # transaction (and stdin is left open)
+        producer.proc.stdin.write(b"one\ntwo\nthree\nfou")
+        producer.proc.stdin.flush()
         wait_until(lambda: broker.state.partition(topic, 0).high_watermark == 4, WAIT_S,
                    message="two committed records, their marker, and the open transaction's record")
         assert broker.state.transaction("stop-loader").state == "Ongoing"  # the second one, holding "three"
