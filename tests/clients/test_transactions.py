@@ -17,7 +17,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import AbortTransactionSpec
-from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -27,7 +26,7 @@ from kafka.protocol.producer.transaction import (
 
 from minikafka.protocol.errors import ErrorCode
 from tests.clients.test_transaction_coordinator_edges import DYNAMIC_TOPIC_CONFIG, topic_configs
-from tests.helpers import admin_create_topic, wait_until
+from tests.helpers import admin_create_topic, last_stable_offsets, producer_states, wait_until
 from tests.raw_client import RawConnection
 
 TOPIC = "tx-out"
@@ -177,7 +176,7 @@ def test_coordinator_errors_as_kafka_answers_them(broker, bootstrap):
         """What a refused request leaves as it was: every transactional id the coordinator knows (ListTransactions,
         DescribeTransactions), each partition's producers (DescribeProducers), high watermark and last stable
         offset."""
-        return (broker.state.transactions(), _producer_states(bootstrap),
+        return (broker.state.transactions(), producer_states(bootstrap, TOPIC, PARTITIONS),
                 [(p.high_watermark, p.last_stable_offset) for p in broker.state.partitions(TOPIC)])
 
     def refused(request: Callable[[], T]) -> T:
@@ -383,25 +382,6 @@ def test_an_in_process_broker_serves_transactions(minikafka_broker):
     assert consume(minikafka_broker.bootstrap_servers, "read_committed", 1) == [b"committed-0"]
 
 
-def _producer_states(bootstrap: str) -> dict[int, list[tuple[int, int, int, int]]]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        tps = [KafkaTopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-        described = admin.describe_producers(tps)
-        return {tp.partition: sorted((p.producer_id, p.producer_epoch, p.coordinator_epoch,
-                                      p.current_transaction_start_offset)
-                                     for p in described[tp].active_producers) for tp in tps}
-    finally:
-        admin.close()
-
-
-def _last_stable_offsets(bootstrap: str) -> dict[int, int]:
-    with RawConnection(bootstrap) as conn:
-        response = conn.request(ListOffsetsRequest[5](replica_id=-1, isolation_level=1, topics=[
-            (TOPIC, [(p, -1, -1) for p in range(PARTITIONS)])]))
-    return {p.partition_index: p.offset for t in response.topics for p in t.partitions}
-
-
 def test_open_transactions_and_last_stable_offsets_survive_kill_9(broker):
     admin_create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
     first = confluent_producer(broker.bootstrap_servers, "survivor-a")
@@ -421,12 +401,13 @@ def test_open_transactions_and_last_stable_offsets_survive_kill_9(broker):
     first.begin_transaction()
     first.produce(TOPIC, value=b"a-open", partition=1)
     first.flush(30)
-    producers, stable = _producer_states(broker.bootstrap_servers), _last_stable_offsets(broker.bootstrap_servers)
+    producers = producer_states(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    stable = last_stable_offsets(broker.bootstrap_servers, TOPIC, PARTITIONS)
     assert stable[0] < broker.state.partition(TOPIC, 0).high_watermark  # the open transactions hold it back
     broker.kill()
     broker.start()
-    assert _producer_states(broker.bootstrap_servers) == producers
-    assert _last_stable_offsets(broker.bootstrap_servers) == stable
+    assert producer_states(broker.bootstrap_servers, TOPIC, PARTITIONS) == producers
+    assert last_stable_offsets(broker.bootstrap_servers, TOPIC, PARTITIONS) == stable
     assert consume(broker.bootstrap_servers, "read_committed", 2) == [b"a-0", b"a-2"]
 
 
