@@ -1,0 +1,1 @@
+"""KIP-932 share groups on the partition leader: share partitions, share fetch and acknowledge, share sessions."""
