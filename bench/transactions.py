@@ -7,15 +7,17 @@ prints how often they came.
 
 A commit is timed from sending EndTxn (commit_transaction() once the transaction's records are flushed) to:
 - EndTxn answered: the coordinator answers once its PrepareCommit is replicated;
-- the markers written on all the transaction's partitions: every partition's last stable offset (ListOffsets at
-  read_committed) has passed the offset its COMMIT marker takes, the high watermark when EndTxn was sent, so the
-  marker is replicated (the LSO never passes the HW) and the transaction no longer open there;
-- CompleteCommit (DescribeTransactions), which the coordinator writes once every marker is acknowledged.
-The last two are polled every --poll-ms from the time EndTxn is answered, on connections of the bench's own to each
-leader and to the coordinator (no client library in between), so a figure is late by at most the polling interval
-plus one round trip; both are printed. They are timed on a quiet cluster (a commit every 100 ms of 10 records per
-partition) and with the producer writing at full speed between commits (it sends nothing during the commit, its
-records being flushed before it, but the brokers have just taken them). The producer waits while its commit is
+- the markers written on all the transaction's partitions: every partition's last stable offset has passed the
+  offset its COMMIT marker takes, the high watermark when EndTxn was sent, so the marker is replicated (the LSO never
+  passes the HW) and the transaction no longer open there. Timed as a read_committed consumer sees it: a Fetch per
+  leader at read_committed from the partitions' LSOs, sent before EndTxn, long-polls until they move (no polling
+  load on the brokers while the markers are written);
+- CompleteCommit (DescribeTransactions), which the coordinator writes once every marker is acknowledged, polled
+  every --poll-ms from the time the markers are seen, on a connection of the bench's own to the coordinator (no
+  client library in between), so it is late by at most the polling interval plus one round trip.
+They are timed on a quiet cluster (a commit every 100 ms of 10 records per partition) and with the producer writing
+at full speed between commits (it sends nothing during the commit, its records being flushed before it, but the
+brokers have just taken them). The producer waits while its commit is
 polled, which holds nothing back: its next transaction cannot add its partitions (CONCURRENT_TRANSACTIONS) before
 CompleteCommit. p99 over a run's 100-200 commits is about their maximum: one GC pause or scheduling hiccup decides it.
 
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
@@ -59,6 +61,8 @@ PRODUCER = {"linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.kbytes
 WAIT_S = 30.0  # a budget for a commit's markers or completion, not an expectation
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 LATEST = -1  # ListOffsets' timestamp for the end: the HW at read_uncommitted, the LSO at read_committed
+FETCH_VERSION = 11  # by topic name, without a fetch session
+FETCH = FetchRequest[FETCH_VERSION]
 TRANSACTION_KEY = 1  # FindCoordinator's key type of a transactional id
 MEASURES = ("throughput", "markers", "copier", "shared")
 
@@ -263,27 +267,48 @@ class CommitWatch:
         the high watermark, which acks=all has brought to the log end."""
         return self._end_offsets(READ_UNCOMMITTED, self._partitions_by_leader)
 
-    def markers_written(self, marker_offsets: dict[int, int]) -> tuple[float, int]:
-        """When every partition's LSO has passed its marker, and the number of polls it took."""
+    def watch_markers(self, marker_offsets: dict[int, int]) -> threading.Thread:
+        """Long-poll each leader as a read_committed consumer waits for the transaction: one Fetch per leader from
+        the partitions' last stable offsets, answered once they move (a fetch past the LSO is answered at once, as
+        Kafka's). Sent before EndTxn, the answers read by a thread of its own so each is timed when it comes;
+        `markers_at` and `fetches` are set when the thread ends."""
+        self.markers_at, self.fetches = 0.0, 0
         waiting = dict(marker_offsets)
+        stable = self._end_offsets(READ_COMMITTED, self._partitions_by_leader)
+        for address, partitions in self._partitions_by_leader.items():
+            self._fetch_stable(address, {p: stable[p] for p in partitions})
+        thread = threading.Thread(target=self._await_markers, args=(waiting, stable), daemon=True)
+        thread.start()
+        return thread
+
+    def _fetch_stable(self, address: str, offsets: dict[int, int]) -> None:
+        self.fetches += 1
+        self._leaders[address].send(FETCH(
+            replica_id=-1, max_wait_ms=int(WAIT_S * 1000), min_bytes=1, max_bytes=1 << 20,
+            isolation_level=READ_COMMITTED, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[FETCH.FetchTopic(topic=self.topic, partitions=[FETCH.FetchTopic.FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 16) for p, offset in sorted(offsets.items())])]))
+
+    def _await_markers(self, waiting: dict[int, int], stable: dict[int, int]) -> None:
+        """Each leader's answer in turn (the last to come decides); a leader answering before all its partitions'
+        markers are stable is asked again for those still open."""
         deadline = time.perf_counter() + WAIT_S
-        for polls in range(1, 1_000_000):
-            asked = time.perf_counter()
-            stable = self._end_offsets(READ_COMMITTED, {
-                address: [p for p in partitions if p in waiting]
-                for address, partitions in self._partitions_by_leader.items()
-                if any(p in waiting for p in partitions)})
-            now = time.perf_counter()
-            self.round_trips.append(now - asked)
-            for partition, offset in stable.items():
-                if offset > waiting[partition]:
-                    del waiting[partition]
-            if not waiting:
-                return now, polls
-            if now > deadline:
-                break
-            sleep_until(asked + self.poll_s)
-        raise SystemExit(f"{self.topic}: markers not written within {WAIT_S:.0f} s at {sorted(waiting.items())}")
+        for address, partitions in self._partitions_by_leader.items():
+            while any(p in waiting for p in partitions):
+                if time.perf_counter() > deadline:
+                    raise SystemExit(f"{self.topic}: markers not stable within {WAIT_S:.0f} s at {waiting}")
+                for p in self._leaders[address].receive(FetchResponse, FETCH_VERSION).responses[0].partitions:
+                    if p.error_code:
+                        raise SystemExit(f"Fetch {self.topic}-{p.partition_index}: error {p.error_code}")
+                    if p.last_stable_offset > waiting[p.partition_index]:
+                        del waiting[p.partition_index]
+                    elif p.last_stable_offset >= 0:
+                        stable[p.partition_index] = p.last_stable_offset
+                still = {p: stable[p] for p in partitions if p in waiting}
+                if still:
+                    self._fetch_stable(address, still)
+        self.markers_at = time.perf_counter()
 
     def completed(self) -> float:
         """When the coordinator answers CompleteCommit (it stays so: the next transaction begins after this)."""
@@ -311,7 +336,7 @@ class Latencies:
     end_txn: list[float] = field(default_factory=list)
     markers: list[float] = field(default_factory=list)
     complete: list[float] = field(default_factory=list)
-    markers_at_first_poll: int = 0  # commits whose markers were written when EndTxn's answer came
+    marker_fetches: int = 0  # long polls of the leaders: one per leader and commit unless one came back early
     round_trips: list[float] = field(default_factory=list)
 
 
@@ -347,16 +372,18 @@ def commit_latency(bootstrap: str, topic: str, partitions: int, seconds: float, 
                     producer.produce(topic, value, partition=partition)
         producer.flush(60)
         sleep_until(next_commit)
-        marker_offsets = watch.marker_offsets()
+        markers = watch.watch_markers(watch.marker_offsets())
         end_txn_sent = time.perf_counter()
         producer.commit_transaction(30)
         answered = time.perf_counter()
-        markers_at, polls = watch.markers_written(marker_offsets)
+        markers.join(WAIT_S)
+        if markers.is_alive() or not watch.markers_at:
+            raise SystemExit(f"{topic}: no answer to the marker fetches within {WAIT_S:.0f} s")
         complete_at = watch.completed()
         result.end_txn.append(answered - end_txn_sent)
-        result.markers.append(markers_at - end_txn_sent)
+        result.markers.append(watch.markers_at - end_txn_sent)
         result.complete.append(complete_at - end_txn_sent)
-        result.markers_at_first_poll += polls == 1
+        result.marker_fetches += watch.fetches
         now = time.perf_counter()
         next_commit = now + COMMIT_INTERVAL_S if full_speed else max(next_commit + COMMIT_INTERVAL_S, now)
     watch.close()
@@ -519,8 +546,8 @@ def measure(bootstrap: str, state: minikafka.state.State, label: str, args: argp
                   f"  EndTxn answered           {spread(latencies.end_txn)}\n"
                   f"  markers on all partitions {spread(latencies.markers)} (target p99 < 20 ms, quiet, 3 brokers)\n"
                   f"  CompleteCommit            {spread(latencies.complete)}\n"
-                  f"  {polling(args.poll_ms / 1000, latencies.round_trips)}; "
-                  f"{latencies.markers_at_first_poll} commits' markers were written at the first poll", flush=True)
+                  f"  markers: {latencies.marker_fetches} long-poll fetches of the leaders; CompleteCommit "
+                  f"{polling(args.poll_ms / 1000, latencies.round_trips)}", flush=True)
     if "copier" in args.measure:
         if source_mb_per_s is None:  # the copier's source is the transactional producer's topic
             source_mb_per_s = produce_for(bootstrap, f"{prefix}-transactional", args.seconds, True,
