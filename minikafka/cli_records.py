@@ -101,7 +101,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--format", "-f", help="output format, e.g. '%%k=%%s\\n' (tokens above)")
     c.add_argument("--json", "-J", action="store_true", help="one JSON object per record, as kcat -J")
     c.add_argument("--group", "-G", help="consume as a member of this group (offsets are committed)")
-    c.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+    c.add_argument("--group-protocol", choices=["classic", "consumer"],
                    help="with -G, the group protocol, as Kafka's group.protocol: classic (JoinGroup/SyncGroup, "
                         "the default) or consumer (KIP-848: the coordinator assigns the partitions)")
     c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
@@ -569,6 +569,10 @@ def _poll(consumer: KafkaConsumer, printer: _Printer) -> None:
 def _consume(args: argparse.Namespace) -> int:
     from kafka import KafkaConsumer
 
+    if args.group_protocol is not None and args.group is None:
+        raise CommandError("--group-protocol needs a group (-G)")
+    if args.group_protocol is None:
+        args.group_protocol = "classic"
     if args.group is not None:
         if args.partition:
             raise CommandError("-p cannot be combined with -G: the group assigns the partitions")
