@@ -723,7 +723,7 @@ def _consume_as_member(consumer: KafkaConsumer, args: argparse.Namespace, printe
         try:
             if stop.requested and member.owned:
                 member.commit()
-            member.leave()
+            member.leave(timeout_ms=int(STOP_TIMEOUT_S * 1000))
         except (KafkaError, OSError) as exc:
             print(f"% {error_line(exc)}", file=sys.stderr, flush=True)
             if finished and not stop.requested:

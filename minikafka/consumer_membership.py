@@ -123,8 +123,9 @@ class ConsumerMembershipManager:
         self._joined = True
         try:
             response = self._send_to_coordinator(request)
-        except (errors.KafkaConnectionError, errors.NodeNotReadyError, errors.KafkaTimeoutError,
-                errors.RequestTimedOutError) as exc:
+        except errors.KafkaError as exc:
+            if not exc.retriable:
+                raise
             log.info("group %s: heartbeat failed: %s", self.group_id, exc)
             self._coordinator = None
             self._next_heartbeat = time.monotonic() + RETRY_BACKOFF_S
@@ -174,11 +175,20 @@ class ConsumerMembershipManager:
         acknowledge by heartbeat at once. An assignment of a topic whose name is not known yet waits for the
         next heartbeat."""
         assert self._pending is not None
-        if any(topic_id not in self._topic_names for topic_id, _p in self._pending):
-            self._refresh_topic_ids()
+        try:
+            if any(topic_id not in self._topic_names for topic_id, _p in self._pending):
+                self._refresh_topic_ids()
             if any(topic_id not in self._topic_names for topic_id, _p in self._pending):
                 return
-        target = {TopicPartition(self._topic_names[topic_id], p) for topic_id, p in self._pending}
+            target = {TopicPartition(self._topic_names[topic_id], p) for topic_id, p in self._pending}
+            self._reconcile_to(target)
+        except errors.KafkaError as exc:  # the coordinator or a broker unreachable for now: again at the next poll
+            if not exc.retriable and not isinstance(exc, errors.StaleMemberEpochError):
+                raise
+            log.info("group %s: reconciliation postponed: %s", self.group_id, exc)
+            self._coordinator = None
+
+    def _reconcile_to(self, target: set[TopicPartition]) -> None:
         revoked = self.owned - target
         if revoked:
             try:
@@ -187,6 +197,7 @@ class ConsumerMembershipManager:
                 log.info("group %s: offsets of revoked partitions not committed: %s", self.group_id, exc)
             self.owned -= revoked
             self.consumer.assign(sorted(self.owned))
+            self._next_heartbeat = 0.0  # acknowledged at once, even if taking the new partitions must wait
             if self.listener is not None:
                 self.listener.on_partitions_revoked(revoked)
         added = target - self.owned
@@ -202,8 +213,8 @@ class ConsumerMembershipManager:
                     self.consumer.seek_to_beginning(tp)
             self.owned |= added
         self._pending = None
-        if added or revoked:
-            if added and self.listener is not None:
+        if added:
+            if self.listener is not None:
                 self.listener.on_partitions_assigned(set(self.owned))
             self._next_heartbeat = 0.0
 
@@ -276,10 +287,10 @@ class ConsumerMembershipManager:
 
     # ---- the coordinator ----------------------------------------------------------------------------------------
 
-    def _send_to_coordinator(self, request: Any) -> Any:
+    def _send_to_coordinator(self, request: Any, timeout_ms: int = REQUEST_TIMEOUT_MS) -> Any:
         if self._coordinator is None:
             self._coordinator = self._find_coordinator()
-        return self._client.send_and_receive(self._coordinator, request, timeout_ms=REQUEST_TIMEOUT_MS)
+        return self._client.send_and_receive(self._coordinator, request, timeout_ms=timeout_ms)
 
     def _find_coordinator(self) -> int:
         """The group's coordinator (FindCoordinator), asked of any broker until one answers it."""
@@ -298,7 +309,7 @@ class ConsumerMembershipManager:
 
     # ---- leaving ------------------------------------------------------------------------------------------------
 
-    def leave(self) -> None:
+    def leave(self, timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
         """Give up every partition and leave the group (heartbeat with epoch -1, or -2 for a static member), so
         that the coordinator assigns the partitions to the other members at once."""
         if self.left:
@@ -315,7 +326,7 @@ class ConsumerMembershipManager:
             group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
             instance_id=self.group_instance_id, min_version=self.heartbeat_version,
             max_version=self.heartbeat_version)
-        response = self._send_to_coordinator(request)
+        response = self._send_to_coordinator(request, timeout_ms)
         error = errors.for_code(response.error_code)
         if error is not errors.NoError and error not in FENCED:  # fenced already: out of the group anyway
             raise error(response.error_message or f"leaving group {self.group_id!r}")
