@@ -720,10 +720,14 @@ def _consume_as_member(consumer: KafkaConsumer, args: argparse.Namespace, printe
             _commit_as_member(member, stop)
         finished = True
     finally:
+        deadline = time.monotonic() + STOP_TIMEOUT_S
         try:
             if stop.requested and member.owned:
-                member.commit()
-            member.leave(timeout_ms=int(STOP_TIMEOUT_S * 1000))
+                try:
+                    member.commit(deadline=time.monotonic() + STOP_TIMEOUT_S / 2)
+                except (KafkaError, OSError) as exc:  # the member leaves all the same
+                    print(f"% {error_line(exc)}", file=sys.stderr, flush=True)
+            member.leave(deadline=deadline)
         except (KafkaError, OSError) as exc:
             print(f"% {error_line(exc)}", file=sys.stderr, flush=True)
             if finished and not stop.requested:

@@ -17,6 +17,7 @@ import base64
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from minikafka.protocol.schema_loading import quiet_schema_loading
@@ -231,13 +232,18 @@ class ConsumerMembershipManager:
 
     # ---- offsets ------------------------------------------------------------------------------------------------
 
-    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+    def commit(self, offsets: dict[TopicPartition, int] | None = None, deadline: float | None = None) -> None:
         """Commit `offsets` (by default the positions of every owned partition) with the member's id and epoch;
-        the coordinator refuses them (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID...) from a member behind its group."""
+        the coordinator refuses them (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID...) from a member behind its group.
+        With a `deadline` (monotonic time), an unreachable or moving coordinator is found and asked again until
+        then."""
         if offsets is None:
             offsets = {tp: self.consumer.position(tp) for tp in self.owned}
-        if not offsets:
-            return
+        if offsets:
+            chosen = offsets
+            self._retrying(lambda timeout_ms: self._commit(chosen, timeout_ms), deadline)
+
+    def _commit(self, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
         R = OffsetCommitRequest
         by_topic: dict[str, list] = {}
         for tp, offset in sorted(offsets.items()):
@@ -248,7 +254,7 @@ class ConsumerMembershipManager:
                     member_id=self.member_id, group_instance_id=self.group_instance_id,
                     topics=[R.OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
                     min_version=9, max_version=9)
-        response = self._send_to_coordinator(request)
+        response = self._send_to_coordinator(request, timeout_ms)
         for topic in response.topics:
             for partition in topic.partitions:
                 error = errors.for_code(partition.error_code)
@@ -289,17 +295,36 @@ class ConsumerMembershipManager:
 
     def _send_to_coordinator(self, request: Any, timeout_ms: int = REQUEST_TIMEOUT_MS) -> Any:
         if self._coordinator is None:
-            self._coordinator = self._find_coordinator()
-        return self._client.send_and_receive(self._coordinator, request, timeout_ms=timeout_ms)
+            self._coordinator = self._find_coordinator(timeout_ms)
+        try:
+            return self._client.send_and_receive(self._coordinator, request, timeout_ms=timeout_ms)
+        except errors.KafkaError as exc:
+            if exc.retriable:  # the coordinator's broker gone or not answering: find the coordinator again
+                self._coordinator = None
+            raise
 
-    def _find_coordinator(self) -> int:
-        """The group's coordinator (FindCoordinator), asked of any broker until one answers it."""
-        deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
+    def _retrying(self, call: Callable[[int], None], deadline: float | None) -> None:
+        """`call(timeout_ms)` once, or with a `deadline` again after each retriable error until then."""
+        while True:
+            remaining_ms = REQUEST_TIMEOUT_MS if deadline is None else int(1000 * (deadline - time.monotonic()))
+            try:
+                call(max(1, min(REQUEST_TIMEOUT_MS, remaining_ms)))
+                return
+            except errors.KafkaError as exc:
+                if deadline is None or not exc.retriable or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+                    raise
+                log.info("group %s: %s; trying again", self.group_id, exc)
+            time.sleep(RETRY_BACKOFF_S)
+
+    def _find_coordinator(self, timeout_ms: int) -> int:
+        """The group's coordinator (FindCoordinator), asked of any broker until one knows it or `timeout_ms`
+        passed."""
+        deadline = time.monotonic() + timeout_ms / 1000
         while True:
             node = self._client.least_loaded_node(bootstrap_fallback=True)
             response = self._client.send_and_receive(node, FindCoordinatorRequest(key=self.group_id, key_type=0,
                                                                                   max_version=3),
-                                                     timeout_ms=REQUEST_TIMEOUT_MS)
+                                                     timeout_ms=timeout_ms)
             error = errors.for_code(response.error_code)
             if error is errors.NoError:
                 return response.node_id
@@ -309,9 +334,10 @@ class ConsumerMembershipManager:
 
     # ---- leaving ------------------------------------------------------------------------------------------------
 
-    def leave(self, timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
+    def leave(self, deadline: float | None = None) -> None:
         """Give up every partition and leave the group (heartbeat with epoch -1, or -2 for a static member), so
-        that the coordinator assigns the partitions to the other members at once."""
+        that the coordinator assigns the partitions to the other members at once; with a `deadline`, trying
+        again after retriable errors until then."""
         if self.left:
             return
         self.left = True
@@ -322,14 +348,20 @@ class ConsumerMembershipManager:
         if not self._joined:
             return
         epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.group_instance_id else LEAVE_GROUP_MEMBER_EPOCH
-        request = ConsumerGroupHeartbeatRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
-            instance_id=self.group_instance_id, min_version=self.heartbeat_version,
-            max_version=self.heartbeat_version)
-        response = self._send_to_coordinator(request, timeout_ms)
-        error = errors.for_code(response.error_code)
-        if error is not errors.NoError and error not in FENCED:  # fenced already: out of the group anyway
-            raise error(response.error_message or f"leaving group {self.group_id!r}")
+
+        def send(timeout_ms: int) -> None:
+            request = ConsumerGroupHeartbeatRequest(
+                group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
+                instance_id=self.group_instance_id, min_version=self.heartbeat_version,
+                max_version=self.heartbeat_version)
+            response = self._send_to_coordinator(request, timeout_ms)
+            error = errors.for_code(response.error_code)
+            if error in COORDINATOR_MOVED:
+                self._coordinator = None
+            if error is not errors.NoError and error not in FENCED:  # fenced already: out of the group anyway
+                raise error(response.error_message or f"leaving group {self.group_id!r}")
+
+        self._retrying(send, deadline)
         self.member_epoch = epoch
 
     def close(self) -> None:

@@ -266,9 +266,16 @@ class State:
     def _with_admin(self, call: Callable[[Any], T]) -> T:
         """`call` with the admin client kept between calls; one whose broker restarted since (kill and start) has a
         dead connection, so it is replaced once and the call made again. A coordinator still loading its partition
-        after a restart is asked again, as Kafka's admin client does, for at most the state's timeout."""
+        after a restart, or one that moved, is asked again (found again), as Kafka's admin client does, for at most
+        the state's timeout."""
         with quiet_schema_loading():
-            from kafka.errors import CoordinatorLoadInProgressError, KafkaConnectionError, NodeNotReadyError
+            from kafka.errors import (
+                CoordinatorLoadInProgressError,
+                CoordinatorNotAvailableError,
+                KafkaConnectionError,
+                NodeNotReadyError,
+                NotCoordinatorError,
+            )
 
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -279,6 +286,13 @@ class State:
                     self.close()
                     return call(self._admin_client())
             except CoordinatorLoadInProgressError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+            except (NotCoordinatorError, CoordinatorNotAvailableError):
+                # The coordinator moved, or its partition has no leader yet (just created, or failing over);
+                # kafka-python's admin client keeps the coordinator it found, so a new one looks it up again.
+                self.close()
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
@@ -330,13 +344,21 @@ class State:
         """Until the group is in `state` (Kafka's name, e.g. "Stable") with `members` members, either left out to
         accept any; returns the group then. TimeoutError naming what was last seen otherwise (an unknown group is
         seen as such until it exists)."""
+        with quiet_schema_loading():
+            from kafka.errors import KafkaError
+
         deadline = time.monotonic() + timeout
         seen: object = "nothing"
         while True:
             last_chance = time.monotonic() >= deadline
             try:
                 group = self.group(group_id)
-            except (OSError, LookupError) as exc:  # no such group yet, a broker going down
+            except (OSError, LookupError) as exc:  # no such group yet
+                seen = exc
+            except KafkaError as exc:  # a broker going down, a coordinator moving or loading the group
+                if not exc.retriable:
+                    raise
+                self.close()  # a new admin client, with the cluster's metadata as it is now
                 seen = exc
             else:
                 if (state is None or group.state == state) and (members is None or len(group.members) == members):

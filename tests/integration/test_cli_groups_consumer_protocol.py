@@ -14,9 +14,12 @@ from contextlib import ExitStack
 import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
+import minikafka
 from tests.helpers import wait_until
 from tests.integration.test_cli_stopping import STOP_BOUND_S, Command, command
+from tests.raw_client import RawConnection
 
 WAIT_S = 60.0  # a budget for members to join and reconcile on a loaded machine, not an expectation
 PARTITIONS = 4
@@ -258,3 +261,37 @@ def test_cli_consumers_split_hand_over_and_resume(broker_factory, unique_topic):
     later = cli(bootstrap, *consume, "-e")
     assert sorted(int(v) for v in later.stdout.split()) == [48, 49, 50, 51]
     assert broker.state.committed_offsets(group) == {tp: 13 for tp in everything}
+
+
+def test_a_cli_member_keeps_its_partitions_over_a_coordinator_kill(tmp_path, unique_topic):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=FAST_GROUPS) as cluster:
+        topic, group = unique_topic, f"cli-{uuid.uuid4().hex[:8]}"
+        cluster.state.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+        produce(cluster.bootstrap_servers, topic, 0, 20)
+        with command(cluster.bootstrap_servers, "consume", "-t", topic, "-G", group, "--group-protocol",
+                     "consumer") as member:
+            member.wait_for("the member to print every record", lambda: len(lines_of(member)) == 20)
+            before = cluster.wait_for_group(group, state="Stable", members=1)
+            coordinator = cluster.broker(coordinator_of(cluster.bootstrap_servers, group))
+            coordinator.kill()
+            after = cluster.wait_for_group(group, state="Stable", members=1)
+            # The new coordinator loaded the group from its records: the same member, epoch and partitions.
+            assert after.members == before.members and after.group_epoch == before.group_epoch
+            produce(cluster.bootstrap_servers, topic, 20, 20)
+            wait_until(lambda: lines_of(member) == list(range(40)), WAIT_S,
+                       message="the member to print the new records through the new coordinator")
+            member.proc.send_signal(signal.SIGTERM)
+            assert member.finish(STOP_BOUND_S) == 143
+            assert member.stderr.decode().splitlines()[:-1] == [
+                f"% Group {group} rebalanced: {what}: " + ", ".join(f"{topic} [{p}]" for p in range(PARTITIONS))
+                for what in ("assigned", "revoked")], member.stderr
+        left = cluster.wait_for_group(group, state="Empty", members=0)
+        assert left.offsets == {(topic, p): 10 for p in range(PARTITIONS)}
+
+
+def coordinator_of(bootstrap: str, group: str) -> int:
+    """The node id of the group's coordinator (FindCoordinator)."""
+    with RawConnection(bootstrap.split(",")[0]) as raw:
+        response = raw.request(FindCoordinatorRequest[3](key=group, key_type=0))
+    assert response.error_code == 0, response
+    return response.node_id
