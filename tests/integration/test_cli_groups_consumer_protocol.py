@@ -295,3 +295,44 @@ def coordinator_of(bootstrap: str, group: str) -> int:
         response = raw.request(FindCoordinatorRequest[3](key=group, key_type=0))
     assert response.error_code == 0, response
     return response.node_id
+
+
+def test_a_cli_member_fenced_for_its_silence_loses_its_partitions_and_joins_again(broker_factory, unique_topic):
+    # A member silent past its session timeout is fenced: the coordinator gives its partitions to the other one.
+    broker = broker_factory(**FAST_GROUPS, **{"group.consumer.session.timeout.ms": 2000,
+                                              "group.consumer.min.session.timeout.ms": 1000})
+    bootstrap = broker.bootstrap_servers
+    topic, group = unique_topic, f"cli-{uuid.uuid4().hex[:8]}"
+    broker.state.create_topic(topic, partitions=PARTITIONS)
+    consume = ("consume", "-t", topic, "-G", group, "--group-protocol", "consumer")
+    everything = [(topic, p) for p in range(PARTITIONS)]
+
+    def split_between(count: int) -> bool:
+        """The group stable with `count` members owning every partition, evenly."""
+        try:
+            state = broker.state.group(group)
+        except KeyError:  # not created yet
+            return False
+        return (state.state == "Stable" and len(state.members) == count
+                and sorted(tp for m in state.members for tp in m.assignment) == everything
+                and all(len(m.assignment) == PARTITIONS // count for m in state.members))
+
+    with command(bootstrap, *consume) as silent, command(bootstrap, *consume) as other:
+        wait_until(lambda: split_between(2), WAIT_S, message="the two members to split the partitions")
+        silent.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: split_between(1), WAIT_S, message="the silent member to be fenced")
+        finally:
+            silent.proc.send_signal(signal.SIGCONT)
+        # Back, its next heartbeat is refused (fenced): it drops its partitions without committing and joins
+        # again with epoch 0, and the coordinator splits the partitions again.
+        silent.wait_for("the fenced member to report its lost partitions",
+                        lambda: b"rebalanced: lost: " in silent.stderr)
+        wait_until(lambda: split_between(2), WAIT_S, message="the fenced member to join again and take its share")
+        produce(bootstrap, topic, 0, 20)
+        wait_until(lambda: lines_of(silent, other) == list(range(20)), WAIT_S,
+                   message="the two members to print the records between them, each once")
+        for running in (silent, other):
+            running.proc.send_signal(signal.SIGTERM)
+            assert running.finish(STOP_BOUND_S) == 143
+    assert broker.wait_for_group(group, state="Empty", members=0).offsets == {tp: 5 for tp in everything}
