@@ -5,6 +5,7 @@
     minikafka consume -t orders -o s@1700000000000 -c 10 -J
     minikafka produce -t orders --transactional-id loader --transaction-size 100 < orders.txt
     minikafka consume -t orders --isolation-level read_committed -e
+    minikafka consume -t orders -G billing --group-protocol consumer -e
 
 Offsets (-o) as in kcat: beginning, end, stored (with -G), an absolute offset, -N (N before the end), s@MS (the
 first record at or after a timestamp in ms). Formats (-f): %t topic, %p partition, %o offset, %k key, %s value,

@@ -232,6 +232,7 @@ def test_cli_consumers_split_hand_over_and_resume(broker_factory, unique_topic):
         # The first member gave up what the second took, committing where it stood: the second read none of it.
         assert {(topic, p) for p in range(PARTITIONS)} - set(owned[first_member.member_id]) == set(owned[second_id])
         assert split.offsets == {tp: 5 for tp in owned[second_id]}
+        assert split.member(second_id).member_epoch == split.group_epoch == first_member.member_epoch + 1
         first.wait_for("the revocation report", lambda: b"rebalanced: revoked: " in first.stderr)
 
         produce(bootstrap, topic, 20, 20)
