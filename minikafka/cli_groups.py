@@ -1,17 +1,29 @@
-"""`minikafka groups list|describe`: kafka-consumer-groups.sh's listing and describe layouts, over Kafka's APIs.
+"""`minikafka groups list|describe`: kafka-consumer-groups.sh's (and kafka-groups.sh's) listing and describe
+layouts, over Kafka's APIs, for groups of either protocol.
 
-describe shows, per group, the offsets view (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID
-HOST CLIENT-ID), or with --members the members view, or with --state the group's state, as Kafka's tool does.
+list asks every broker (ListGroups v5, which types each group: Classic, Consumer or Share, as Kafka's tools print
+them). describe shows, per group, the offsets view (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+CONSUMER-ID HOST CLIENT-ID), or with --members the members view, or with --state the group's state, as Kafka's
+tool does. A KIP-848 consumer group is described by ConsumerGroupDescribe (member and group epochs, current and
+target assignments), a classic one by DescribeGroups.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from minikafka.cli_common import CommandError, add_bootstrap, admin_client, run_guarded
 
+if TYPE_CHECKING:
+    from minikafka.state import GroupMember, GroupState
+
 CLIENT_ID = "minikafka-groups"
 MISSING = "-"
+# Kafka's names (GroupState, GroupType), as its tools print them and take them in --state / --type filters.
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+GROUP_TYPES = ("Classic", "Consumer", "Share", "Streams")
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     ls = actions.add_parser("list", help="print group ids, one per line")
     add_bootstrap(ls)
-    ls.add_argument("--state", action="store_true", help="print GROUP and STATE columns")
+    ls.add_argument("--state", nargs="?", const="", metavar="STATES",
+                    help="print a STATE column; with a comma-separated list of states (e.g. Stable,Empty) only "
+                         "groups in those")
+    ls.add_argument("--type", nargs="?", const="", metavar="TYPES",
+                    help="print a TYPE column (Classic, Consumer, Share); with a comma-separated list of types only "
+                         "groups of those")
 
     describe = actions.add_parser("describe", help="a group's offsets, lag and members")
     add_bootstrap(describe)
@@ -30,73 +47,101 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     view = describe.add_mutually_exclusive_group()
     view.add_argument("--members", action="store_true", help="one row per member")
     view.add_argument("--state", action="store_true", help="the group's coordinator, strategy, state and size")
-    describe.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    describe.add_argument("--verbose", action="store_true",
+                          help="with --members: each member's assignment (and a consumer group's member epochs and "
+                               "target assignment); with --state: the group epoch and target assignment epoch")
 
 
 def run(args: argparse.Namespace) -> int:
     return run_guarded(ACTIONS[args.action], args)
 
 
+def _filter(given: str | None, names: tuple[str, ...], what: str) -> list[str]:
+    """Kafka's names in a comma-separated, case-insensitive --state / --type list; CommandError for others."""
+    if not given:
+        return []
+    by_lower = {name.lower(): name for name in names}
+    chosen = []
+    for word in (w.strip() for w in given.split(",")):
+        if word.lower() not in by_lower:
+            raise CommandError(f"Invalid {what} list '{given}'. Valid {what}s are: {', '.join(names)}")
+        chosen.append(by_lower[word.lower()])
+    return chosen
+
+
 def _list(args: argparse.Namespace) -> int:
+    states = _filter(args.state, GROUP_STATES, "state")
+    types = _filter(args.type, GROUP_TYPES, "type")
     admin = admin_client(args, CLIENT_ID)
     try:
-        groups = sorted(admin.list_groups(), key=lambda g: g["group_id"])
+        groups = sorted(admin.list_groups(states_filter=states or None,
+                                          types_filter=[t.lower() for t in types] or None),
+                        key=lambda g: g["group_id"])
     finally:
         admin.close()
-    if not args.state:
+    if args.state is None and args.type is None:
         for group in groups:
             print(group["group_id"])
         return 0
     width = max([15] + [len(g["group_id"]) for g in groups]) + 10
-    print(f"{'GROUP':<{width}} {'STATE':<20}")
+    columns = [("GROUP", lambda g: g["group_id"], width)]
+    if args.type is not None:
+        columns.append(("TYPE", lambda g: (g.get("group_type") or "unknown").capitalize(), 20))
+    if args.state is not None:
+        columns.append(("STATE", lambda g: g.get("group_state") or "Unknown", 20))
+    print(" ".join(f"{name:<{w}}" for name, _cell, w in columns))
     for group in groups:
-        print(f"{group['group_id']:<{width}} {group.get('group_state') or 'Unknown':<20}")
+        print(" ".join(f"{cell(group):<{w}}" for _name, cell, w in columns))
     return 0
 
 
-def _assignment(member: dict) -> list[tuple[str, int]]:
-    from minikafka.state import assigned_partitions  # lazy: its dataclasses would slow every command's start
-
-    return assigned_partitions(member.get("member_assignment"))
-
-
 def _describe(args: argparse.Namespace) -> int:
+    from minikafka.state import classic_group_state, consumer_group_state, describe_consumer_groups
+
     admin = admin_client(args, CLIENT_ID)
     try:
         group_ids = sorted(g["group_id"] for g in admin.list_groups()) if args.all_groups else args.group
-        described = admin.describe_groups(group_ids)
+        consumer_groups = describe_consumer_groups(admin, group_ids)
+        classic_ids = [g for g in group_ids if g not in consumer_groups]
+        described = admin.describe_groups(classic_ids) if classic_ids else {}
         failed = False
         for group_id in group_ids:
-            group = described.get(group_id, {})
-            state = group.get("group_state") or "Dead"
-            if group.get("error") or state == "Dead":
-                print(f"\nError: Consumer group '{group_id}' does not exist.", file=sys.stderr)
-                failed = True
-                continue
-            if state == "Empty":
+            if group_id in consumer_groups:
+                group = consumer_group_state(consumer_groups[group_id], {})
+            else:
+                classic = described.get(group_id, {})
+                if classic.get("error") or (classic.get("group_state") or "Dead") == "Dead":
+                    print(f"\nError: Consumer group '{group_id}' does not exist.", file=sys.stderr)
+                    failed = True
+                    continue
+                group = classic_group_state(group_id, classic, {})
+            if group.state == "Empty":
                 print(f"\nConsumer group '{group_id}' has no active members.", file=sys.stderr)
-            elif state in ("PreparingRebalance", "CompletingRebalance"):
+            elif group.state in REBALANCING:
                 print(f"\nWarning: Consumer group '{group_id}' is rebalancing.", file=sys.stderr)
             if args.state:
-                _print_state(admin, group_id, group, state)
+                _print_state(admin, group, args.verbose)
+            elif args.members and group.group_type == "consumer":
+                _print_consumer_members(group, args.verbose)
             elif args.members:
-                _print_members(group_id, group, args.verbose)
+                _print_members(group, args.verbose)
             else:
-                _print_offsets(admin, group_id, group)
+                _print_offsets(admin, group)
     finally:
         admin.close()
     return 1 if failed else 0
 
 
-def _print_offsets(admin, group_id: str, group: dict) -> None:
+def _print_offsets(admin, group: GroupState) -> None:
     from kafka import TopicPartition
     from kafka.protocol.consumer import OffsetSpec
 
+    group_id = group.group_id
     committed = admin.list_group_offsets({group_id: None}).get(group_id, {})
-    rows: list[tuple[str, int, dict | None]] = []
+    rows: list[tuple[str, int, GroupMember | None]] = []
     assigned: set[tuple[str, int]] = set()
-    for member in group.get("members", []):
-        for topic, partition in _assignment(member):
+    for member in group.members:
+        for topic, partition in member.assignment:
             rows.append((topic, partition, member))
             assigned.add((topic, partition))
     for tp in sorted(committed, key=lambda t: (t.topic, t.partition)):
@@ -106,15 +151,15 @@ def _print_offsets(admin, group_id: str, group: dict) -> None:
         return
     ends = admin.list_partition_offsets({TopicPartition(t, p): OffsetSpec.LATEST for t, p, _m in rows})
     table = []
-    for topic, partition, member in rows:
+    for topic, partition, owner in rows:
         tp = TopicPartition(topic, partition)
         offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
         end = ends[tp].offset if tp in ends else None
         lag = end - offset if end is not None and offset is not None else None
         table.append((group_id, topic, str(partition), MISSING if offset is None else str(offset),
                       MISSING if end is None else str(end), MISSING if lag is None else str(lag),
-                      member["member_id"] if member else MISSING, member["client_host"] if member else MISSING,
-                      member["client_id"] if member else MISSING))
+                      owner.member_id if owner else MISSING, owner.host if owner else MISSING,
+                      owner.client_id if owner else MISSING))
     w_group = max([15] + [len(r[0]) for r in table])
     w_topic = max([15] + [len(r[1]) for r in table])
     w_member = max([15] + [len(r[6]) for r in table])
@@ -131,12 +176,13 @@ def _print_offsets(admin, group_id: str, group: dict) -> None:
         print(line(row))
 
 
-def _print_members(group_id: str, group: dict, verbose: bool) -> None:
-    members = group.get("members", [])
-    w_group = max([15, len(group_id)])
-    w_member = max([15] + [len(m["member_id"]) for m in members])
-    w_host = max([15] + [len(m["client_host"]) for m in members])
-    w_client = max([15] + [len(m["client_id"]) for m in members])
+def _print_members(group: GroupState, verbose: bool) -> None:
+    """A classic group's members: id, host, client id, partition count (and with `verbose` the assignment)."""
+    members = group.members
+    w_group = max([15, len(group.group_id)])
+    w_member = max([15] + [len(m.member_id) for m in members])
+    w_host = max([15] + [len(m.host) for m in members])
+    w_client = max([15] + [len(m.client_id) for m in members])
 
     def line(cells: tuple) -> str:
         return (f"{cells[0]:<{w_group}} {cells[1]:<{w_member}} {cells[2]:<{w_host}} {cells[3]:<{w_client}} "
@@ -145,23 +191,72 @@ def _print_members(group_id: str, group: dict, verbose: bool) -> None:
     print()
     print(line(("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")) + ("ASSIGNMENT" if verbose else ""))
     for member in members:
-        assignment = _assignment(member)
-        text = line((group_id, member["member_id"], member["client_host"], member["client_id"], str(len(assignment))))
+        text = line((group.group_id, member.member_id, member.host, member.client_id, str(len(member.assignment))))
         if verbose:
             by_topic: dict[str, list[int]] = {}
-            for topic, partition in assignment:
+            for topic, partition in member.assignment:
                 by_topic.setdefault(topic, []).append(partition)
             text += ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items())) or MISSING
         print(text)
 
 
-def _print_state(admin, group_id: str, group: dict, state: str) -> None:
-    coordinator = _coordinator(admin, group_id)
-    width = max(25, len(coordinator))
-    strategy = group.get("protocol_data") or ""
+def assignment_text(partitions: list[tuple[str, int]]) -> str:
+    """Kafka's tool's assignment cell: `topic:0,1;other:2`, topics sorted, or `-` for none."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items())) or MISSING
+
+
+def _print_consumer_members(group: GroupState, verbose: bool) -> None:
+    """A consumer group's members as kafka-consumer-groups.sh --describe --members [--verbose] prints them: a
+    GROUP-INSTANCE-ID column when a member is static, and with `verbose` each member's epoch and assignment and
+    the target assignment (epoch and partitions) it is reconciling to."""
+    members = group.members
+    current = [assignment_text(m.assignment) for m in members]
+    target = [assignment_text(m.target_assignment or []) for m in members]
+    w_group = max([15, len(group.group_id)])
+    w_member = max([15] + [len(m.member_id) for m in members])
+    w_instance = max([17] + [len(m.group_instance_id or "") for m in members])
+    w_host = max([15] + [len(m.host) for m in members])
+    w_client = max([15] + [len(m.client_id) for m in members])
+    w_current = max([20] + [len(c) for c in current])
+    w_target = max([20] + [len(t) for t in target])
+    with_instance = any(m.group_instance_id for m in members)
+
+    def line(cells: tuple) -> str:
+        instance = f"{cells[2]:<{w_instance}} " if with_instance else ""
+        return (f"{cells[0]:<{w_group}} {cells[1]:<{w_member}} {instance}{cells[3]:<{w_host}} "
+                f"{cells[4]:<{w_client}} {cells[5]:<15} ")
+
+    def epochs(cells: tuple) -> str:
+        return f"{cells[0]:<15} {cells[1]:<{w_current}} {cells[2]:<15} {cells[3]:<{w_target}}" if verbose else ""
+
     print()
-    print(f"{'GROUP':<{width}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<15} #MEMBERS")
-    print(f"{group_id:<{width}} {coordinator:<25} {strategy:<20} {state:<15} {len(group.get('members', []))}")
+    print(line(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"))
+          + epochs(("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")))
+    for member, now, then in zip(members, current, target, strict=True):
+        print(line((group.group_id, member.member_id, member.group_instance_id or "", member.host,
+                    member.client_id, str(len(member.assignment))))
+              + epochs((str(member.member_epoch), now, str(group.assignment_epoch), then)))
+
+
+def _print_state(admin, group: GroupState, verbose: bool) -> None:
+    """Coordinator, assignment strategy (a consumer group's server assignor), state and size; with `verbose` the
+    group epoch and target assignment epoch too (`-` for a classic group), as Kafka's tool prints them."""
+    coordinator = _coordinator(admin, group.group_id)
+    w_group = max(15, len(group.group_id))
+    w_coordinator = max(25, len(coordinator))
+    strategy = group.assignor or MISSING
+    cells = [(group.group_id, "GROUP", w_group), (coordinator, "COORDINATOR (ID)", w_coordinator),
+             (strategy, "ASSIGNMENT-STRATEGY", 20), (group.state, "STATE", 20)]
+    if verbose:
+        cells += [(MISSING if group.group_epoch is None else str(group.group_epoch), "GROUP-EPOCH", 15),
+                  (MISSING if group.assignment_epoch is None else str(group.assignment_epoch),
+                   "TARGET-ASSIGNMENT-EPOCH", 25)]
+    print()
+    print(" ".join(f"{name:<{w}}" for _v, name, w in cells) + " #MEMBERS")
+    print(" ".join(f"{value:<{w}}" for value, _n, w in cells) + f" {len(group.members)}")
 
 
 def _coordinator(admin, group_id: str) -> str:

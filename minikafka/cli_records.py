@@ -5,6 +5,7 @@
     minikafka consume -t orders -o s@1700000000000 -c 10 -J
     minikafka produce -t orders --transactional-id loader --transaction-size 100 < orders.txt
     minikafka consume -t orders --isolation-level read_committed -e
+    minikafka consume -t orders -G billing --group-protocol consumer -e
 
 Offsets (-o) as in kcat: beginning, end, stored (with -G), an absolute offset, -N (N before the end), s@MS (the
 first record at or after a timestamp in ms). Formats (-f): %t topic, %p partition, %o offset, %k key, %s value,
@@ -40,6 +41,8 @@ from minikafka.cli_common import (
 
 if TYPE_CHECKING:
     from kafka import KafkaConsumer, KafkaProducer
+
+    from minikafka.consumer_membership import ConsumerMembershipManager
 
 FLUSH_EVERY = 10000
 # How long a command stopped by a signal may take to hand over what it holds: a producer's records in flight, a
@@ -99,6 +102,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--format", "-f", help="output format, e.g. '%%k=%%s\\n' (tokens above)")
     c.add_argument("--json", "-J", action="store_true", help="one JSON object per record, as kcat -J")
     c.add_argument("--group", "-G", help="consume as a member of this group (offsets are committed)")
+    c.add_argument("--group-protocol", choices=["classic", "consumer"],
+                   help="with -G, the group protocol, as Kafka's group.protocol: classic (JoinGroup/SyncGroup, "
+                        "the default) or consumer (KIP-848: the coordinator assigns the partitions)")
     c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
                    help="read_committed: only records of committed transactions, up to the last stable offset "
                         "(default read_uncommitted: every record up to the high watermark)")
@@ -564,6 +570,10 @@ def _poll(consumer: KafkaConsumer, printer: _Printer) -> None:
 def _consume(args: argparse.Namespace) -> int:
     from kafka import KafkaConsumer
 
+    if args.group_protocol is not None and args.group is None:
+        raise CommandError("--group-protocol needs a group (-G)")
+    if args.group_protocol is None:
+        args.group_protocol = "classic"
     if args.group is not None:
         if args.partition:
             raise CommandError("-p cannot be combined with -G: the group assigns the partitions")
@@ -573,8 +583,10 @@ def _consume(args: argparse.Namespace) -> int:
     printer = _Printer(args)
     with StopSignals(interrupt=True) as stop:
         try:
-            consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
-                                     enable_auto_commit=args.group is not None, auto_offset_reset=reset,
+            # The consumer protocol's member assigns the partitions to a consumer without a group.
+            classic_group = args.group if args.group_protocol == "classic" else None
+            consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, group_id=classic_group,
+                                     enable_auto_commit=classic_group is not None, auto_offset_reset=reset,
                                      isolation_level=args.isolation_level, client_id="minikafka-consume",
                                      bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, **client_settings(args))
         except Stopped:
@@ -583,14 +595,16 @@ def _consume(args: argparse.Namespace) -> int:
             available = consumer.partitions_for_topic(args.topic)
             if not available:
                 raise CommandError(f"Topic '{args.topic}' does not exist")
-            if args.group is not None:
+            if args.group is not None and args.group_protocol == "consumer":
+                _consume_as_member(consumer, args, printer, stop)
+            elif args.group is not None:
                 _consume_in_group(consumer, args, printer, stop)
             else:
                 _consume_assigned(consumer, args, printer, sorted(available))
         except Stopped:
             pass
         finally:
-            if args.group is not None:
+            if args.group is not None and args.group_protocol == "classic":
                 _leave_group(consumer, args, commit=stop.requested)
             else:
                 consumer.close()
@@ -671,6 +685,79 @@ def _commit_through_rebalances(consumer: KafkaConsumer, printer: _Printer, stop:
         if printer.full:  # the rejoin only: nothing more is to be printed
             consumer.pause(*consumer.assignment())
         _poll(consumer, printer)
+
+
+def _consume_as_member(consumer: KafkaConsumer, args: argparse.Namespace, printer: _Printer,
+                       stop: StopSignals) -> None:
+    """Consume as a member of a KIP-848 consumer group (--group-protocol consumer) until the end (-e), --count or
+    a signal, reading the partitions the coordinator assigns; at the end commit, and leave the group (committing
+    first when a signal stopped it), so that its partitions go to the other members at once."""
+    from kafka.errors import KafkaError
+
+    from minikafka.consumer_membership import ConsumerMembershipManager
+
+    stop.interrupt = False
+    member = ConsumerMembershipManager(consumer, args.group, [args.topic],
+                                       listener=_RebalanceReport(args.group, announce=not args.quiet),
+                                       auto_offset_reset="latest" if args.offset == "end" else "earliest",
+                                       bootstrap_servers=args.bootstrap_server, client_id="minikafka-consume",
+                                       bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, **client_settings(args))
+    finished = False
+    try:
+        ends: dict = {}
+        while not printer.full and not stop.requested:
+            member.poll()
+            if not member.owned:
+                time.sleep(POLL_TIMEOUT_MS / 1000)
+                continue
+            _poll(consumer, printer)
+            if args.exit:
+                new = [tp for tp in member.owned if tp not in ends]
+                if new:
+                    ends.update(consumer.end_offsets(new))
+                if all(consumer.position(tp) >= ends[tp] for tp in member.owned):
+                    break
+        if not stop.requested:
+            _commit_as_member(member, stop)
+        finished = True
+    finally:
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        try:
+            if stop.requested and member.owned:
+                try:
+                    member.commit(deadline=time.monotonic() + STOP_TIMEOUT_S / 2)
+                except (KafkaError, OSError) as exc:  # the member leaves all the same
+                    print(f"% {error_line(exc)}", file=sys.stderr, flush=True)
+            member.leave(deadline=deadline)
+        except (KafkaError, OSError) as exc:
+            print(f"% {error_line(exc)}", file=sys.stderr, flush=True)
+            if finished and not stop.requested:
+                raise CommandError(f"leaving group {args.group}: {error_line(exc)}") from None
+        finally:
+            member.close()
+
+
+def _commit_as_member(member: ConsumerMembershipManager, stop: StopSignals) -> None:
+    """Commit the owned partitions' positions. A member behind its group's epoch (STALE_MEMBER_EPOCH), or fenced
+    and joining again, heartbeats and commits what it owns then, as Kafka's consumer retries its commits."""
+    from kafka.errors import FencedMemberEpochError, KafkaError, StaleMemberEpochError, UnknownMemberIdError
+
+    deadline = time.monotonic() + COMMIT_TIMEOUT_S
+    while True:
+        try:
+            member.commit()
+            return
+        except KafkaError as exc:
+            behind = (StaleMemberEpochError, FencedMemberEpochError, UnknownMemberIdError)
+            if not exc.retriable and not isinstance(exc, behind):
+                raise
+            if stop.requested:
+                return
+            if time.monotonic() >= deadline:
+                raise CommandError(f"offsets not committed for {COMMIT_TIMEOUT_S:.0f} s; last {error_line(exc)}") \
+                    from None
+        time.sleep(POLL_TIMEOUT_MS / 1000)
+        member.poll()
 
 
 def _leave_group(consumer: KafkaConsumer, args: argparse.Namespace, commit: bool) -> None:

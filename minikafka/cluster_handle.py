@@ -37,19 +37,18 @@ from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
 from minikafka.faults import Fault, Faults
 from minikafka.handle_security import HandleSecurity
 from minikafka.local_server import StartedInWith
-from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
+from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, DEFAULT_WAIT_S, NodeHandle
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 if TYPE_CHECKING:
     from minikafka.acl import Acl
-    from minikafka.state import PartitionState, State
+    from minikafka.state import GroupState, PartitionState, State
     from minikafka.zookeeper_server import ZooKeeperServer
     from minikafka.zookeeper_state import ZooKeeperState
 
 # The cluster decides these: every broker is a broker-only node of this cluster's controller.
 CLUSTER_PROPERTIES = ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
                       "controller.listener.names", "zookeeper.connect")
-DEFAULT_WAIT_S = 30.0
 WAIT_INTERVAL_S = 0.02
 T = TypeVar("T")
 
@@ -445,6 +444,12 @@ class Cluster(StartedInWith):
         admin = self.security.for_handle()
         return {broker.node_id: cluster_view(broker.bootstrap_servers, security=admin).controller_id
                 for broker in self._reachable()}
+
+    def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
+                       timeout: float = DEFAULT_WAIT_S) -> GroupState:
+        """Until the group (classic or consumer protocol) is in `state` (Kafka's name, e.g. "Stable") with
+        `members` members; returns it as `state.group()` describes it (see minikafka.state)."""
+        return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout)
 
     def wait_for_replicas_caught_up(self, topic: str, timeout: float = DEFAULT_WAIT_S) -> list[PartitionState]:
         """Until, in every partition of the topic, each replica's log end offset equals the leader's and the HW

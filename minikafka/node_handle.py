@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from minikafka.in_process_runner import InProcessRunner
 
 DEFAULT_START_TIMEOUT_S = 30.0
+# How long a handle's wait_for_* waits by default: a budget, not an expectation.
+DEFAULT_WAIT_S = 30.0
 # How long an in-process node gets to stop at interpreter exit (a process is killed instead).
 EXIT_STOP_TIMEOUT_S = 5.0
 

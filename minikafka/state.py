@@ -19,6 +19,7 @@ from minikafka.control_client import ControlClient
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 DEFAULT_TIMEOUT_S = 15.0
+GROUP_WAIT_INTERVAL_S = 0.05
 
 
 T = TypeVar("T")
@@ -83,17 +84,36 @@ class GroupMember:
     client_id: str
     host: str
     group_instance_id: str | None
-    assignment: list[tuple[str, int]]
+    assignment: list[tuple[str, int]]  # the partitions the member owns now, sorted
+    # Consumer protocol (KIP-848) only, None in a classic group: the member's epoch, and the partitions the
+    # coordinator's target assignment gives it (those it owns once reconciled).
+    member_epoch: int | None = None
+    target_assignment: list[tuple[str, int]] | None = None
 
 
 @dataclass(frozen=True)
 class GroupState:
     group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
+    state: str  # Kafka's name: classic Empty, PreparingRebalance, CompletingRebalance, Stable, Dead; consumer
+    # protocol Empty, Assigning, Reconciling, Stable
+    protocol_type: str  # "consumer" for consumer groups of either protocol (DescribeGroups' protocol type)
+    protocol: str  # the classic group's chosen assignor (e.g. "range"), or a consumer group's server assignor
     members: list[GroupMember]
     offsets: dict[tuple[str, int], int]  # committed offset per (topic, partition)
+    # Which group protocol, as ListGroups v5 types it: "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848).
+    group_type: str = "classic"
+    # Consumer protocol only, None in a classic group: the group epoch, the epoch of its target assignment (the
+    # group epoch the assignor last ran at) and the server-side assignor (`uniform`, `range`).
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    assignor: str | None = None
+
+    def member(self, member_id: str) -> GroupMember:
+        """The member with this id; KeyError if the group has none."""
+        for member in self.members:
+            if member.member_id == member_id:
+                return member
+        raise KeyError(f"group {self.group_id!r} has no member {member_id!r}")
 
 
 class State:
@@ -246,9 +266,16 @@ class State:
     def _with_admin(self, call: Callable[[Any], T]) -> T:
         """`call` with the admin client kept between calls; one whose broker restarted since (kill and start) has a
         dead connection, so it is replaced once and the call made again. A coordinator still loading its partition
-        after a restart is asked again, as Kafka's admin client does, for at most the state's timeout."""
+        after a restart, or one that moved, is asked again (found again), as Kafka's admin client does, for at most
+        the state's timeout."""
         with quiet_schema_loading():
-            from kafka.errors import CoordinatorLoadInProgressError, KafkaConnectionError, NodeNotReadyError
+            from kafka.errors import (
+                CoordinatorLoadInProgressError,
+                CoordinatorNotAvailableError,
+                KafkaConnectionError,
+                NodeNotReadyError,
+                NotCoordinatorError,
+            )
 
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -259,6 +286,13 @@ class State:
                     self.close()
                     return call(self._admin_client())
             except CoordinatorLoadInProgressError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+            except (NotCoordinatorError, CoordinatorNotAvailableError):
+                # The coordinator moved, or its partition has no leader yet (just created, or failing over);
+                # kafka-python's admin client keeps the coordinator it found, so a new one looks it up again.
+                self.close()
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
@@ -291,14 +325,50 @@ class State:
         return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
     def group(self, group_id: str) -> GroupState:
+        """The group as its coordinator describes it, whichever its protocol: ConsumerGroupDescribe for a KIP-848
+        consumer group (epochs, assignments and target assignments), else DescribeGroups for a classic one; with
+        the group's committed offsets (OffsetFetch). KeyError if the coordinator knows no such group."""
+        consumer_groups = self._with_admin(lambda admin: describe_consumer_groups(admin, [group_id]))
+        offsets = self.committed_offsets(group_id)
+        if group_id in consumer_groups:
+            return consumer_group_state(consumer_groups[group_id], offsets)
         described = self._with_admin(lambda admin: admin.describe_groups([group_id]))[group_id]
         if described.get("error"):
+            if "GroupIdNotFound" in described["error"]:
+                raise KeyError(f"unknown group {group_id!r}")
             raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
-        members = [GroupMember(m["member_id"], m["client_id"], m["client_host"], m.get("group_instance_id"),
-                               assigned_partitions(m.get("member_assignment")))
-                   for m in described.get("members", [])]
-        return GroupState(group_id, described["group_state"], described["protocol_type"],
-                          described["protocol_data"], members, self.committed_offsets(group_id))
+        return classic_group_state(group_id, described, offsets)
+
+    def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
+                       timeout: float = DEFAULT_TIMEOUT_S) -> GroupState:
+        """Until the group is in `state` (Kafka's name, e.g. "Stable") with `members` members, either left out to
+        accept any; returns the group then. TimeoutError naming what was last seen otherwise (an unknown group is
+        seen as such until it exists)."""
+        with quiet_schema_loading():
+            from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + timeout
+        seen: object = "nothing"
+        while True:
+            last_chance = time.monotonic() >= deadline
+            try:
+                group = self.group(group_id)
+            except (OSError, LookupError) as exc:  # no such group yet
+                seen = exc
+            except KafkaError as exc:  # a broker going down, a coordinator moving or loading the group
+                if not exc.retriable:
+                    raise
+                self.close()  # a new admin client, with the cluster's metadata as it is now
+                seen = exc
+            else:
+                if (state is None or group.state == state) and (members is None or len(group.members) == members):
+                    return group
+                seen = f"{group.group_type} group {group.state} with {len(group.members)} member(s)"
+            if last_chance:
+                wanted = " with ".join(w for w in (state, None if members is None else f"{members} member(s)") if w)
+                raise TimeoutError(f"waited {timeout:g} s for group {group_id!r} to be {wanted or 'described'}; "
+                                   f"last seen: {seen}")
+            time.sleep(max(0.0, min(GROUP_WAIT_INTERVAL_S, deadline - time.monotonic())))
 
     # ---- transactions (kafka-python admin: ListTransactions, DescribeTransactions) -----------------------------
 
@@ -339,6 +409,61 @@ def assigned_partitions(assignment: Any) -> list[tuple[str, int]]:
         parts = entry["partitions"] if isinstance(entry, dict) else entry[1]
         pairs.extend((topic, p) for p in parts)
     return sorted(pairs)
+
+
+def describe_consumer_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]:
+    """ConsumerGroupDescribe of each group at its coordinator, through a kafka-python admin client: the described
+    groups (ConsumerGroupDescribeResponse's DescribedGroup) by id. A group the coordinator does not know as a
+    consumer group (GROUP_ID_NOT_FOUND: a classic group, or none) is left out; other errors are raised."""
+    with quiet_schema_loading():
+        import kafka.errors as errors
+
+    from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest
+
+    async def describe() -> dict[str, Any]:
+        coordinators = await admin._find_coordinator_ids(group_ids)  # kafka-python has no public call for these
+        by_coordinator: dict[int, list[str]] = {}
+        for group_id, node_id in coordinators.items():
+            by_coordinator.setdefault(node_id, []).append(group_id)
+        found: dict[str, Any] = {}
+        for node_id, ids in by_coordinator.items():
+            request = ConsumerGroupDescribeRequest(group_ids=ids, include_authorized_operations=False)
+            response = await admin._manager.send(request, node_id=node_id)
+            for group in response.groups:
+                error = errors.for_code(group.error_code)
+                if error is errors.GroupIdNotFoundError:
+                    continue
+                if error is not errors.NoError:
+                    raise error(group.error_message or f"ConsumerGroupDescribe of group {group.group_id!r}")
+                found[group.group_id] = group
+        return found
+
+    return admin._manager.run(describe)
+
+
+def described_partitions(assignment: Any) -> list[tuple[str, int]]:
+    """(topic, partition) pairs of a ConsumerGroupDescribe assignment, sorted."""
+    return sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+
+
+def consumer_group_state(described: Any, offsets: dict[tuple[str, int], int]) -> GroupState:
+    """A GroupState from ConsumerGroupDescribe's description of a consumer group."""
+    members = [GroupMember(m.member_id, m.client_id, m.client_host, m.instance_id,
+                           described_partitions(m.assignment), m.member_epoch,
+                           described_partitions(m.target_assignment))
+               for m in described.members]
+    return GroupState(described.group_id, described.group_state, "consumer", described.assignor_name, members,
+                      offsets, "consumer", described.group_epoch, described.assignment_epoch,
+                      described.assignor_name)
+
+
+def classic_group_state(group_id: str, described: dict[str, Any], offsets: dict[tuple[str, int], int]) -> GroupState:
+    """A GroupState from kafka-python's DescribeGroups description of a classic group."""
+    members = [GroupMember(m["member_id"], m["client_id"], m["client_host"], m.get("group_instance_id"),
+                           assigned_partitions(m.get("member_assignment")))
+               for m in described.get("members", [])]
+    return GroupState(group_id, described["group_state"], described["protocol_type"], described["protocol_data"],
+                      members, offsets, assignor=described["protocol_data"] or None)
 
 
 def _transaction_state(transactional_id: str, description: Any) -> TransactionState:
