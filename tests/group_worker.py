@@ -7,6 +7,11 @@ writes it to its output file right after; when a commit fails (a rebalance took 
 generation moved on) it seeks back and reads the batch again if it still owns the partition. So across all
 workers of a group every record is written exactly once, provided a worker is killed only while idle.
 
+Library `confluent-kafka-consumer` is confluent-kafka with `group.protocol=consumer` (KIP-848: the broker assigns
+and the session timeout and heartbeat interval are the broker's). Each line a worker writes carries the wall-clock
+time it was committed, and a confluent-kafka worker logs each assignment change (`assigned P,..` / `revoked P,..`),
+so a test can tell which partitions moved in a rebalance and whether the others kept being consumed.
+
 Run as `python -m tests.group_worker LIBRARY BOOTSTRAP TOPIC GROUP OUTFILE [INSTANCE_ID]`.
 """
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from contextlib import suppress
 from pathlib import Path
 
@@ -84,11 +90,24 @@ class GroupWorker:
                  str(out), *([instance_id] if instance_id else [])], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
     def records(self) -> list[tuple[int, int, str]]:
+        return [(partition, offset, value) for partition, offset, value, _ in self.timed_records()]
+
+    def timed_records(self) -> list[tuple[int, int, str, float]]:
+        """Each record with the wall-clock time its commit returned."""
         found = []
         for line in self.out.read_text().splitlines():
-            partition, offset, value = line.split("\t")
-            found.append((int(partition), int(offset), value))
+            partition, offset, value, at = line.split("\t")
+            found.append((int(partition), int(offset), value, float(at)))
         return found
+
+    def assignment_changes(self) -> list[tuple[str, set[int]]]:
+        """("assigned" | "revoked", partitions) in the order the client reported them (confluent-kafka workers)."""
+        changes = []
+        for line in self.log_text().splitlines():
+            kind, _, partitions = line.partition(" ")
+            if kind in ("assigned", "revoked"):
+                changes.append((kind, {int(p) for p in partitions.split(",") if p}))
+        return changes
 
     def partitions(self) -> set[int]:
         return {p for p, _, _ in self.records()}
@@ -164,7 +183,8 @@ def _on_sigterm(_signum, _frame) -> None:
 
 
 def _write(out, batch: list[tuple[int, int, bytes]]) -> None:
-    out.write("".join(f"{p}\t{o}\t{v.decode()}\n" for p, o, v in batch))
+    at = time.time()
+    out.write("".join(f"{p}\t{o}\t{v.decode()}\t{at:.6f}\n" for p, o, v in batch))
     out.flush()
     os.fsync(out.fileno())
 
@@ -206,17 +226,25 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, out, instance_id: s
     consumer.close(autocommit=False)
 
 
-def run_confluent(bootstrap: str, topic: str, group: str, out, instance_id: str | None) -> None:
+def run_confluent(bootstrap: str, topic: str, group: str, out, instance_id: str | None,
+                  group_protocol: str = "classic") -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-              "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
-              "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "client.id": f"ck-{os.getpid()}",
+              "auto.offset.reset": "earliest", "client.id": f"ck-{os.getpid()}", "group.protocol": group_protocol,
               "debug": "cgrp"}  # librdkafka's group state changes go to the worker's log, for diagnosis
+    if group_protocol == "classic":  # the consumer protocol takes both from the broker
+        config |= {"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS}
     if instance_id:
         config["group.instance.id"] = instance_id
     consumer = Consumer(config)
-    consumer.subscribe([topic])
+
+    def changed(kind: str, partitions: list) -> None:
+        print(kind, ",".join(str(tp.partition) for tp in sorted(partitions, key=lambda tp: tp.partition)),
+              flush=True)
+
+    consumer.subscribe([topic], on_assign=lambda _c, ps: changed("assigned", ps),
+                       on_revoke=lambda _c, ps: changed("revoked", ps), on_lost=lambda _c, ps: changed("revoked", ps))
     while not _stop:
         messages = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
         if not messages:
@@ -273,7 +301,12 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, out, instance_id: str |
     asyncio.run(main())
 
 
-RUNNERS = {"kafka-python": run_kafka_python, "confluent-kafka": run_confluent, "aiokafka": run_aiokafka}
+def run_confluent_consumer_protocol(bootstrap: str, topic: str, group: str, out, instance_id: str | None) -> None:
+    run_confluent(bootstrap, topic, group, out, instance_id, group_protocol="consumer")
+
+
+RUNNERS = {"kafka-python": run_kafka_python, "confluent-kafka": run_confluent, "aiokafka": run_aiokafka,
+           "confluent-kafka-consumer": run_confluent_consumer_protocol}
 
 
 if __name__ == "__main__":
