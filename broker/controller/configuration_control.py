@@ -1,4 +1,4 @@
-"""Topic and broker configs on the controller (Kafka's ConfigurationControlManager): validation, incremental
+"""Topic, broker and group configs on the controller (Kafka's ConfigurationControlManager): validation, incremental
 alterations, and the ConfigRecords that carry a topic's new overrides or a broker's new dynamic configs.
 
 A topic's overrides are validated as a whole against the controller's topic defaults, and a BROKER resource's
@@ -10,8 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from minikafka.broker.coordinator.group.group_config import GroupConfigDefaults, validate_group_configs
 from minikafka.broker.metadata.dynamic_config import validate_dynamic_broker_configs
-from minikafka.broker.metadata.metadata_image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
+from minikafka.broker.metadata.metadata_image import (
+    BROKER_RESOURCE,
+    CLUSTER_DEFAULT,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    MetadataImage,
+)
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import ConfigRecord
 from minikafka.storage.log_config import LogConfig
@@ -95,13 +102,32 @@ def replaced(alterations: Sequence[ConfigAlteration]) -> dict[str, str]:
     return new
 
 
-def config_records(topic: str, current: dict[str, str], new: dict[str, str]) -> list[ConfigRecord]:
-    """ConfigRecords taking a topic's overrides from `current` to `new`: a null value deletes an entry."""
-    records = [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name, value=None)
+def config_records(topic: str, current: dict[str, str], new: dict[str, str],
+                   resource_type: int = TOPIC_RESOURCE) -> list[ConfigRecord]:
+    """ConfigRecords taking a topic's (or another resource's) configs from `current` to `new`: a null value deletes
+    an entry."""
+    records = [ConfigRecord(resource_type=resource_type, resource_name=topic, name=name, value=None)
                for name in sorted(current) if name not in new]
-    records += [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name, value=value)
+    records += [ConfigRecord(resource_type=resource_type, resource_name=topic, name=name, value=value)
                 for name, value in sorted(new.items()) if current.get(name) != value]
     return records
+
+
+def group_config_records(image: MetadataImage, group: str, alterations: Sequence[ConfigAlteration],
+                         incremental: bool, defaults: GroupConfigDefaults) -> list[ConfigRecord]:
+    """ConfigRecords altering a group's config overrides, validated as a whole (Kafka's GroupConfig.validate); a
+    group need not exist to be configured."""
+    if not group:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    check_no_duplicates(alterations)
+    for a in alterations:
+        if a.operation in (APPEND, SUBTRACT):
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Config value append/subtract is not allowed for config key: {a.name}")
+    current = image.group_configs.get(group, {})
+    new = incrementally_altered(current, None, alterations) if incremental else replaced(alterations)
+    validate_group_configs(new, defaults)
+    return config_records(group, current, new, GROUP_RESOURCE)
 
 
 def broker_config_records(image: MetadataImage, resource_name: str, alterations: Sequence[ConfigAlteration],
@@ -117,11 +143,7 @@ def broker_config_records(image: MetadataImage, resource_name: str, alterations:
     current = image.broker_configs.get(resource_name, {})
     new = incrementally_altered(current, None, alterations) if incremental else replaced(alterations)
     validate_dynamic_broker_configs(new, per_broker=resource_name != CLUSTER_DEFAULT)
-    records = [ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=name, value=None)
-               for name in sorted(current) if name not in new]
-    records += [ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=name, value=value)
-                for name, value in sorted(new.items()) if current.get(name) != value]
-    return records
+    return config_records(resource_name, current, new, BROKER_RESOURCE)
 
 
 def unclean_leader_election_enabled(image: MetadataImage, topic: str, node_id: int, defaults: LogConfig) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minikafka.broker.coordinator.group.group_config import GroupConfigDefaults
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
 
@@ -22,6 +23,9 @@ class QuorumControllerConfig:
     # Topic config defaults from the node's properties (log.retention.hours, min.insync.replicas,
     # unclean.leader.election.enable, ...): what CreateTopics validates against and answers.
     log_defaults: LogConfig = field(default_factory=LogConfig)
+    # What a group's config overrides are validated against (its defaults and the group.* bounds).
+    group_config_defaults: GroupConfigDefaults = field(
+        default_factory=lambda: GroupConfigDefaults.from_broker_config(BrokerConfig({})))
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> QuorumControllerConfig:
@@ -40,4 +44,5 @@ class QuorumControllerConfig:
             leader_imbalance_check_interval_seconds=config.get("leader.imbalance.check.interval.seconds"),
             leader_imbalance_per_broker_percentage=config.get("leader.imbalance.per.broker.percentage"),
             log_defaults=log_defaults,
+            group_config_defaults=GroupConfigDefaults.from_broker_config(config),
         )

@@ -41,6 +41,7 @@ from minikafka.broker.controller.configuration_control import (
     broker_config_records,
     check_no_duplicates,
     config_records,
+    group_config_records,
     incrementally_altered,
     replaced,
     unclean_leader_election_enabled,
@@ -74,6 +75,7 @@ from minikafka.broker.controller.scram_control import (
 )
 from minikafka.broker.metadata.metadata_image import (
     BROKER_RESOURCE,
+    GROUP_RESOURCE,
     TOPIC_RESOURCE,
     MetadataChange,
     MetadataImage,
@@ -532,23 +534,26 @@ class QuorumController:
 
     async def alter_configs(self, resources: Sequence[ConfigResourceAlteration], *, incremental: bool,
                             validate_only: bool = False) -> list[KafkaError | None]:
-        """Alter topic configs and dynamic broker configs: incrementally (SET, DELETE, APPEND, SUBTRACT) or, for the
-        legacy AlterConfigs, replacing all of a resource's configs. Enabling unclean leader election elects leaders
-        for the topic's offline partitions at once."""
+        """Alter topic configs, dynamic broker configs and group configs: incrementally (SET, DELETE, APPEND,
+        SUBTRACT) or, for the legacy AlterConfigs, replacing all of a resource's configs. Enabling unclean leader
+        election elects leaders for the topic's offline partitions at once."""
         async with self._lock:
             records: list[MetadataRecord] = []
             results: list[KafkaError | None] = []
             for resource in resources:
                 try:
-                    records += self._alter_topic_configs(resource, incremental)
+                    records += self._alter_resource_configs(resource, incremental)
                     results.append(None)
                 except KafkaError as exc:
                     results.append(exc)
             return await self._commit_each(records, results, validate_only)
 
-    def _alter_topic_configs(self, resource: ConfigResourceAlteration, incremental: bool) -> list[MetadataRecord]:
+    def _alter_resource_configs(self, resource: ConfigResourceAlteration, incremental: bool) -> list[MetadataRecord]:
         if resource.resource_type == BROKER_RESOURCE:  # dynamic broker configs
             return list(broker_config_records(self.image, resource.resource_name, resource.alterations, incremental))
+        if resource.resource_type == GROUP_RESOURCE:
+            return list(group_config_records(self.image, resource.resource_name, resource.alterations, incremental,
+                                             self.config.group_config_defaults))
         if resource.resource_type != TOPIC_RESOURCE:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"altering configs of resource type {resource.resource_type} is not supported")

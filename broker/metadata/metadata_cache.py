@@ -68,6 +68,10 @@ class MetadataCache:
         """The topic's config overrides."""
         return dict(self.image.topic_configs.get(topic, {}))
 
+    def group_configs(self, group: str) -> dict[str, str]:
+        """The group's config overrides (resource type GROUP)."""
+        return dict(self.image.group_configs.get(group, {}))
+
     def alive_brokers(self, listener: str) -> list[tuple[BrokerInfo, BrokerEndpointInfo]]:
         """Unfenced brokers with an endpoint on `listener`, by id."""
         found = []

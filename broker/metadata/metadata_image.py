@@ -39,6 +39,7 @@ NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader when the leader stays
 TOPIC_RESOURCE = 2  # ConfigRecord.resource_type values (Kafka's ConfigResource.Type)
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 CLUSTER_DEFAULT = ""  # broker config resource name of the cluster-wide default
 
 # BrokerRegistrationChangeRecord.fenced values
@@ -169,6 +170,7 @@ class MetadataImage:
     topics_by_id: dict[uuid.UUID, TopicInfo] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by broker id; "" = cluster default
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # a group's overrides, read when used
     next_producer_id: int = 0
     client_quotas: dict[ClientQuotaEntity, dict[str, float]] = field(default_factory=dict)  # values by key
     # SCRAM credentials (KIP-554) by (user name, mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
@@ -321,11 +323,14 @@ class MetadataImage:
             self.client_quotas.setdefault(entity, {})[record.key] = record.value
 
     def _config(self, record: ConfigRecord) -> MetadataChange | None:
+        change: MetadataChange | None
         if record.resource_type == TOPIC_RESOURCE:
             table, change = self.topic_configs, MetadataChange(topic_configs={record.resource_name})
         elif record.resource_type == BROKER_RESOURCE:
             table, change = self.broker_configs, MetadataChange(broker_configs={record.resource_name})
-        else:  # other resources (client metrics, groups) hold nothing this image serves
+        elif record.resource_type == GROUP_RESOURCE:
+            table, change = self.group_configs, None  # read where used: nothing acts on a change
+        else:  # other resources (client metrics) hold nothing this image serves
             return None
         entries = table.setdefault(record.resource_name, {})
         if record.value is None:

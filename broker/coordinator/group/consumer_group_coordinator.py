@@ -48,6 +48,7 @@ from minikafka.broker.coordinator.group.consumer.current_assignment_builder impo
 from minikafka.broker.coordinator.group.consumer.resolved_regular_expression import ResolvedRegularExpression
 from minikafka.broker.coordinator.group.consumer.target_assignment_builder import TargetAssignmentBuilder
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
+from minikafka.broker.coordinator.group.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from minikafka.protocol.coordinator_records.consumer_group_records import (
@@ -116,11 +117,14 @@ def metadata_hash(topics: Iterable[str], describer: SubscribedTopicDescriber) ->
 
 class ConsumerGroupCoordinator:
     """Heartbeats and timers of the consumer groups in `group_manager`; `describe_topics()` is the cluster's topics
-    now, `now_ms()` the wall clock for regex resolution times."""
+    now, `now_ms()` the wall clock for regex resolution times, `group_configs(group_id)` a group's own config
+    overrides (resource type GROUP), which take the place of the broker's group.consumer.* defaults."""
 
     def __init__(self, config: GroupCoordinatorConfig, group_manager: GroupMetadataManager, timer: CoordinatorTimer,
-                 describe_topics: Callable[[], SubscribedTopicDescriber], now_ms: Callable[[], int]) -> None:
+                 describe_topics: Callable[[], SubscribedTopicDescriber], now_ms: Callable[[], int],
+                 group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}) -> None:
         self.config = config
+        self.group_configs = group_configs
         self.group_manager = group_manager
         self.timer = timer
         self.describe_topics = describe_topics
@@ -140,8 +144,23 @@ class ConsumerGroupCoordinator:
     def _rebalance_key(group_id: str, member_id: str) -> str:
         return f"consumer-rebalance-{group_id}-{member_id}"
 
+    def _group_config(self, group_id: str, name: str, default: int) -> int:
+        """A group's own setting (Kafka's GroupConfigManager), else the broker's."""
+        value = self.group_configs(group_id).get(name)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:  # validated by the controller; a value from elsewhere falls back to the broker's
+            return default
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, CONSUMER_SESSION_TIMEOUT_MS, self.config.consumer_session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, CONSUMER_HEARTBEAT_INTERVAL_MS,
+                                  self.config.consumer_heartbeat_interval_ms)
+
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        self.timer.schedule(self._session_key(group_id, member_id), self.config.consumer_session_timeout_ms,
+        self.timer.schedule(self._session_key(group_id, member_id), self.session_timeout_ms(group_id),
                             lambda: self._fence_on_timeout(group_id, member_id, None, "session timeout"))
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
@@ -311,7 +330,7 @@ class ConsumerGroupCoordinator:
                         and req.owned_partitions is not None)
         give_assignment = (req.member_epoch == 0 or full_request
                            or reconciled.assigned_partitions != member.assigned_partitions)
-        return HeartbeatResult(member_id, reconciled.member_epoch, self.config.consumer_heartbeat_interval_ms,
+        return HeartbeatResult(member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group_id),
                                reconciled.assigned_partitions if give_assignment else None)
 
     def _get_or_maybe_create_group(self, group_id: str, create: bool) -> ConsumerGroup:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -93,14 +93,16 @@ class GroupCoordinator(GroupAdmin):
 
     def __init__(self, config: GroupCoordinatorConfig, metadata_log: MetadataLog,
                  clock_ms: Callable[[], int] = wall_clock_ms,
-                 describe_topics: Callable[[], SubscribedTopicDescriber] = SubscribedTopicDescriber) -> None:
+                 describe_topics: Callable[[], SubscribedTopicDescriber] = SubscribedTopicDescriber,
+                 group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}) -> None:
         self.config = config
         self.clock_ms = clock_ms
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, metadata_log, clock_ms)
         self.offset_manager = OffsetManager(config, self.group_manager, clock_ms, self._reschedule_heartbeat)
         # KIP-848 consumer groups, on the same groups' partitions and timer.
-        self.consumer = ConsumerGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms)
+        self.consumer = ConsumerGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms,
+                                                 group_configs)
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -692,7 +694,7 @@ def load_group_coordinator(config: BrokerConfig, metadata_cache: MetadataCache,
 
     coordinator = GroupCoordinator(coordinator_config, GroupMetadataLog(replica_manager,
                                                                         config.get("offsets.commit.timeout.ms")),
-                                   describe_topics=describe_topics)
+                                   describe_topics=describe_topics, group_configs=metadata_cache.group_configs)
     coordinator.group_manager.active = True
     return coordinator
 

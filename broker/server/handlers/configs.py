@@ -1,18 +1,21 @@
-"""DescribeConfigs (v1-4), AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1): topic configs and dynamic
-broker configs.
+"""DescribeConfigs (v1-4), AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1): topic configs, dynamic
+broker configs and group configs.
 
-DescribeConfigs answers topic and broker resources (any other type is INVALID_REQUEST), each entry with its source
-(v1+); synonyms are always empty even when asked for (v1+), and v3's config type and documentation are unknown
-(0) and null. v4 is flexible. A broker resource is this broker ("<id>": every config, each from its dynamic value,
-the cluster-wide dynamic default, its static property or Kafka's default, read-only unless Kafka can change it
-dynamically) or the cluster default ("": its dynamic defaults alone); passwords are described without a value.
+DescribeConfigs answers topic, broker and group resources (any other type is INVALID_REQUEST), each entry with its
+source (v1+); synonyms are always empty even when asked for (v1+), and v3's config type and documentation are
+unknown (0) and null. v4 is flexible. A broker resource is this broker ("<id>": every config, each from its dynamic
+value, the cluster-wide dynamic default, its static property or Kafka's default, read-only unless Kafka can change
+it dynamically) or the cluster default ("": its dynamic defaults alone); passwords are described without a value. A
+group resource (any group name, known or not) lists every config of Kafka's GroupConfig: the group's own value
+(GROUP_CONFIG) or this broker's default from its group.* properties (DEFAULT_CONFIG).
 
-Alterations are the controller's: the topic and broker resources of an AlterConfigs or IncrementalAlterConfigs go
+Alterations are the controller's: the topic, broker and group resources of an AlterConfigs or IncrementalAlterConfigs go
 to it in one request of the same kind and version, and its answers are relayed in the request's order (it
 validates each resource's result as a whole, applies SET, DELETE, APPEND and SUBTRACT, the last two to list configs
 only, and answers validate_only exactly as the change would). A broker resource must name this broker or be the
 cluster default (""), as Kafka's brokers check before forwarding (the ZooKeeper-mode controller, to which the other
-brokers forward, takes any); any other resource type is INVALID_REQUEST.
+brokers forward, takes any). Group resources are altered on the KRaft controller only (ZooKeeper mode, as Kafka's,
+has no group configs); any other resource type is INVALID_REQUEST.
 Flexible from v2 and v1.
 
 With an authorizer, as Kafka: describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the cluster for
@@ -29,18 +32,20 @@ from typing import Any
 from kafka.protocol.admin.configs import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.coordinator.group.group_config import GroupConfigDefaults, described_group_configs
 from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import BrokerServices, RequestContext
 from minikafka.broker.server.forwarding import ForwardingError
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode
-from minikafka.storage.log_config import ConfigEntry, LogConfig
+from minikafka.storage.log_config import SOURCE_DEFAULT_CONFIG, ConfigEntry, LogConfig
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 CLIENT_METRICS = 16
 GROUP = 32
+SOURCE_GROUP_CONFIG = 8  # DescribeConfigs' config source of a group's own override (Kafka's ConfigSource)
 # Whose ACLs a config resource is authorized against (Kafka's ConfigResource types).
 ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: ResourceType.CLUSTER,
                  BROKER_LOGGER: ResourceType.CLUSTER, CLIENT_METRICS: ResourceType.CLUSTER}
@@ -49,6 +54,14 @@ ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: R
 def _topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[ConfigEntry]:
     entries = LogConfig.from_props(overrides, services.log_defaults).describe()
     return [services.dynamic_config.topic_entry(e) for e in entries]
+
+
+def _group_config_entries(services: BrokerServices, group: str) -> list[ConfigEntry]:
+    """Every group config: the group's override (source GROUP_CONFIG) or this broker's default (DEFAULT_CONFIG)."""
+    described = described_group_configs(services.metadata_cache.group_configs(group),
+                                        GroupConfigDefaults.from_broker_config(services.config))
+    return [ConfigEntry(name, value, not overridden, SOURCE_GROUP_CONFIG if overridden else SOURCE_DEFAULT_CONFIG)
+            for name, value, overridden in described]
 
 
 def _broker_name_error(services: BrokerServices, name: str) -> str | None:
@@ -98,6 +111,11 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
                 code = ErrorCode.INVALID_REQUEST
             else:
                 entries = services.dynamic_config.describe(res.resource_name)
+        elif res.resource_type == GROUP:
+            if not res.resource_name:
+                code, message = ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+            else:
+                entries = _group_config_entries(services, res.resource_name)
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
         if res.configuration_keys is not None:
@@ -132,7 +150,9 @@ def _alter_refusal(ctx: RequestContext, resource: Any, relaying: bool,
         refusal = _authorization_refusal(ctx, AclOperation.ALTER_CONFIGS, resource)
         if refusal is not None:
             return refusal
-    if resource.resource_type not in (TOPIC, BROKER):
+    # Group configs are cluster metadata only the KRaft controller keeps (Kafka's ZooKeeper mode had none).
+    alterable = (TOPIC, BROKER) if ctx.services.config.zookeeper_mode else (TOPIC, BROKER, GROUP)
+    if resource.resource_type not in alterable:
         return (ErrorCode.INVALID_REQUEST,
                 f"altering configs of resource type {resource.resource_type} is not supported")
     return None
