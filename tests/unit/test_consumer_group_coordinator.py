@@ -258,6 +258,11 @@ async def test_new_partitions_and_regex_topics_bump_the_group_epoch():
     assert coordinator.consumer.groups["g"].resolved_regular_expressions["t.*"].topics == {"t1", "t2", "t3"}
     assert error_of(lambda: hb(coordinator, "b", 0, None, subscribed_topic_regex="("))[0] == \
         E.INVALID_REGULAR_EXPRESSION
+    # What Python's re takes and RE2 (Kafka's RE2/J) does not: refused as Kafka refuses it, and nothing written.
+    for regex in ("t(?=1)", "(t)\\1", "(?<!x)t.*", "t.*+"):
+        assert error_of(lambda r=regex: hb(coordinator, "b", 0, None, subscribed_topic_regex=r))[0] == \
+            E.INVALID_REGULAR_EXPRESSION, regex
+    assert set(coordinator.consumer.groups["g"].members) == {"a"}
 
 
 async def test_offset_commit_and_fetch_check_the_member_epoch():

@@ -11,13 +11,14 @@ assignment is answered. A member that stops heartbeating for the session timeout
 partitions within its rebalance timeout, is fenced: its records are tombstoned and the group epoch bumped, so the
 others get its partitions.
 
-Differences from Kafka, for now: regexes are Python `re` patterns matched whole against the topic names (Kafka uses
-RE2/J), resolved at once on the heartbeat that brings them and refreshed on each heartbeat when the topics they
-match changed, internal topics excluded; the group's metadata hash is this broker's own hash of the subscribed
-topics' ids, names and partition counts (not Kafka's Murmur3 of the topic image), compared on every heartbeat;
-a classic group with members cannot be upgraded (GROUP_ID_NOT_FOUND, as Kafka with group.consumer.migration.policy
-disabled), and classic members do not join a consumer group through JoinGroup (INCONSISTENT_GROUP_PROTOCOL); an
-empty group of either type becomes one of the other, keeping its committed offsets, as in Kafka.
+Differences from Kafka, for now: regexes (RE2/J syntax: what RE2 lacks is INVALID_REGULAR_EXPRESSION) are
+matched whole against the topic names, resolved at once on the heartbeat that brings them and refreshed on each
+heartbeat when the topics they match changed, internal topics excluded; the group's metadata hash is this broker's
+own hash of the subscribed topics' ids, names and partition counts (not Kafka's Murmur3 of the topic image),
+compared on every heartbeat; a classic group with members cannot be upgraded (GROUP_ID_NOT_FOUND, as Kafka with
+group.consumer.migration.policy disabled), and classic members do not join a consumer group through JoinGroup
+(INCONSISTENT_GROUP_PROTOCOL); an empty group of either type becomes one of the other, keeping its committed
+offsets, as in Kafka.
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ from minikafka.protocol.coordinator_records.consumer_group_records import (
     ConsumerGroupRegularExpressionValue,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.re2_pattern import re2_pattern
 
 log = logging.getLogger("minikafka.consumer_group_coordinator")
 
@@ -406,7 +408,7 @@ class ConsumerGroupCoordinator:
 
     @staticmethod
     def _resolve(regex: str, describer: SubscribedTopicDescriber) -> frozenset[str]:
-        pattern = re.compile(regex)
+        pattern = re2_pattern(regex)
         return frozenset(name for name in describer.topic_names()
                          if not name.startswith("__") and pattern.fullmatch(name))
 
@@ -423,7 +425,7 @@ class ConsumerGroupCoordinator:
         for regex in regexes:
             if new.subscribed_topic_regex == regex and old_regex != regex:
                 try:
-                    re.compile(regex)
+                    re2_pattern(regex)
                 except re.error as exc:
                     raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                      f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."

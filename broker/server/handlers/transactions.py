@@ -59,8 +59,6 @@ Authorization, with an authorizer, as Kafka's KafkaApis checks it, before anythi
 from __future__ import annotations
 
 import re
-import re._constants as sre_constants  # type: ignore[import-not-found]  # re's own parser, which has no stubs
-import re._parser as sre_parser  # type: ignore[import-not-found]
 import time
 
 from kafka.protocol.admin.transactions import (
@@ -88,6 +86,7 @@ from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
 from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.protocol.re2_pattern import re2_pattern
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
 from minikafka.storage.log import AppendOrigin
 from minikafka.storage.log_dir import validate_topic_name
@@ -393,7 +392,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
         return ctx.response(throttle_time_ms=0, error_code=error, unknown_state_filters=[], transaction_states=[])
     pattern = request.transactional_id_pattern if ctx.version >= 2 else None
     try:
-        matcher = _re2_pattern(pattern) if pattern else None
+        matcher = re2_pattern(pattern) if pattern else None
     except re.error:
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
                             unknown_state_filters=[], transaction_states=[])
@@ -419,27 +418,6 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
               and ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)]
     return ctx.response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
                         transaction_states=listed)
-
-
-# What Python's `re` accepts and RE2 (Kafka's RE2J) refuses: lookarounds, backreferences, conditionals, atomic
-# groups, possessive quantifiers.
-_NOT_IN_RE2 = frozenset((sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.GROUPREF,
-                         sre_constants.GROUPREF_EXISTS, sre_constants.ATOMIC_GROUP, sre_constants.POSSESSIVE_REPEAT))
-
-
-def _re2_pattern(pattern: str) -> re.Pattern[str]:
-    """`pattern` compiled, if RE2 would compile it too (re.error otherwise): a ListTransactions pattern Kafka
-    refuses with INVALID_REGULAR_EXPRESSION is refused here as well."""
-    compiled = re.compile(pattern)
-
-    def outside_re2(node: object) -> bool:
-        if isinstance(node, sre_parser.SubPattern):
-            return any(op in _NOT_IN_RE2 or outside_re2(av) for op, av in node)
-        return isinstance(node, (list, tuple)) and any(outside_re2(item) for item in node)
-
-    if outside_re2(sre_parser.parse(pattern)):
-        raise re.error(f"{pattern!r} uses a construct RE2 does not have")
-    return compiled
 
 
 async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> ApiMessage:
