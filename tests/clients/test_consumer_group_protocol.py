@@ -271,3 +271,33 @@ def test_a_regex_subscription_follows_the_topics_it_matches(broker_factory, uniq
         assert sorted(t.topic_name for t in described.assignment.topic_partitions) == [f"{prefix}-a", f"{prefix}-b"]
     finally:
         member.close()
+
+
+def test_a_consumer_protocol_member_commits_its_offsets_in_a_transaction(broker_factory, unique_topic):
+    """send_offsets_to_transaction from a KIP-848 member: TxnOffsetCommit carries its member id and epoch, which
+    the coordinator checks as Kafka's does, and the offsets count once the transaction commits."""
+    broker = broker_factory(**{k.replace(".", "_"): v for k, v in FAST_GROUPS.items()})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic)
+    produce(bootstrap, unique_topic, 20)
+    group = f"g-{uuid.uuid4()}"
+    member = Member(bootstrap, group, unique_topic)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"copier-{group}"})
+    try:
+        producer.init_transactions(30)
+        poll_until([member], lambda: len(member.assigned) == PARTITIONS, what="the member's assignment")
+        consumed: list = []
+        deadline = time.monotonic() + 60
+        while len(consumed) < 20:
+            assert time.monotonic() < deadline, f"consumed {len(consumed)} of 20"
+            message = member.consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                consumed.append(message)
+        producer.begin_transaction()
+        positions = member.consumer.position([TopicPartition(unique_topic, p) for p in range(PARTITIONS)])
+        producer.send_offsets_to_transaction(positions, member.consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        committed = member.consumer.committed([TopicPartition(unique_topic, p) for p in range(PARTITIONS)], 30)
+        assert {tp.partition: tp.offset for tp in committed} == {p: 5 for p in range(PARTITIONS)}
+    finally:
+        member.close()

@@ -282,6 +282,30 @@ async def test_offset_commit_and_fetch_check_the_member_epoch():
     assert coordinator.describe_group("g", 6).error == E.GROUP_ID_NOT_FOUND
 
 
+async def test_transactional_offset_commits_check_a_consumer_protocol_members_epoch():
+    coordinator = make()
+    a = hb(coordinator, "a", 0, ["t1"])
+    offsets = coordinator.offset_manager
+    entry = [OffsetCommitEntry("t1", 0, 5, -1, None)]
+
+    async def commit(member: str, epoch: int) -> list[ErrorCode]:
+        return await offsets.commit_transactional_offsets("g", 7, 0, member, None, epoch, entry, 4)
+
+    assert await commit("a", a.member_epoch) == [E.NONE]
+    assert offsets.group_manager.groups["g"].pending_txn_offsets[7][("t1", 0)].offset == 5
+    # The transactional API's own rule: without member id and generation nothing is checked.
+    assert await commit("", -1) == [E.NONE]
+    for member, epoch, code in [("a", a.member_epoch + 1, E.ILLEGAL_GENERATION), ("a", 0, E.ILLEGAL_GENERATION),
+                                ("x", a.member_epoch, E.UNKNOWN_MEMBER_ID)]:
+        assert (await error_of_async(commit(member, epoch)))[0] == code, (member, epoch)
+
+
+async def error_of_async(call) -> tuple[ErrorCode, str | None]:
+    with pytest.raises(KafkaError) as info:
+        await call
+    return info.value.code, info.value.message
+
+
 async def _commit_error(offsets, group, member, epoch) -> tuple[ErrorCode, str | None]:
     with pytest.raises(KafkaError) as info:
         await offsets.commit_offsets(group, member, None, epoch, -1, [OffsetCommitEntry("t1", 0, 6, -1, None)], 9)

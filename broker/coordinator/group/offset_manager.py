@@ -137,8 +137,9 @@ class OffsetManager:
         """TxnOffsetCommit: one error per entry, once the commit is replicated; a group-level problem raises
         KafkaError. The offsets are written as a batch of the producer's transaction and stay pending in the group
         until its marker (GroupCoordinator.on_transaction_completed). As commit_offsets, offsets whose records fail
-        to replicate are taken back. The generation is checked as OffsetCommit checks it, but an unknown group with
-        a generation is ILLEGAL_GENERATION in every version, and no membership is needed (Kafka 4.1). No
+        to replicate are taken back. The generation is checked as OffsetCommit checks it (a KIP-848 group's member
+        epoch, a stale one answered ILLEGAL_GENERATION), but an unknown group with a generation is
+        ILLEGAL_GENERATION in every version, and no membership is needed (Kafka 4.1). No
         transaction has a negative producer id or epoch: those are refused as Kafka's transaction verification
         refuses them (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED), and are never written."""
         manager = self.group_manager
@@ -148,8 +149,20 @@ class OffsetManager:
         if producer_epoch < 0:
             raise KafkaError(ErrorCode.PRODUCER_FENCED, f"producer epoch {producer_epoch} has no transaction")
         existing = manager.groups.get(group_id)
-        group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
-                                             api_version, is_transactional=True)
+        consumer_group = manager.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            # A KIP-848 member's transactional commit carries its member epoch as the generation; a stale one is
+            # ILLEGAL_GENERATION here, as Kafka's validateTransactionalOffsetCommit answers it.
+            try:
+                consumer_group.validate_offset_commit(member_id, group_instance_id, generation_id, True, api_version)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.STALE_MEMBER_EPOCH:
+                    raise
+                raise KafkaError(ErrorCode.ILLEGAL_GENERATION, str(exc)) from None
+            group = existing if existing is not None else Group(group_id, self.clock_ms())
+        else:
+            group = self._validate_offset_commit(existing, group_id, member_id, group_instance_id, generation_id,
+                                                 api_version, is_transactional=True)
         now = self.clock_ms()
         errors, records, staged = self._offset_records(group_id, entries, now, None)
         if not records:
