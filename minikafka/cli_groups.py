@@ -121,8 +121,6 @@ def _describe(args: argparse.Namespace) -> int:
                 print(f"\nWarning: Consumer group '{group_id}' is rebalancing.", file=sys.stderr)
             if args.state:
                 _print_state(admin, group, args.verbose)
-            elif args.members and group.group_type == "consumer":
-                _print_consumer_members(group, args.verbose)
             elif args.members:
                 _print_members(group, args.verbose)
             else:
@@ -176,30 +174,6 @@ def _print_offsets(admin, group: GroupState) -> None:
         print(line(row))
 
 
-def _print_members(group: GroupState, verbose: bool) -> None:
-    """A classic group's members: id, host, client id, partition count (and with `verbose` the assignment)."""
-    members = group.members
-    w_group = max([15, len(group.group_id)])
-    w_member = max([15] + [len(m.member_id) for m in members])
-    w_host = max([15] + [len(m.host) for m in members])
-    w_client = max([15] + [len(m.client_id) for m in members])
-
-    def line(cells: tuple) -> str:
-        return (f"{cells[0]:<{w_group}} {cells[1]:<{w_member}} {cells[2]:<{w_host}} {cells[3]:<{w_client}} "
-                f"{cells[4]:<15} ")
-
-    print()
-    print(line(("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")) + ("ASSIGNMENT" if verbose else ""))
-    for member in members:
-        text = line((group.group_id, member.member_id, member.host, member.client_id, str(len(member.assignment))))
-        if verbose:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in member.assignment:
-                by_topic.setdefault(topic, []).append(partition)
-            text += ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items())) or MISSING
-        print(text)
-
-
 def assignment_text(partitions: list[tuple[str, int]]) -> str:
     """Kafka's tool's assignment cell: `topic:0,1;other:2`, topics sorted, or `-` for none."""
     by_topic: dict[str, list[int]] = {}
@@ -208,10 +182,11 @@ def assignment_text(partitions: list[tuple[str, int]]) -> str:
     return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items())) or MISSING
 
 
-def _print_consumer_members(group: GroupState, verbose: bool) -> None:
-    """A consumer group's members as kafka-consumer-groups.sh --describe --members [--verbose] prints them: a
-    GROUP-INSTANCE-ID column when a member is static, and with `verbose` each member's epoch and assignment and
-    the target assignment (epoch and partitions) it is reconciling to."""
+def _print_members(group: GroupState, verbose: bool) -> None:
+    """A group's members as kafka-consumer-groups.sh --describe --members [--verbose] prints them for either
+    protocol: a GROUP-INSTANCE-ID column when a member is static, and with `verbose` each member's epoch and
+    assignment and the target assignment (epoch and partitions) it is reconciling to, `-` where a classic group has
+    none."""
     members = group.members
     current = [assignment_text(m.assignment) for m in members]
     target = [assignment_text(m.target_assignment or []) for m in members]
@@ -238,7 +213,11 @@ def _print_consumer_members(group: GroupState, verbose: bool) -> None:
     for member, now, then in zip(members, current, target, strict=True):
         print(line((group.group_id, member.member_id, member.group_instance_id or "", member.host,
                     member.client_id, str(len(member.assignment))))
-              + epochs((str(member.member_epoch), now, str(group.assignment_epoch), then)))
+              + epochs((_or_missing(member.member_epoch), now, _or_missing(group.assignment_epoch), then)))
+
+
+def _or_missing(epoch: int | None) -> str:
+    return MISSING if epoch is None else str(epoch)
 
 
 def _print_state(admin, group: GroupState, verbose: bool) -> None:
