@@ -97,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     return run_guarded(_run, args)
 
 
+def _hits(fault: dict[str, Any]) -> str:
+    return f" (hit {fault['hits']} so far)" if fault.get("hits") else ""
+
+
 def describe_fault(fault: dict[str, Any]) -> str:
     """One line for a fault as the broker describes it."""
     source = {"replica": " from replicas", "client": " from clients"}.get(fault.get("source") or "", "")
@@ -105,10 +109,10 @@ def describe_fault(fault: dict[str, Any]) -> str:
         if fault.get("topic") is not None:
             scope = f" for {fault['topic']}" + (f"-{fault['partition']}" if fault.get("partition") is not None else "")
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} request(s)"
-        return f"{fault['api']}{source} fails with {fault['error']}{scope} {times}"
+        return f"{fault['api']}{source} fails with {fault['error']}{scope} {times}{_hits(fault)}"
     if fault["kind"] == "latency":
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} response(s)"
-        return f"{fault['api'] or 'every'} response{source} delayed {fault['delay_ms']} ms {times}"
+        return f"{fault['api'] or 'every'} response{source} delayed {fault['delay_ms']} ms {times}{_hits(fault)}"
     if fault["kind"] == "link":
         ways = "both ways" if fault["both_ways"] else "one way (this end)"
         return f"link to node {fault['to']} cut, {ways}"

@@ -9,6 +9,11 @@
     broker.faults.pause_fetching("t", 0)     # this follower stops fetching t-0: it falls out of the ISR
     broker.faults.clear()                    # undo everything
 
+    fault = broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", count=2)
+    ...                                      # the application produces
+    fault.wait(hits=2, timeout=10)           # both answered (TimeoutError, saying how many were, otherwise)
+    assert fault.hits == 2
+
 APIs are named by Kafka's names ("Produce", "Fetch", "OffsetCommit") or keys, errors by Kafka's names
 ("NOT_LEADER_OR_FOLLOWER") or codes. `source="replica"` selects only the requests a follower broker sends its
 leader (a Fetch or OffsetForLeaderEpoch with a replica id), `source="client"` only the others; the default is both.
@@ -17,14 +22,20 @@ A broker forgets its faults when it restarts, as a real one would. A cluster's c
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from minikafka.control_client import ControlClient
 
+# The kinds that count the requests they hit, and how often `Fault.wait` asks the broker.
+COUNTED_KINDS = ("error", "latency")
+WAIT_POLL_S = 0.02
+
 
 class Fault:
-    """One active fault; `clear()` (or leaving its `with` block) undoes it."""
+    """One fault; `clear()` (or leaving its `with` block) undoes it. An error or latency fault counts its `hits`
+    (the requests it answered or held back), also once used up or cleared."""
 
     def __init__(self, faults: Faults, description: dict[str, Any]) -> None:
         self._faults = faults
@@ -45,6 +56,34 @@ class Fault:
             self._faults.clear("disk")
         else:
             self._faults._control.call("fault.clear", kind=self.kind, id=self.id)
+
+    @property
+    def hits(self) -> int:
+        """How many requests it has answered (an error fault) or held back (a latency fault) so far."""
+        return int(self._current()["hits"])
+
+    @property
+    def active(self) -> bool:
+        """Whether it still applies: not used up (its count) nor cleared."""
+        return bool(self._current()["active"])
+
+    def wait(self, hits: int = 1, timeout: float = 10.0) -> Fault:
+        """Until it has answered (or held back) `hits` requests; TimeoutError saying how many it had otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self._current()
+            if current["hits"] >= hits:
+                return self
+            if time.monotonic() >= deadline:
+                state = "active" if current["active"] else "no longer active"
+                raise TimeoutError(f"fault {self.id} ({self.kind}, {state}) hit {current['hits']} request(s) of the "
+                                   f"{hits} waited for within {timeout:g} s")
+            time.sleep(WAIT_POLL_S)
+
+    def _current(self) -> dict[str, Any]:
+        if self.kind not in COUNTED_KINDS:
+            raise TypeError(f"a {self.kind} fault does not count hits")
+        return self._faults._control.call("fault.get", id=self.id)["fault"]
 
     def __enter__(self) -> Fault:
         return self

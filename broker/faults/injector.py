@@ -7,14 +7,16 @@ or only for the entries of one topic or topic-partition (see `shaping`). A laten
 a while, released early when cleared or at shutdown. A cut link (see `link_faults`) refuses here the requests of
 the node cut off; paused fetching (see `fetch_pauses`) stops this broker's replica fetchers. The disk quota is the
 broker's own object; the injector only lists and clears it with the other faults. Every fault has an id of one
-sequence, so one id names one fault whatever its kind.
+sequence, so one id names one fault whatever its kind. Error and latency rules count their hits (requests they
+answered or held back); a rule used up or cleared is kept, inactive, among the last SPENT_KEPT, so a test can still
+read how often it fired.
 """
 from __future__ import annotations
 
 import functools
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATION_FAILURE_KIND
@@ -61,6 +63,7 @@ log = logging.getLogger("minikafka.faults")
 
 # The purgatory key that held-back responses wait on; checking it releases them.
 LATENCY_KEY = ("minikafka", "latency")
+SPENT_KEPT = 1000
 KINDS = ("error", "latency", "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
 
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
@@ -76,6 +79,7 @@ class FaultInjector:
         self._ids = itertools.count(1)
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
+        self._spent: dict[int, ErrorRule | LatencyRule] = {}  # used up or cleared, oldest first
         self.links = LinkFaults(peer_security)
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
@@ -144,10 +148,12 @@ class FaultInjector:
         if kind in (None, "error"):
             kept = [r for r in self.error_rules if rule_id is not None and r.id != rule_id]
             cleared += len(self.error_rules) - len(kept)
+            self._retire(r for r in self.error_rules if r not in kept)
             self.error_rules = kept
         if kind in (None, "latency"):
             kept_latency = [r for r in self.latency_rules if rule_id is not None and r.id != rule_id]
             cleared += len(self.latency_rules) - len(kept_latency)
+            self._retire(r for r in self.latency_rules if r not in kept_latency)
             self.latency_rules = kept_latency
             self._purgatory.check_and_complete(LATENCY_KEY)
         if kind in (None, "disk") and rule_id is None and self.disk_quota.clear():
@@ -163,6 +169,22 @@ class FaultInjector:
         if cleared:
             log.warning("faults cleared: %d (%s)", cleared, kind or "all")
         return cleared
+
+    def _retire(self, rules: Iterable[ErrorRule | LatencyRule]) -> None:
+        for rule in rules:
+            self._spent[rule.id] = rule
+        while len(self._spent) > SPENT_KEPT:
+            del self._spent[next(iter(self._spent))]
+
+    def get(self, rule_id: int) -> dict[str, Any]:
+        """One fault by id, active or (an error or latency rule) used up or cleared, with "active" saying which."""
+        for fault in self.describe():
+            if fault.get("id") == rule_id:
+                return {**fault, "active": True}
+        spent = self._spent.get(rule_id)
+        if spent is None:
+            raise FaultError(f"no fault {rule_id}")
+        return {**spent.describe(), "active": False}
 
     def describe(self) -> list[dict[str, Any]]:
         faults = [r.describe() for r in self.error_rules] + [r.describe() for r in self.latency_rules]
@@ -239,18 +261,22 @@ class FaultInjector:
         return response
 
     def _spend(self, rule: ErrorRule) -> None:
+        rule.hits += 1
         if rule.remaining is not None:
             rule.remaining -= 1
             if rule.remaining <= 0:
                 self.error_rules.remove(rule)
+                self._retire([rule])
 
     def _take_latency(self, api_key: int, source: str) -> int:
         for rule in self.latency_rules:
             if rule.matches(api_key, source):
+                rule.hits += 1
                 if rule.remaining is not None:
                     rule.remaining -= 1
                     if rule.remaining <= 0:
                         self.latency_rules.remove(rule)
+                        self._retire([rule])
                 return rule.delay_ms
         return 0
 

@@ -88,6 +88,7 @@ class ErrorRule:
     topic: str | None = None
     partition: int | None = None
     source: str | None = None  # "replica", "client" or None for both
+    hits: int = 0  # requests answered with the error so far
 
     def matches(self, api_key: int, source: str) -> bool:
         return self.api_key == api_key and self.source in (None, source)
@@ -106,6 +107,7 @@ class LatencyRule:
     api_key: ApiKey | None  # None: every API
     remaining: int | None
     source: str | None = None
+    hits: int = 0  # responses held back so far
 
     def matches(self, api_key: int, source: str) -> bool:
         return self.api_key in (None, api_key) and self.source in (None, source)

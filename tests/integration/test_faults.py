@@ -64,6 +64,32 @@ def test_kafka_python_producer_retries_through_injected_not_leader(minikafka_bro
     assert values_of(broker, "t") == [b"v"]  # failed attempts appended nothing: no duplicates
 
 
+def test_a_fault_counts_its_hits_and_can_be_waited_for(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("t")
+    fault = broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", count=3)
+    late = broker.faults.add_latency(50, api="Produce", count=None)
+    assert (fault.hits, fault.active, late.hits) == (0, True, 0)
+    with pytest.raises(TimeoutError, match=rf"fault {fault.id} \(error, active\) hit 0 request\(s\) of the 1 "):
+        fault.wait(timeout=0.2)
+    producer = kp_producer(broker, retries=10)
+    try:
+        assert producer.send("t", b"v").get(timeout=30).offset == 0
+    finally:
+        producer.close()
+    # Used up, it is gone from the active faults but still tells how often it fired.
+    assert fault.wait(hits=3, timeout=10).hits == 3 and not fault.active
+    assert [f["id"] for f in broker.faults.list()] == [late.id]
+    assert late.hits == 4  # every Produce was held back, the three refused ones too
+    listed = subprocess.run([sys.executable, "-m", "minikafka", "fault", "list", "--bootstrap-server",
+                             broker.bootstrap_servers], capture_output=True, text=True, check=True).stdout
+    assert "(hit 4 so far)" in listed
+    late.clear()
+    assert late.hits == 4 and not late.active
+    with pytest.raises(TimeoutError, match=r"no longer active\) hit 3 request\(s\) of the 4 waited for"):
+        fault.wait(hits=4, timeout=0.1)
+
+
 def test_kafka_python_producer_without_retries_sees_the_error(minikafka_broker):
     broker = minikafka_broker
     broker.state.create_topic("t")

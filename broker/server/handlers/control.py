@@ -10,7 +10,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   false; fetching is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as
   on an I/O error, until the broker restarts; the transaction coordinator holds its markers to broker "to", or to
   any; SASL authentications of a "user", or of everyone, fail as with a wrong password: auth-failure),
-  fault.clear (kind, id), fault.list;
+  fault.clear (kind, id), fault.list, fault.get (id: one fault, active or an error or latency rule used up or
+  cleared, with its hits);
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -202,6 +203,13 @@ async def _fault_list(services: BrokerServices, _request: dict[str, Any], _conn:
     return {"faults": services.faults.describe()}
 
 
+async def _fault_get(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    rule_id = _optional_int(request, "id")
+    if rule_id is None:
+        raise FaultError("fault.get needs the fault's id")
+    return {"fault": services.faults.get(rule_id)}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -233,6 +241,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "fault.add": _fault_add,
     "fault.clear": _fault_clear,
     "fault.list": _fault_list,
+    "fault.get": _fault_get,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
