@@ -30,12 +30,13 @@ from minikafka.control_client import ControlClient
 from minikafka.controller_handle import CONTROLLER_LISTENER
 from minikafka.faults import Faults
 from minikafka.handle_security import HandleSecurity
-from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, DEFAULT_WAIT_S, NodeHandle
+from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, NodeHandle
+from minikafka.state_waits import StateWaits
 
 if TYPE_CHECKING:
     from minikafka.acl import Acl
     from minikafka.controller_handle import Controller
-    from minikafka.state import GroupState, State
+    from minikafka.state import State
 
 # Test-friendly defaults, as Kafka's own test harness sets them; `config` overrides them.
 TEST_DEFAULTS = {
@@ -46,7 +47,7 @@ TEST_DEFAULTS = {
 OWNED_PROPERTIES = ("listeners", "advertised.listeners", "log.dirs", "log.dir", "node.id")
 
 
-class Broker(NodeHandle):
+class Broker(StateWaits, NodeHandle):
     """A handle on one broker. Not started until `start()` or `with`; restartable on the same port and data."""
 
     ready_prefix = b"minikafka listening on "
@@ -183,12 +184,6 @@ class Broker(NodeHandle):
                                 client_settings=self.security.client_config(self.bootstrap_servers, None,
                                                                             "kafka-python", "PLAIN"))
         return self._state
-
-    def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
-                       timeout: float = DEFAULT_WAIT_S) -> GroupState:
-        """Until the group (classic or consumer protocol) is in `state` (Kafka's name, e.g. "Stable") with
-        `members` members; returns it as `state.group()` describes it (see minikafka.state)."""
-        return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout)
 
     def __repr__(self) -> str:
         where = self.bootstrap_servers if self._bound else "stopped"

@@ -39,10 +39,11 @@ from minikafka.handle_security import HandleSecurity
 from minikafka.local_server import StartedInWith
 from minikafka.node_handle import DEFAULT_START_TIMEOUT_S, DEFAULT_WAIT_S, NodeHandle
 from minikafka.protocol.schema_loading import quiet_schema_loading
+from minikafka.state_waits import StateWaits
 
 if TYPE_CHECKING:
     from minikafka.acl import Acl
-    from minikafka.state import GroupState, PartitionState, State
+    from minikafka.state import PartitionState, State
     from minikafka.zookeeper_server import ZooKeeperServer
     from minikafka.zookeeper_state import ZooKeeperState
 
@@ -85,7 +86,7 @@ def zookeeper_test_defaults() -> dict[str, str]:
     return {"zookeeper.session.timeout.ms": "2000"}
 
 
-class Cluster(StartedInWith):
+class Cluster(StateWaits, StartedInWith):
     """A handle on a controller and its brokers. Not started until `start()` or `with`; `close()` stops them."""
 
     def __init__(self, brokers: int = 1, *, ports: list[int] | None = None, controller_port: int | None = None,
@@ -444,12 +445,6 @@ class Cluster(StartedInWith):
         admin = self.security.for_handle()
         return {broker.node_id: cluster_view(broker.bootstrap_servers, security=admin).controller_id
                 for broker in self._reachable()}
-
-    def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
-                       timeout: float = DEFAULT_WAIT_S) -> GroupState:
-        """Until the group (classic or consumer protocol) is in `state` (Kafka's name, e.g. "Stable") with
-        `members` members; returns it as `state.group()` describes it (see minikafka.state)."""
-        return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout)
 
     def wait_for_replicas_caught_up(self, topic: str, timeout: float = DEFAULT_WAIT_S) -> list[PartitionState]:
         """Until, in every partition of the topic, each replica's log end offset equals the leader's and the HW

@@ -42,6 +42,11 @@ class ControlClient:
         self.client_id = client_id
         self.security = security
 
+    def with_timeout(self, timeout_s: float) -> ControlClient:
+        """The same client with another time limit per call (for operations that wait at the broker)."""
+        client = ControlClient(f"{self.address[0]}:{self.address[1]}", timeout_s, self.client_id, self.security)
+        return client
+
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Run one operation; returns the broker's answer or raises ControlError (refused) or OSError (network)."""
         correlation_id = next(self._correlation) & 0x7FFFFFFF

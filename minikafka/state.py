@@ -15,11 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from minikafka.control_client import ControlClient
+from minikafka.control_client import ControlClient, ControlError
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 DEFAULT_TIMEOUT_S = 15.0
 GROUP_WAIT_INTERVAL_S = 0.05
+# An offset wait asks the leader to hold the answer this long at most, so a leader that moves is followed; the
+# control call's own limit is that plus a margin. With no leader, the next try is this much later.
+OFFSET_WAIT_SLICE_S = 5.0
+CONTROL_MARGIN_S = 5.0
+LEADER_RETRY_S = 0.05
 
 
 T = TypeVar("T")
@@ -338,6 +343,34 @@ class State:
                 raise KeyError(f"unknown group {group_id!r}")
             raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
         return classic_group_state(group_id, described, offsets)
+
+    def wait_for_offset(self, topic: str, partition: int, at_least: int, offset: str = "high_watermark",
+                        timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        """Until the partition's `offset` ("high_watermark" or "last_stable_offset") is at or past `at_least`, as
+        its leader tells it; returns the offset then. The leader answers when it changes (the broker pushes, the
+        test does not poll); a leader that moves is followed. TimeoutError naming what was last seen otherwise."""
+        deadline = time.monotonic() + timeout
+        seen: object = "no leader"
+        while True:
+            remaining = deadline - time.monotonic()
+            for control in self._controls():
+                wait_s = max(0.0, min(remaining, OFFSET_WAIT_SLICE_S))
+                try:
+                    answer = control.with_timeout(wait_s + CONTROL_MARGIN_S).call(
+                        "partition.wait", topic=topic, partition=partition, offset=offset, at_least=at_least,
+                        timeout_ms=int(wait_s * 1000))
+                except (ControlError, OSError) as exc:  # not its leader, or a broker going down
+                    seen = seen if "does not lead" in str(exc) else exc
+                    continue
+                if answer["reached"]:
+                    return int(answer["value"])
+                seen = f"{offset} {answer['value']}"
+                break
+            else:
+                time.sleep(min(max(0.0, remaining), LEADER_RETRY_S))  # no leader now: an election is under way
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"waited {timeout:g} s for the {offset} of {topic}-{partition} to reach "
+                                   f"{at_least}; last seen: {seen}")
 
     def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
                        timeout: float = DEFAULT_TIMEOUT_S) -> GroupState:

@@ -12,6 +12,10 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   any; SASL authentications of a "user", or of everyone, fail as with a wrong password: auth-failure),
   fault.clear (kind, id), fault.list, fault.get (id: one fault, active or an error or latency rule used up or
   cleared, with its hits);
+- partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
+  at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
+  moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
+  partition (then ask its leader);
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -33,11 +37,12 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import is_internal
-from minikafka.broker.network.control_api import Operation, answer_control
+from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.network_client import DisconnectedError
 from minikafka.broker.network.request_channel import Request
 from minikafka.broker.network.socket_server import ConnectionInfo
+from minikafka.broker.replication.delayed_fetch import fetch_key
 from minikafka.broker.server.broker_services import BrokerServices
 from minikafka.broker.server.metrics import broker_families
 from minikafka.protocol.control import CONTROL_API_KEY
@@ -210,6 +215,31 @@ async def _fault_get(services: BrokerServices, request: dict[str, Any], _conn: C
     return {"fault": services.faults.get(rule_id)}
 
 
+WAITABLE_OFFSETS = ("high_watermark", "last_stable_offset")
+
+
+async def _partition_wait(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                          ) -> dict[str, Any]:
+    tp = (str(request["topic"]), int(request["partition"]))
+    what = request.get("offset", "high_watermark")
+    if what not in WAITABLE_OFFSETS:
+        raise ControlRefused(f"unknown offset {what!r}: expected {' or '.join(WAITABLE_OFFSETS)}")
+    at_least = int(request["at_least"])
+    replica_manager = services.replica_manager
+
+    def current() -> int:
+        partition = replica_manager.get_partition(*tp)
+        if partition is None or not partition.is_leader:
+            raise ControlRefused(f"broker {services.node_id} does not lead {tp[0]}-{tp[1]}")
+        return partition.high_watermark if what == "high_watermark" else partition.last_stable_offset()
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while (value := current()) < at_least and trio.current_time() < deadline:
+        await services.purgatory.wait_any([fetch_key(tp)], deadline - trio.current_time(), conn.stream,
+                                          lambda: current() >= at_least)
+    return {"value": value, "reached": value >= at_least}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -242,6 +272,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "fault.clear": _fault_clear,
     "fault.list": _fault_list,
     "fault.get": _fault_get,
+    "partition.wait": _partition_wait,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,

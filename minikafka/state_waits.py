@@ -1,0 +1,36 @@
+"""The waits a test makes on a broker or a cluster, shared by both handles: each until a condition holds, with a
+timeout and a TimeoutError naming what was seen last; the offset waits are answered by the partition's leader when
+the offset moves, not polled."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from minikafka.node_handle import DEFAULT_WAIT_S
+
+if TYPE_CHECKING:
+    from minikafka.state import GroupState, State
+
+
+class StateWaits:
+    """Mixed into `Broker` and `Cluster`, which give it their `state`."""
+
+    @property
+    def state(self) -> State:
+        raise NotImplementedError
+
+    def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
+                       timeout: float = DEFAULT_WAIT_S) -> GroupState:
+        """Until the group (classic or consumer protocol) is in `state` (Kafka's name, e.g. "Stable") with
+        `members` members; returns it as `state.group()` describes it (see minikafka.state)."""
+        return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout)
+
+    def wait_for_high_watermark(self, topic: str, partition: int, offset: int,
+                                timeout: float = DEFAULT_WAIT_S) -> int:
+        """Until the partition's high watermark is at `offset` or past it (its records up to there are replicated
+        and readable); returns the high watermark then."""
+        return self.state.wait_for_offset(topic, partition, offset, "high_watermark", timeout)
+
+    def wait_for_lso(self, topic: str, partition: int, offset: int, timeout: float = DEFAULT_WAIT_S) -> int:
+        """Until the partition's last stable offset is at `offset` or past it (read_committed consumers read up to
+        there: the transactions before it are decided); returns the last stable offset then."""
+        return self.state.wait_for_offset(topic, partition, offset, "last_stable_offset", timeout)

@@ -1,0 +1,66 @@
+"""The handles' offset waits: answered by the partition's leader when the offset moves (no sleep in the test, no
+polling interval), following the leader when it moves, and a TimeoutError that says what was seen."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from confluent_kafka import Producer
+
+import minikafka
+
+
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0, **config: object) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **config})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), partition=partition)
+    return producer
+
+
+def test_wait_for_high_watermark_returns_when_the_records_are_in(broker_factory, unique_topic):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=1, replication_factor=1)
+    with pytest.raises(TimeoutError, match=rf"high_watermark of {unique_topic}-0 to reach 5; last seen: "
+                                           r"high_watermark 0"):
+        broker.wait_for_high_watermark(unique_topic, 0, 5, timeout=0.3)
+    writer = threading.Thread(target=lambda: produce(broker.bootstrap_servers, unique_topic, 5).flush(30))
+    writer.start()
+    try:
+        assert broker.wait_for_high_watermark(unique_topic, 0, 5, timeout=30) == 5
+    finally:
+        writer.join(30)
+    assert broker.state.partition(unique_topic, 0).high_watermark == 5
+
+
+def test_wait_for_lso_waits_for_the_open_transaction(broker_factory, unique_topic):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=1, replication_factor=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx-{unique_topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(unique_topic, f"v{i}".encode(), partition=0)
+    producer.flush(30)
+    assert broker.wait_for_high_watermark(unique_topic, 0, 3) == 3
+    # Open: read_committed readers stop at its first record.
+    with pytest.raises(TimeoutError, match="last seen: last_stable_offset 0"):
+        broker.wait_for_lso(unique_topic, 0, 1, timeout=0.3)
+    producer.commit_transaction(30)
+    assert broker.wait_for_lso(unique_topic, 0, 4) == 4  # the three records and the commit marker
+
+
+def test_wait_for_high_watermark_follows_a_new_leader(tmp_path, unique_topic):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster") as cluster:
+        cluster.state.create_topic(unique_topic, partitions=1, replication_factor=3)
+        produce(cluster.bootstrap_servers, unique_topic, 3).flush(30)
+        assert cluster.wait_for_high_watermark(unique_topic, 0, 3) == 3
+        leader = cluster.wait_for_leader(unique_topic, 0)
+        leader.kill()
+        survivors = ",".join(b.bootstrap_servers for b in cluster.brokers if b.node_id != leader.node_id)
+        writer = threading.Thread(target=lambda: produce(survivors, unique_topic, 2).flush(30))
+        writer.start()
+        try:
+            assert cluster.wait_for_high_watermark(unique_topic, 0, 5, timeout=30) == 5
+        finally:
+            writer.join(30)
+        assert cluster.wait_for_leader(unique_topic, 0).node_id != leader.node_id
