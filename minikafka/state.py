@@ -344,33 +344,47 @@ class State:
             raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
         return classic_group_state(group_id, described, offsets)
 
+    def wait_for_committed(self, group_id: str, topic: str, partition: int, offset: int,
+                           timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        """Until the group's committed offset of the partition is at `offset` or past it; returns it then. The
+        group's coordinator answers when its offsets change (a commit, a transaction's end, a failover's load); a
+        coordinator that moves is followed. TimeoutError naming what was last seen otherwise."""
+        return self._wait_at_leader("group.wait_committed", "offset", dict(group=group_id, topic=topic,
+                                    partition=partition), offset, timeout,
+                                    f"the offset group {group_id!r} committed for {topic}-{partition}")
+
     def wait_for_offset(self, topic: str, partition: int, at_least: int, offset: str = "high_watermark",
                         timeout: float = DEFAULT_TIMEOUT_S) -> int:
         """Until the partition's `offset` ("high_watermark" or "last_stable_offset") is at or past `at_least`, as
         its leader tells it; returns the offset then. The leader answers when it changes (the broker pushes, the
         test does not poll); a leader that moves is followed. TimeoutError naming what was last seen otherwise."""
+        return self._wait_at_leader("partition.wait", "value", dict(topic=topic, partition=partition, offset=offset),
+                                    at_least, timeout, f"the {offset} of {topic}-{partition}")
+
+    def _wait_at_leader(self, op: str, field: str, fields: dict[str, object], at_least: int, timeout: float,
+                        what: str) -> int:
+        """Run a waiting control operation on whichever broker takes it (the partition's leader, the group's
+        coordinator: the others refuse), in slices, until it answers "reached"."""
         deadline = time.monotonic() + timeout
-        seen: object = "no leader"
+        seen: object = "nobody answering for it"
         while True:
             remaining = deadline - time.monotonic()
             for control in self._controls():
                 wait_s = max(0.0, min(remaining, OFFSET_WAIT_SLICE_S))
                 try:
                     answer = control.with_timeout(wait_s + CONTROL_MARGIN_S).call(
-                        "partition.wait", topic=topic, partition=partition, offset=offset, at_least=at_least,
-                        timeout_ms=int(wait_s * 1000))
-                except (ControlError, OSError) as exc:  # not its leader, or a broker going down
-                    seen = seen if "does not lead" in str(exc) else exc
+                        op, **fields, at_least=at_least, timeout_ms=int(wait_s * 1000))
+                except (ControlError, OSError) as exc:  # not the one to ask, or a broker going down
+                    seen = seen if "does not" in str(exc) else exc
                     continue
                 if answer["reached"]:
-                    return int(answer["value"])
-                seen = f"{offset} {answer['value']}"
+                    return int(answer[field])
+                seen = answer[field]
                 break
             else:
-                time.sleep(min(max(0.0, remaining), LEADER_RETRY_S))  # no leader now: an election is under way
+                time.sleep(min(max(0.0, remaining), LEADER_RETRY_S))  # nobody to ask now: an election is under way
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"waited {timeout:g} s for the {offset} of {topic}-{partition} to reach "
-                                   f"{at_least}; last seen: {seen}")
+                raise TimeoutError(f"waited {timeout:g} s for {what} to reach {at_least}; last seen: {seen}")
 
     def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
                        timeout: float = DEFAULT_TIMEOUT_S) -> GroupState:

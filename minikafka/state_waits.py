@@ -1,6 +1,6 @@
 """The waits a test makes on a broker or a cluster, shared by both handles: each until a condition holds, with a
-timeout and a TimeoutError naming what was seen last; the offset waits are answered by the partition's leader when
-the offset moves, not polled."""
+timeout and a TimeoutError naming what was seen last; the offset waits are answered by the partition's leader (the
+group's coordinator) when the offset moves, not polled."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -23,6 +23,12 @@ class StateWaits:
         """Until the group (classic or consumer protocol) is in `state` (Kafka's name, e.g. "Stable") with
         `members` members; returns it as `state.group()` describes it (see minikafka.state)."""
         return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout)
+
+    def wait_for_committed(self, group_id: str, topic: str, partition: int, offset: int,
+                           timeout: float = DEFAULT_WAIT_S) -> int:
+        """Until the group has committed `offset` or a later one for the partition (a transaction's offsets once it
+        commits); returns the committed offset then."""
+        return self.state.wait_for_committed(group_id, topic, partition, offset, timeout)
 
     def wait_for_high_watermark(self, topic: str, partition: int, offset: int,
                                 timeout: float = DEFAULT_WAIT_S) -> int:

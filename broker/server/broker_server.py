@@ -27,6 +27,7 @@ import trio
 
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
+from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
 from minikafka.broker.coordinator.transaction.transaction_config import TransactionConfig
 from minikafka.broker.coordinator.transaction.transaction_coordinator import (
     TransactionCoordinator,
@@ -287,6 +288,8 @@ class BrokerServer:
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
                                               lambda: self.metadata.broker_epoch)
         self.group_coordinator = load_group_coordinator(self.config, self.metadata_cache, self.replica_manager)
+        self.group_coordinator.group_manager.offsets_changed = \
+            lambda group_id: self.purgatory.check_and_complete(committed_offsets_key(group_id))
         self.transaction_coordinator = self._transaction_coordinator()
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))

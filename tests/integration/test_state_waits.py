@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 import minikafka
 
@@ -20,8 +20,7 @@ def produce(bootstrap: str, topic: str, count: int, partition: int = 0, **config
 def test_wait_for_high_watermark_returns_when_the_records_are_in(broker_factory, unique_topic):
     broker = broker_factory()
     broker.state.create_topic(unique_topic, partitions=1, replication_factor=1)
-    with pytest.raises(TimeoutError, match=rf"high_watermark of {unique_topic}-0 to reach 5; last seen: "
-                                           r"high_watermark 0"):
+    with pytest.raises(TimeoutError, match=rf"the high_watermark of {unique_topic}-0 to reach 5; last seen: 0$"):
         broker.wait_for_high_watermark(unique_topic, 0, 5, timeout=0.3)
     writer = threading.Thread(target=lambda: produce(broker.bootstrap_servers, unique_topic, 5).flush(30))
     writer.start()
@@ -43,7 +42,7 @@ def test_wait_for_lso_waits_for_the_open_transaction(broker_factory, unique_topi
     producer.flush(30)
     assert broker.wait_for_high_watermark(unique_topic, 0, 3) == 3
     # Open: read_committed readers stop at its first record.
-    with pytest.raises(TimeoutError, match="last seen: last_stable_offset 0"):
+    with pytest.raises(TimeoutError, match=rf"the last_stable_offset of {unique_topic}-0 to reach 1; last seen: 0$"):
         broker.wait_for_lso(unique_topic, 0, 1, timeout=0.3)
     producer.commit_transaction(30)
     assert broker.wait_for_lso(unique_topic, 0, 4) == 4  # the three records and the commit marker
@@ -64,3 +63,46 @@ def test_wait_for_high_watermark_follows_a_new_leader(tmp_path, unique_topic):
         finally:
             writer.join(30)
         assert cluster.wait_for_leader(unique_topic, 0).node_id != leader.node_id
+
+
+def test_wait_for_committed_returns_when_the_group_commits(broker_factory, unique_topic):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=1, replication_factor=1)
+    produce(broker.bootstrap_servers, unique_topic, 4).flush(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "waited",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(unique_topic, 0, 0)])
+        with pytest.raises(TimeoutError, match=rf"offset group 'waited' committed for {unique_topic}-0 to reach 4; "
+                                               r"last seen: "):
+            broker.wait_for_committed("waited", unique_topic, 0, 4, timeout=0.3)
+        committer = threading.Thread(target=lambda: consumer.commit(
+            offsets=[TopicPartition(unique_topic, 0, 4)], asynchronous=False))
+        committer.start()
+        try:
+            assert broker.wait_for_committed("waited", unique_topic, 0, 4, timeout=30) == 4
+        finally:
+            committer.join(30)
+    finally:
+        consumer.close()
+
+
+def test_wait_for_committed_sees_a_transactions_offsets_once_it_commits(tmp_path, unique_topic):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster") as cluster:
+        cluster.state.create_topic(unique_topic, partitions=1, replication_factor=3)
+        bootstrap = cluster.bootstrap_servers
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier", "enable.auto.commit": False})
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{unique_topic}"})
+        try:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.produce(unique_topic, b"v", partition=0)
+            producer.send_offsets_to_transaction([TopicPartition(unique_topic, 0, 7)],
+                                                 consumer.consumer_group_metadata(), 30)
+            # Pending in the open transaction: not committed yet.
+            with pytest.raises(TimeoutError, match="last seen: None"):
+                cluster.wait_for_committed("copier", unique_topic, 0, 7, timeout=0.5)
+            producer.commit_transaction(30)
+            assert cluster.wait_for_committed("copier", unique_topic, 0, 7) == 7
+        finally:
+            consumer.close()

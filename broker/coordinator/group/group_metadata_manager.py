@@ -65,6 +65,11 @@ class MetadataLog(Protocol):
     async def wait_replicated(self, partition: int) -> ErrorCode: ...
 
 
+def committed_offsets_key(group_id: str) -> tuple[str, str]:
+    """The purgatory key of what waits for a group's committed offsets to change."""
+    return ("group-offsets", group_id)
+
+
 class GroupMetadataManager:
     """The groups this coordinator serves, and the records in `__consumer_offsets` that rebuild them."""
 
@@ -80,6 +85,9 @@ class GroupMetadataManager:
         # False until the coordinator starts and after shutdown: every group API then answers
         # COORDINATOR_NOT_AVAILABLE.
         self.active = False
+        # Told a group's id whenever its committed offsets may have changed (a commit, a transaction's end, a load):
+        # the broker wakes what waits on them.
+        self.offsets_changed: Callable[[str], None] = lambda _group_id: None
         # The partitions of `__consumer_offsets` this broker leads, whose groups it has loaded.
         self.owned_partitions: set[int] = set()
         # The group metadata last written for each group (what a rewrite of its partition must keep), and how
@@ -132,6 +140,8 @@ class GroupMetadataManager:
         self._log_records[partition] = records
         self.owned_partitions.add(partition)
         loaded = [group for group_id, group in self.groups.items() if group_id not in before]
+        for group in loaded:
+            self.offsets_changed(group.group_id)
         # A consumer group's offsets are held by a classic group of the same id: one group, counted once.
         loaded_ids = {g.group_id for g in loaded} | set(self.consumer_groups).difference(consumer_before)
         level = logging.INFO if records else logging.DEBUG  # a broker starts with dozens of empty partitions
@@ -210,6 +220,7 @@ class GroupMetadataManager:
         value.write_order = next(self._write_order)
         if producer_id == NO_PRODUCER_ID:
             group.offsets[tp] = value
+            self.offsets_changed(group.group_id)
             return
         group.pending_txn_offsets.setdefault(producer_id, {})[tp] = value
         by_producer = self._open_transactions.setdefault(self.partition_for(group.group_id), {})
@@ -228,6 +239,7 @@ class GroupMetadataManager:
             group = self.groups.get(group_id)
             if group is not None:  # a group deleted meanwhile took its pending offsets with it
                 group.complete_pending_txn_offset_commit(producer_id, commit)
+                self.offsets_changed(group_id)
 
     def has_open_transactions(self, partition: int) -> bool:
         """A transaction that wrote offsets to the partition has not ended yet."""

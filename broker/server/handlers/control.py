@@ -16,6 +16,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
   partition (then ask its leader);
+- group.wait_committed: until the "group"'s committed offset of "topic"-"partition" is at or past "at_least", or
+  "timeout_ms" passes, on the group's coordinator; woken by its commits, transactions' ends and loads. Answers
+  "offset" (null while none is committed) and "reached"; refused when the broker does not coordinate the group;
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -35,6 +38,7 @@ from typing import Any
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
+from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import is_internal
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
@@ -46,7 +50,7 @@ from minikafka.broker.replication.delayed_fetch import fetch_key
 from minikafka.broker.server.broker_services import BrokerServices
 from minikafka.broker.server.metrics import broker_families
 from minikafka.protocol.control import CONTROL_API_KEY
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.control")
 
@@ -240,6 +244,32 @@ async def _partition_wait(services: BrokerServices, request: dict[str, Any], con
     return {"value": value, "reached": value >= at_least}
 
 
+async def _group_wait_committed(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                                ) -> dict[str, Any]:
+    group_id, tp = str(request["group"]), (str(request["topic"]), int(request["partition"]))
+    at_least = int(request["at_least"])
+    manager = services.group_coordinator.group_manager
+
+    def current() -> int | None:
+        try:
+            manager.check_active(group_id)
+        except KafkaError as exc:
+            raise ControlRefused(f"broker {services.node_id} does not coordinate group {group_id}: {exc}") from None
+        group = manager.groups.get(group_id)
+        committed = group.offsets.get(tp) if group is not None else None
+        return None if committed is None else committed.offset
+
+    def reached() -> bool:
+        offset = current()
+        return offset is not None and offset >= at_least
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and trio.current_time() < deadline:
+        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - trio.current_time(),
+                                          conn.stream, reached)
+    return {"offset": current(), "reached": reached()}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -273,6 +303,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "fault.list": _fault_list,
     "fault.get": _fault_get,
     "partition.wait": _partition_wait,
+    "group.wait_committed": _group_wait_committed,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
