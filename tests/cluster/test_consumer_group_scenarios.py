@@ -101,6 +101,21 @@ def start(workers: list[GroupWorker], tmp_path, bootstrap: str, topic: str, grou
     return worker
 
 
+def three_members(cluster: minikafka.Cluster, tmp_path, workers: list[GroupWorker], topic: str, group: str
+                  ) -> list[GroupWorker]:
+    """The topic (replication factor 3) and three members of the group on it, once the group is Stable."""
+    cluster.state.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+    members = [start(workers, tmp_path, cluster.bootstrap_servers, topic, group, f"w{i}") for i in range(3)]
+    cluster.wait_for_group(group, state="Stable", members=3)
+    return members
+
+
+def wait_committed_at_ends(bootstrap: str, group: str, acknowledged: set[str], topic: str) -> None:
+    """Until each partition's committed offset is its end: every record consumed was committed."""
+    wait_until(lambda: committed_offsets(bootstrap, group) == committed_ends(acknowledged, topic), WAIT_S,
+               message="the committed offsets at the partitions' ends")
+
+
 def position(value: str) -> tuple[int, int]:
     """Where the background producer's record went: record n to partition n % PARTITIONS at offset n // PARTITIONS
     (one idempotent producer writing round-robin, every record acknowledged, nothing else in the topic)."""
@@ -161,11 +176,8 @@ def committed_ends(acknowledged: set[str], topic: str) -> dict[tuple[str, int], 
 def test_a_member_killed_while_records_are_written_hands_its_partitions_over(tmp_path, unique_topic, zookeeper,
                                                                               workers):
     with fast_group_cluster(tmp_path, zookeeper) as cluster:
-        bootstrap = cluster.bootstrap_servers
-        cluster.state.create_topic(unique_topic, partitions=PARTITIONS, replication_factor=3)
-        group = "kill-a-member"
-        members = [start(workers, tmp_path, bootstrap, unique_topic, group, f"w{i}") for i in range(3)]
-        cluster.wait_for_group(group, state="Stable", members=3)
+        bootstrap, group = cluster.bootstrap_servers, "kill-a-member"
+        members = three_members(cluster, tmp_path, workers, unique_topic, group)
         producer = BackgroundProducer(bootstrap, unique_topic, "v")
         try:
             producer.wait_for(200)
@@ -182,19 +194,14 @@ def test_a_member_killed_while_records_are_written_hands_its_partitions_over(tmp
         wait_all_written(members, acknowledged, lambda: committed_unwritten(victim, survivors, acknowledged))
         assert_no_duplicates(members)
         assert owned <= {p for w in survivors for p in w.partitions()}
-        # Every record consumed was committed: each partition's committed offset is its end.
-        wait_until(lambda: committed_offsets(bootstrap, group) == committed_ends(acknowledged, unique_topic), WAIT_S,
-                   message="the committed offsets at the partitions' ends")
+        wait_committed_at_ends(bootstrap, group, acknowledged, unique_topic)
 
 
 def test_members_join_and_leave_while_records_are_written_and_the_others_keep_consuming(tmp_path, unique_topic,
                                                                                        workers):
     with fast_group_cluster(tmp_path, zookeeper=False) as cluster:
-        bootstrap = cluster.bootstrap_servers
-        cluster.state.create_topic(unique_topic, partitions=PARTITIONS, replication_factor=3)
-        group = "join-and-leave"
-        members = [start(workers, tmp_path, bootstrap, unique_topic, group, f"w{i}") for i in range(3)]
-        cluster.wait_for_group(group, state="Stable", members=3)
+        bootstrap, group = cluster.bootstrap_servers, "join-and-leave"
+        members = three_members(cluster, tmp_path, workers, unique_topic, group)
         producer = BackgroundProducer(bootstrap, unique_topic, "v")
         try:
             wait_until(lambda: all(w.records() for w in members), WAIT_S, message="every member consuming")
@@ -211,8 +218,7 @@ def test_members_join_and_leave_while_records_are_written_and_the_others_keep_co
             acknowledged = producer.stop()
         wait_all_written(workers, acknowledged)
         assert_no_duplicates(workers)
-        wait_until(lambda: committed_offsets(bootstrap, group) == committed_ends(acknowledged, unique_topic), WAIT_S,
-                   message="the committed offsets at the partitions' ends")
+        wait_committed_at_ends(bootstrap, group, acknowledged, unique_topic)
         # No stop-the-world: a member gives up only the partitions that move, never all it owns at once, and keeps
         # the others through the rebalance.
         stayed = members[1:]
@@ -246,11 +252,9 @@ def find_coordinator(bootstrap: str, group: str) -> int:
 def test_the_coordinator_killed_while_records_are_written_keeps_the_members_and_their_epochs(
         tmp_path, unique_topic, zookeeper, workers):
     with fast_group_cluster(tmp_path, zookeeper) as cluster:
-        bootstrap = cluster.bootstrap_servers
-        cluster.state.create_topic(unique_topic, partitions=PARTITIONS, replication_factor=3)
-        group = "kill-the-coordinator"
-        members = [start(workers, tmp_path, bootstrap, unique_topic, group, f"w{i}") for i in range(3)]
-        before = cluster.wait_for_group(group, state="Stable", members=3)
+        bootstrap, group = cluster.bootstrap_servers, "kill-the-coordinator"
+        members = three_members(cluster, tmp_path, workers, unique_topic, group)
+        before = cluster.state.group(group)
         producer = BackgroundProducer(bootstrap, unique_topic, "v")
         try:
             wait_until(lambda: all(w.records() for w in members), WAIT_S, message="every member consuming")
@@ -270,5 +274,4 @@ def test_the_coordinator_killed_while_records_are_written_keeps_the_members_and_
             {m.member_id: m.member_epoch for m in before.members}
         assert after.group_epoch == before.group_epoch
         assert sorted(p for m in after.members for _t, p in m.assignment) == list(range(PARTITIONS))
-        wait_until(lambda: committed_offsets(survivors, group) == committed_ends(acknowledged, unique_topic),
-                   WAIT_S, message="the committed offsets at the partitions' ends")
+        wait_committed_at_ends(survivors, group, acknowledged, unique_topic)
