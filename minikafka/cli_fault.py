@@ -3,6 +3,7 @@
     minikafka fault error --api Produce --error NOT_LEADER_OR_FOLLOWER --count 3 [--topic T [--partition P]]
     minikafka fault error --api Fetch --error NOT_LEADER_OR_FOLLOWER --forever --source replica
     minikafka fault latency --ms 2000 [--api Fetch] [--count N] [--source client]
+    minikafka fault drop-response --api Produce [--count N | --forever] [--source client]
     minikafka fault disk-full [--quota-bytes N]
     minikafka fault cut-link --to N [--one-way]
     minikafka fault pause-fetching [--topic T [--partition P]]
@@ -10,17 +11,19 @@
     minikafka fault hold-txn-markers [--to N]
     minikafka fault close-connections
     minikafka fault list
-    minikafka fault clear [--kind error|latency|disk|link|fetch-pause|txn-markers-hold] [--id N]
+    minikafka fault clear [--kind error|latency|drop-response|disk|link|fetch-pause|txn-markers-hold] [--id N]
     minikafka fault shutdown
 
-cut-link partitions the network between the node at --bootstrap-server and node N (a broker id, or the
-controller's node id): requests between them fail, client connections do not. Both ways unless --one-way, in
-which case only this node's end is cut. pause-fetching stops this broker's replica fetchers, so its leaders take
-it out of their ISRs; clearing either fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails
-one of the broker's log dirs as an I/O error would: its replicas go offline and their leaderships move; only a
-restart of the broker brings the dir back. hold-txn-markers keeps the broker, as transaction coordinator, from
-writing commit and abort markers to broker N (default: to any): EndTxn is answered, the partitions' last stable
-offsets stay put until the fault is cleared.
+drop-response carries out the next requests of an API, then closes the connection instead of answering: the
+client does not learn that its request was done, as when a response is lost. cut-link partitions the network
+between the node at --bootstrap-server and node N (a broker id, or the controller's node id): requests between
+them fail, client connections do not. Both ways unless --one-way, in which case only this node's end is cut.
+pause-fetching stops this broker's replica fetchers, so its leaders take it out of their ISRs; clearing either
+fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails one of the broker's log dirs as an
+I/O error would: its replicas go offline and their leaderships move; only a restart of the broker brings the dir
+back. hold-txn-markers keeps the broker, as transaction coordinator, from writing commit and abort markers to
+broker N (default: to any): EndTxn is answered, the partitions' last stable offsets stay put until the fault is
+cleared.
 """
 from __future__ import annotations
 
@@ -53,6 +56,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     latency.add_argument("--count", type=int, help="only the next N responses (default: until cleared)")
     _add_source(latency)
 
+    drop = actions.add_parser("drop-response", help="carry out requests of one API, then close the connection "
+                                                    "instead of answering")
+    add_bootstrap(drop)
+    drop.add_argument("--api", required=True, help="Kafka API name or key, e.g. Produce, OffsetCommit")
+    drop_count = drop.add_mutually_exclusive_group()
+    drop_count.add_argument("--count", type=int, default=1, help="how many responses are dropped (default 1)")
+    drop_count.add_argument("--forever", action="store_true", help="every matching request, until cleared")
+    _add_source(drop)
+
     disk = actions.add_parser("disk-full", help="cap the data dir: appends beyond it fail with KAFKA_STORAGE_ERROR")
     add_bootstrap(disk)
     disk.add_argument("--quota-bytes", type=int, help="the cap (default: what the data dir holds now)")
@@ -82,8 +94,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
-    clear.add_argument("--kind", choices=["error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold"],
-                       help="only the faults of this kind")
+    clear.add_argument("--kind", choices=["error", "latency", "drop-response", "disk", "link", "fetch-pause",
+                                          "txn-markers-hold"], help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
 
@@ -113,6 +125,9 @@ def describe_fault(fault: dict[str, Any]) -> str:
     if fault["kind"] == "latency":
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} response(s)"
         return f"{fault['api'] or 'every'} response{source} delayed {fault['delay_ms']} ms {times}{_hits(fault)}"
+    if fault["kind"] == "drop-response":
+        times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} request(s)"
+        return f"{fault['api']}{source} carried out but left unanswered (connection closed) {times}{_hits(fault)}"
     if fault["kind"] == "link":
         ways = "both ways" if fault["both_ways"] else "one way (this end)"
         return f"link to node {fault['to']} cut, {ways}"
@@ -141,6 +156,9 @@ def _run(args: argparse.Namespace) -> int:
     elif action == "latency":
         answer = control.call("fault.add", kind="latency", delay_ms=args.ms, api=args.api, count=args.count,
                               source=args.source)
+    elif action == "drop-response":
+        answer = control.call("fault.add", kind="drop-response", api=args.api,
+                              count=None if args.forever else args.count, source=args.source)
     elif action == "disk-full":
         answer = control.call("fault.add", kind="disk", quota_bytes=args.quota_bytes)
     elif action == "cut-link":

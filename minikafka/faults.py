@@ -29,13 +29,13 @@ from typing import Any
 from minikafka.control_client import ControlClient
 
 # The kinds that count the requests they hit, and how often `Fault.wait` asks the broker.
-COUNTED_KINDS = ("error", "latency")
+COUNTED_KINDS = ("error", "latency", "drop-response")
 WAIT_POLL_S = 0.02
 
 
 class Fault:
-    """One fault; `clear()` (or leaving its `with` block) undoes it. An error or latency fault counts its `hits`
-    (the requests it answered or held back), also once used up or cleared."""
+    """One fault; `clear()` (or leaving its `with` block) undoes it. An error, latency or drop-response fault counts
+    its `hits` (the requests it answered, held back or left unanswered), also once used up or cleared."""
 
     def __init__(self, faults: Faults, description: dict[str, Any]) -> None:
         self._faults = faults
@@ -123,6 +123,13 @@ class Faults:
                                     source=source)
         return Fault(self, answer["fault"])
 
+    def drop_responses(self, api: str | int, count: int | None = 1, *, source: str | None = None) -> Fault:
+        """Carry out the next `count` requests of `api` (None: all until cleared), then close the connection
+        instead of answering: the client does not learn that its request was done, as when a response is lost, and
+        a retry without idempotence does it twice. (A Produce with acks=0, which has no response, is left alone.)"""
+        answer = self._control.call("fault.add", kind="drop-response", api=api, count=count, source=source)
+        return Fault(self, answer["fault"])
+
     def fill_disk(self, quota_bytes: int | None = None) -> Fault:
         """Cap the broker's data dir at `quota_bytes` (default: what it holds now, i.e. full).
 
@@ -180,7 +187,7 @@ class Faults:
         return self._control.call("connections.close")["closed"]
 
     def clear(self, kind: str | None = None) -> int:
-        """Undo all faults, or those of one kind ("error", "latency", "disk", "link", "fetch-pause",
+        """Undo all faults, or those of one kind ("error", "latency", "drop-response", "disk", "link", "fetch-pause",
         "txn-markers-hold", "auth-failure"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 

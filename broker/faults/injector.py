@@ -6,10 +6,11 @@ error code, either for the whole request (the handler does not run, so nothing i
 or only for the entries of one topic or topic-partition (see `shaping`). A latency rule holds responses back for
 a while, released early when cleared or at shutdown. A cut link (see `link_faults`) refuses here the requests of
 the node cut off; paused fetching (see `fetch_pauses`) stops this broker's replica fetchers. The disk quota is the
-broker's own object; the injector only lists and clears it with the other faults. Every fault has an id of one
-sequence, so one id names one fault whatever its kind. Error and latency rules count their hits (requests they
-answered or held back); a rule used up or cleared is kept, inactive, among the last SPENT_KEPT, so a test can still
-read how often it fired.
+broker's own object; the injector only lists and clears it with the other faults. A drop-response rule lets the
+request be carried out, then closes the connection instead of answering. Every fault has an id of one sequence,
+so one id names one fault whatever its kind. Error, latency and drop-response rules count their hits (requests
+they answered, held back or left unanswered); a rule used up or cleared is kept, inactive, among the last
+SPENT_KEPT, so a test can still read how often it fired.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurit
 from minikafka.broker.faults.marker_holds import KIND as MARKER_HOLD_KIND
 from minikafka.broker.faults.marker_holds import MarkerHold, MarkerHolds
 from minikafka.broker.faults.rules import (
+    DropRule,
     ErrorRule,
     FaultError,
     LatencyRule,
@@ -64,8 +66,10 @@ log = logging.getLogger("minikafka.faults")
 # The purgatory key that held-back responses wait on; checking it releases them.
 LATENCY_KEY = ("minikafka", "latency")
 SPENT_KEPT = 1000
-KINDS = ("error", "latency", "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
+DROP_KIND = "drop-response"
+KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
 
+Rule = ErrorRule | LatencyRule | DropRule
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -79,7 +83,8 @@ class FaultInjector:
         self._ids = itertools.count(1)
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
-        self._spent: dict[int, ErrorRule | LatencyRule] = {}  # used up or cleared, oldest first
+        self.drop_rules: list[DropRule] = []
+        self._spent: dict[int, Rule] = {}  # used up or cleared, oldest first
         self.links = LinkFaults(peer_security)
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
@@ -122,6 +127,14 @@ class FaultInjector:
         log.warning("fault added: %s", rule.describe())
         return rule
 
+    def add_drop_response(self, api: int | str, count: int | None = 1, source: str | None = None) -> DropRule:
+        _check_count(count)
+        api_key = api_key_of(api)
+        rule = DropRule(next(self._ids), api_key, count, source_of(source, api_key))
+        self.drop_rules.append(rule)
+        log.warning("fault added: %s", rule.describe())
+        return rule
+
     async def cut_link(self, own_id: int, to: int, peer: tuple[str, int], both_ways: bool) -> CutLink:
         """Cut this node's link to node `to` (whose control API is at `peer`), and its link here too if both ways."""
         return await self.links.cut(next(self._ids), own_id, to, peer, both_ways)
@@ -156,6 +169,11 @@ class FaultInjector:
             self._retire(r for r in self.latency_rules if r not in kept_latency)
             self.latency_rules = kept_latency
             self._purgatory.check_and_complete(LATENCY_KEY)
+        if kind in (None, DROP_KIND):
+            kept_drops = [r for r in self.drop_rules if rule_id is not None and r.id != rule_id]
+            cleared += len(self.drop_rules) - len(kept_drops)
+            self._retire(r for r in self.drop_rules if r not in kept_drops)
+            self.drop_rules = kept_drops
         if kind in (None, "disk") and rule_id is None and self.disk_quota.clear():
             cleared += 1
         if kind in (None, "fetch-pause"):
@@ -170,7 +188,7 @@ class FaultInjector:
             log.warning("faults cleared: %d (%s)", cleared, kind or "all")
         return cleared
 
-    def _retire(self, rules: Iterable[ErrorRule | LatencyRule]) -> None:
+    def _retire(self, rules: Iterable[Rule]) -> None:
         for rule in rules:
             self._spent[rule.id] = rule
         while len(self._spent) > SPENT_KEPT:
@@ -187,7 +205,8 @@ class FaultInjector:
         return {**spent.describe(), "active": False}
 
     def describe(self) -> list[dict[str, Any]]:
-        faults = [r.describe() for r in self.error_rules] + [r.describe() for r in self.latency_rules]
+        rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules]
+        faults = [r.describe() for r in rules]
         faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
         faults += self.authentication_failures.describe()
         disk = self.disk_quota.describe()
@@ -198,11 +217,14 @@ class FaultInjector:
     async def handle(self, request: Request, handler: Handler) -> Any:
         """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
         self._refuse_if_cut_off(request)
-        if not (self.error_rules or self.latency_rules):
+        if not (self.error_rules or self.latency_rules or self.drop_rules):
             response = await handler(request)
         else:
             source = request_source(request.header.api_key, request.body)
             response = await self._respond(request, handler, source)
+            if response is not None and self._take_drop(request.header.api_key, source):
+                raise CloseConnection(f"dropped the {ApiKey(request.header.api_key).api_name} response to "
+                                      f"{request.context.peer} after carrying out the request")
             delay_ms = self._take_latency(request.header.api_key, source)
             if delay_ms:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
@@ -261,24 +283,29 @@ class FaultInjector:
         return response
 
     def _spend(self, rule: ErrorRule) -> None:
+        self._hit(self.error_rules, rule)
+
+    def _hit(self, rules: list[Any], rule: Rule) -> None:
+        """A rule applied once more: count it, and retire it once its count is used up."""
         rule.hits += 1
         if rule.remaining is not None:
             rule.remaining -= 1
             if rule.remaining <= 0:
-                self.error_rules.remove(rule)
+                rules.remove(rule)
                 self._retire([rule])
 
+    def _take_drop(self, api_key: int, source: str) -> bool:
+        rule = next((r for r in self.drop_rules if r.matches(api_key, source)), None)
+        if rule is not None:
+            self._hit(self.drop_rules, rule)
+        return rule is not None
+
     def _take_latency(self, api_key: int, source: str) -> int:
-        for rule in self.latency_rules:
-            if rule.matches(api_key, source):
-                rule.hits += 1
-                if rule.remaining is not None:
-                    rule.remaining -= 1
-                    if rule.remaining <= 0:
-                        self.latency_rules.remove(rule)
-                        self._retire([rule])
-                return rule.delay_ms
-        return 0
+        rule = next((r for r in self.latency_rules if r.matches(api_key, source)), None)
+        if rule is None:
+            return 0
+        self._hit(self.latency_rules, rule)
+        return rule.delay_ms
 
 
 def _check_count(count: int | None) -> None:

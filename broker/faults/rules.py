@@ -115,3 +115,21 @@ class LatencyRule:
     def describe(self) -> dict[str, Any]:
         return {"kind": "latency", **asdict(self), "api_key": None if self.api_key is None else int(self.api_key),
                 "api": _name(self.api_key)}
+
+
+@dataclass
+class DropRule:
+    """Carry out matching requests, then close the connection instead of answering: the client never learns that
+    its request was done (a response lost on the way), so a retry without idempotence does it twice."""
+
+    id: int
+    api_key: ApiKey
+    remaining: int | None
+    source: str | None = None
+    hits: int = 0  # responses dropped so far
+
+    def matches(self, api_key: int, source: str) -> bool:
+        return self.api_key == api_key and self.source in (None, source)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "drop-response", **asdict(self), "api_key": int(self.api_key), "api": _name(self.api_key)}

@@ -90,6 +90,26 @@ def test_a_fault_counts_its_hits_and_can_be_waited_for(minikafka_broker):
         fault.wait(hits=4, timeout=0.1)
 
 
+def test_a_dropped_response_makes_a_retry_write_twice_unless_the_producer_is_idempotent(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("lost-answers")
+    dropped = broker.faults.drop_responses("Produce", count=1)
+    # Not idempotent: the write happened, the client never heard, its retry writes the record again.
+    producer = kp_producer(broker, retries=5, enable_idempotence=False, max_in_flight_requests_per_connection=1)
+    try:
+        producer.send("lost-answers", b"once").get(timeout=30)
+    finally:
+        producer.close()
+    assert dropped.wait(hits=1).hits == 1 and not dropped.active
+    assert values_of(broker, "lost-answers") == [b"once", b"once"]
+    # Idempotent: the retry is recognized as a duplicate and written once.
+    broker.faults.drop_responses("Produce", count=1)
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True})
+    producer.produce("lost-answers", b"exactly-once")
+    assert producer.flush(30) == 0
+    assert values_of(broker, "lost-answers") == [b"once", b"once", b"exactly-once"]
+
+
 def test_kafka_python_producer_without_retries_sees_the_error(minikafka_broker):
     broker = minikafka_broker
     broker.state.create_topic("t")

@@ -5,13 +5,13 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
   end offset;
-- fault.add (kind error | latency | disk | link | fetch-pause | log-dir | txn-markers-hold; error and latency rules
-  may select a request source: "replica" or "client"; a link is cut to node "to", both ways unless "both_ways" is
-  false; fetching is paused for every partition, a "topic" or a "topic" and "partition"; a log dir "path" fails as
-  on an I/O error, until the broker restarts; the transaction coordinator holds its markers to broker "to", or to
-  any; SASL authentications of a "user", or of everyone, fail as with a wrong password: auth-failure),
-  fault.clear (kind, id), fault.list, fault.get (id: one fault, active or an error or latency rule used up or
-  cleared, with its hits);
+- fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
+  latency and drop-response rules may select a request source: "replica" or "client"; a link is cut to node "to",
+  both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or a "topic" and
+  "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction coordinator
+  holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail as with a
+  wrong password: auth-failure), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or an error,
+  latency or drop-response rule used up or cleared, with its hits);
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
@@ -117,6 +117,11 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         latency = faults.add_latency(int(request["delay_ms"]), request.get("api"),
                                      None if count is None else int(count), request.get("source"))
         return {"fault": latency.describe()}
+    if kind == "drop-response":
+        count = request.get("count", 1)
+        dropped = faults.add_drop_response(request["api"], None if count is None else int(count),
+                                           request.get("source"))
+        return {"fault": dropped.describe()}
     if kind == "disk":
         return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
     if kind == "link":
