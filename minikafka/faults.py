@@ -102,32 +102,39 @@ class Faults:
         self._control = control
 
     def fail_requests(self, api: str | int, error: str | int, count: int | None = 1, *, topic: str | None = None,
-                      partition: int | None = None, source: str | None = None) -> Fault:
+                      partition: int | None = None, source: str | None = None,
+                      when: dict[str, Any] | None = None) -> Fault:
         """Answer the next `count` requests of `api` (None: all until cleared) with `error`.
 
         With `topic` (and `partition`), only that topic's (partition's) entries of a request fail, the rest of the
         request is served normally. Failed requests are not carried out: nothing is appended or committed.
-        `source` ("replica" or "client") limits the fault to requests from follower brokers or from clients.
+        `source` ("replica" or "client") limits the fault to requests from follower brokers or from clients, and
+        `when` to requests whose fields are as given: `client_id`, `version`, `acks` (-1 or "all"), `group`,
+        `transactional_id`, `producer_id`, `isolation_level` (0, 1, or their names); e.g.
+        `when={"client_id": "billing", "acks": "all"}`.
         """
         answer = self._control.call("fault.add", kind="error", api=api, error=error, count=count, topic=topic,
-                                    partition=partition, source=source)
+                                    partition=partition, source=source, when=when)
         return Fault(self, answer["fault"])
 
     def add_latency(self, delay_ms: int, api: str | int | None = None, count: int | None = None, *,
-                    source: str | None = None) -> Fault:
+                    source: str | None = None, when: dict[str, Any] | None = None) -> Fault:
         """Hold back responses (of `api`, or all) by `delay_ms`, for `count` responses or until cleared.
 
-        `source` ("replica" or "client") limits it to requests from follower brokers or from clients.
+        `source` ("replica" or "client") limits it to requests from follower brokers or from clients, `when` to
+        requests whose fields are as given (as `fail_requests`).
         """
         answer = self._control.call("fault.add", kind="latency", delay_ms=delay_ms, api=api, count=count,
-                                    source=source)
+                                    source=source, when=when)
         return Fault(self, answer["fault"])
 
-    def drop_responses(self, api: str | int, count: int | None = 1, *, source: str | None = None) -> Fault:
+    def drop_responses(self, api: str | int, count: int | None = 1, *, source: str | None = None,
+                       when: dict[str, Any] | None = None) -> Fault:
         """Carry out the next `count` requests of `api` (None: all until cleared), then close the connection
         instead of answering: the client does not learn that its request was done, as when a response is lost, and
         a retry without idempotence does it twice. (A Produce with acks=0, which has no response, is left alone.)"""
-        answer = self._control.call("fault.add", kind="drop-response", api=api, count=count, source=source)
+        answer = self._control.call("fault.add", kind="drop-response", api=api, count=count, source=source,
+                                    when=when)
         return Fault(self, answer["fault"])
 
     def fill_disk(self, quota_bytes: int | None = None) -> Fault:

@@ -34,8 +34,10 @@ from minikafka.broker.faults.rules import (
     LatencyRule,
     api_key_of,
     error_code_of,
+    request_facts,
     request_source,
     source_of,
+    when_of,
 )
 from minikafka.broker.faults.shaping import (
     PARTITION,
@@ -93,7 +95,8 @@ class FaultInjector:
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
     def add_error(self, api: int | str, error: int | str, count: int | None = 1, topic: str | None = None,
-                  partition: int | None = None, source: str | None = None) -> ErrorRule:
+                  partition: int | None = None, source: str | None = None,
+                  when: dict[str, Any] | None = None) -> ErrorRule:
         api_key = api_key_of(api)
         code = error_code_of(error)
         if code == ErrorCode.NONE:
@@ -110,27 +113,28 @@ class FaultInjector:
         if topic is None and not kinds and not has_top_error(api_key):
             raise FaultError(f"{api_key.api_name} responses carry no error code to inject")
         selected = source_of(source, api_key)
-        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected)
+        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, when_of(when))
         self.error_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
         return rule
 
     def add_latency(self, delay_ms: int, api: int | str | None = None, count: int | None = None,
-                    source: str | None = None) -> LatencyRule:
+                    source: str | None = None, when: dict[str, Any] | None = None) -> LatencyRule:
         if delay_ms < 0:
             raise FaultError(f"latency must not be negative, got {delay_ms} ms")
         _check_count(count)
         api_key = None if api is None else api_key_of(api)
         selected = source_of(source, api_key)
-        rule = LatencyRule(next(self._ids), int(delay_ms), api_key, count, selected)
+        rule = LatencyRule(next(self._ids), int(delay_ms), api_key, count, selected, when_of(when))
         self.latency_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
         return rule
 
-    def add_drop_response(self, api: int | str, count: int | None = 1, source: str | None = None) -> DropRule:
+    def add_drop_response(self, api: int | str, count: int | None = 1, source: str | None = None,
+                          when: dict[str, Any] | None = None) -> DropRule:
         _check_count(count)
         api_key = api_key_of(api)
-        rule = DropRule(next(self._ids), api_key, count, source_of(source, api_key))
+        rule = DropRule(next(self._ids), api_key, count, source_of(source, api_key), when_of(when))
         self.drop_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
         return rule
@@ -220,12 +224,14 @@ class FaultInjector:
         if not (self.error_rules or self.latency_rules or self.drop_rules):
             response = await handler(request)
         else:
-            source = request_source(request.header.api_key, request.body)
-            response = await self._respond(request, handler, source)
-            if response is not None and self._take_drop(request.header.api_key, source):
+            header = request.header
+            facts = request_facts(header.client_id, header.api_version, request.body,
+                                  request_source(header.api_key, request.body))
+            response = await self._respond(request, handler, facts)
+            if response is not None and self._take_drop(header.api_key, facts):
                 raise CloseConnection(f"dropped the {ApiKey(request.header.api_key).api_name} response to "
                                       f"{request.context.peer} after carrying out the request")
-            delay_ms = self._take_latency(request.header.api_key, source)
+            delay_ms = self._take_latency(header.api_key, facts)
             if delay_ms:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
         self._refuse_if_cut_off(request)  # cut while the request waited: its response is lost with the link
@@ -237,14 +243,14 @@ class FaultInjector:
             log.debug("%s (connection from %s closed)", refusal, request.context.peer)
             raise CloseConnection(refusal)
 
-    async def _respond(self, request: Request, handler: Handler, source: str) -> Any:
+    async def _respond(self, request: Request, handler: Handler, facts: dict[str, Any]) -> Any:
         api_key, version, peer = request.header.api_key, request.header.api_version, request.context.peer
         body: Any = request.body
         assert request.schema is not None  # faults apply to the Kafka APIs, which are decoded
         answering = Answering(version, request.schema.response[version], self._topics())
         shape = shape_for(api_key, version)
         for rule in list(self.error_rules):
-            if not rule.matches(api_key, source):
+            if not rule.matches(api_key, facts):
                 continue
             code = rule.error_code
             if rule.topic is None:
@@ -294,14 +300,14 @@ class FaultInjector:
                 rules.remove(rule)
                 self._retire([rule])
 
-    def _take_drop(self, api_key: int, source: str) -> bool:
-        rule = next((r for r in self.drop_rules if r.matches(api_key, source)), None)
+    def _take_drop(self, api_key: int, facts: dict[str, Any]) -> bool:
+        rule = next((r for r in self.drop_rules if r.matches(api_key, facts)), None)
         if rule is not None:
             self._hit(self.drop_rules, rule)
         return rule is not None
 
-    def _take_latency(self, api_key: int, source: str) -> int:
-        rule = next((r for r in self.latency_rules if r.matches(api_key, source)), None)
+    def _take_latency(self, api_key: int, facts: dict[str, Any]) -> int:
+        rule = next((r for r in self.latency_rules if r.matches(api_key, facts)), None)
         if rule is None:
             return 0
         self._hit(self.latency_rules, rule)

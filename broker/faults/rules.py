@@ -1,12 +1,14 @@
 """Fault rules: which requests an injected error or latency applies to, and how many times.
 
-A rule names an API (by Kafka's name or key), optionally the topic (and partition) whose entries fail, and
-optionally the request's source: "replica" for the requests a follower broker sends its leader (a Fetch or an
-OffsetForLeaderEpoch carrying a replica id of 0 or more), "client" for every other request.
+A rule names an API (by Kafka's name or key), optionally the topic (and partition) whose entries fail, optionally
+the request's source: "replica" for the requests a follower broker sends its leader (a Fetch or an
+OffsetForLeaderEpoch carrying a replica id of 0 or more), "client" for every other request, and optionally `when`:
+request fields that must be as given (client id, version, acks, group, transactional id, producer id, isolation
+level).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from minikafka.broker.network.control_api import ControlRefused
@@ -73,6 +75,46 @@ def request_source(api_key: int, request: Any) -> str:
     return REPLICA if replica_id is not None and replica_id >= 0 else CLIENT
 
 
+# What a rule's `when` may select on, and where each is in a request (its header, or a body field of that name).
+WHEN_FIELDS = {"client_id": None, "version": None, "acks": "acks", "group": "group_id",
+               "transactional_id": "transactional_id", "producer_id": "producer_id",
+               "isolation_level": "isolation_level"}
+_NAMED_VALUES = {("acks", "all"): -1, ("isolation_level", "read_uncommitted"): 0,
+                 ("isolation_level", "read_committed"): 1}
+
+
+def when_of(when: dict[str, Any] | None) -> dict[str, Any]:
+    """A rule's `when`, checked: only WHEN_FIELDS, numbers for the numeric ones ("all" for acks=-1, and isolation
+    levels by name, are taken too)."""
+    checked: dict[str, Any] = {}
+    for name, value in (when or {}).items():
+        if name not in WHEN_FIELDS:
+            raise FaultError(f"unknown request field {name!r} in when: expected {', '.join(WHEN_FIELDS)}")
+        value = _NAMED_VALUES.get((name, value), value) if isinstance(value, str) else value
+        if name in ("version", "acks", "producer_id", "isolation_level"):
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise FaultError(f"when {name} must be a number, got {value!r}") from None
+        checked[name] = value
+    return checked
+
+
+def request_facts(client_id: str | None, version: int, body: Any, source: str) -> dict[str, Any]:
+    """What rules select on in one request: its source, client id and version, and the body fields it has."""
+    facts: dict[str, Any] = {"source": source, "client_id": client_id, "version": version}
+    for name, attribute in WHEN_FIELDS.items():
+        if attribute is not None:
+            value = getattr(body, attribute, None)
+            if value is not None:
+                facts[name] = value
+    return facts
+
+
+def _selects(source: str | None, when: dict[str, Any], facts: dict[str, Any]) -> bool:
+    return source in (None, facts["source"]) and all(facts.get(name) == value for name, value in when.items())
+
+
 def _name(api_key: int | None) -> str | None:
     return None if api_key is None else ApiKey(api_key).api_name
 
@@ -88,10 +130,11 @@ class ErrorRule:
     topic: str | None = None
     partition: int | None = None
     source: str | None = None  # "replica", "client" or None for both
+    when: dict[str, Any] = field(default_factory=dict)  # request fields that must be as given (WHEN_FIELDS)
     hits: int = 0  # requests answered with the error so far
 
-    def matches(self, api_key: int, source: str) -> bool:
-        return self.api_key == api_key and self.source in (None, source)
+    def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
+        return self.api_key == api_key and _selects(self.source, self.when, facts)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "error", **asdict(self), "api_key": int(self.api_key), "api": _name(self.api_key),
@@ -107,10 +150,11 @@ class LatencyRule:
     api_key: ApiKey | None  # None: every API
     remaining: int | None
     source: str | None = None
+    when: dict[str, Any] = field(default_factory=dict)
     hits: int = 0  # responses held back so far
 
-    def matches(self, api_key: int, source: str) -> bool:
-        return self.api_key in (None, api_key) and self.source in (None, source)
+    def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
+        return self.api_key in (None, api_key) and _selects(self.source, self.when, facts)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "latency", **asdict(self), "api_key": None if self.api_key is None else int(self.api_key),
@@ -126,10 +170,11 @@ class DropRule:
     api_key: ApiKey
     remaining: int | None
     source: str | None = None
+    when: dict[str, Any] = field(default_factory=dict)
     hits: int = 0  # responses dropped so far
 
-    def matches(self, api_key: int, source: str) -> bool:
-        return self.api_key == api_key and self.source in (None, source)
+    def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
+        return self.api_key == api_key and _selects(self.source, self.when, facts)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "drop-response", **asdict(self), "api_key": int(self.api_key), "api": _name(self.api_key)}

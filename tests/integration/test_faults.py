@@ -19,6 +19,7 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
     GroupAuthorizationFailedError,
+    KafkaError,
     KafkaStorageError,
     KafkaTimeoutError,
     NotLeaderForPartitionError,
@@ -108,6 +109,33 @@ def test_a_dropped_response_makes_a_retry_write_twice_unless_the_producer_is_ide
     producer.produce("lost-answers", b"exactly-once")
     assert producer.flush(30) == 0
     assert values_of(broker, "lost-answers") == [b"once", b"once", b"exactly-once"]
+
+
+def test_when_selects_the_requests_a_fault_applies_to(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("selected")
+    # Only acks=all produces from client id "billing": another client and acks=1 from billing go through.
+    fault = broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", count=None,
+                                        when={"client_id": "billing", "acks": "all"})
+    assert fault.description["when"] == {"client_id": "billing", "acks": -1}
+    for client_id, acks in (("reports", "all"), ("billing", 1)):
+        producer = kp_producer(broker, client_id=client_id, acks=acks, retries=0)
+        try:
+            producer.send("selected", f"{client_id}-{acks}".encode()).get(timeout=30)
+        finally:
+            producer.close()
+    producer = kp_producer(broker, client_id="billing", retries=0)
+    try:
+        with pytest.raises(KafkaError, match="NotEnoughReplicas"):
+            producer.send("selected", b"refused").get(timeout=30)
+    finally:
+        producer.close()
+    assert fault.hits == 1
+    assert values_of(broker, "selected") == [b"reports-all", b"billing-1"]
+    with pytest.raises(ControlError, match="unknown request field 'colour' in when"):
+        broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", when={"colour": "red"})
+    with pytest.raises(ControlError, match="when acks must be a number"):
+        broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", when={"acks": "some"})
 
 
 def test_kafka_python_producer_without_retries_sees_the_error(minikafka_broker):

@@ -6,12 +6,13 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
   end offset;
 - fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
-  latency and drop-response rules may select a request source: "replica" or "client"; a link is cut to node "to",
-  both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or a "topic" and
-  "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction coordinator
-  holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail as with a
-  wrong password: auth-failure), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or an error,
-  latency or drop-response rule used up or cleared, with its hits);
+  latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
+  that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level); a link
+  is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
+  a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
+  coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
+  as with a wrong password: auth-failure), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
+  an error, latency or drop-response rule used up or cleared, with its hits);
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
@@ -110,17 +111,18 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
     if kind == "error":
         count = request.get("count", 1)
         rule = faults.add_error(request["api"], request["error"], None if count is None else int(count),
-                                request.get("topic"), _optional_int(request, "partition"), request.get("source"))
+                                request.get("topic"), _optional_int(request, "partition"), request.get("source"),
+                                request.get("when"))
         return {"fault": rule.describe()}
     if kind == "latency":
         count = request.get("count")
         latency = faults.add_latency(int(request["delay_ms"]), request.get("api"),
-                                     None if count is None else int(count), request.get("source"))
+                                     None if count is None else int(count), request.get("source"), request.get("when"))
         return {"fault": latency.describe()}
     if kind == "drop-response":
         count = request.get("count", 1)
         dropped = faults.add_drop_response(request["api"], None if count is None else int(count),
-                                           request.get("source"))
+                                           request.get("source"), request.get("when"))
         return {"fault": dropped.describe()}
     if kind == "disk":
         return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
