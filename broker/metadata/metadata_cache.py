@@ -28,7 +28,7 @@ from minikafka.broker.metadata.metadata_image import (
 
 T = TypeVar("T")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 NO_CONTROLLER = -1
 
 

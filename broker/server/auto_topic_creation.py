@@ -1,6 +1,7 @@
 """Topics created because a client asked for them (Kafka's AutoTopicCreationManager): a Metadata request naming
 an unknown topic when auto.create.topics.enable allows it, and the coordinators' internal `__consumer_offsets`
-and `__transaction_state` the first time a group or a transactional id looks up its coordinator.
+and `__transaction_state` the first time a group or a transactional id looks up its coordinator, and
+`__share_group_state` (share.coordinator.state.topic.* settings, delete policy) when share state first needs it.
 
 Creation goes to the controller as a CreateTopics request with this broker's settings (num.partitions and
 default.replication.factor; offsets.topic.num.partitions, offsets.topic.replication.factor and compaction for
@@ -20,7 +21,11 @@ from kafka.protocol.admin.topics import CreateTopicsRequest
 from minikafka.broker.server.forwarding import ForwardingError, ForwardingManager
 from minikafka.config import BrokerConfig
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.protocol.internal_topics import (
+    GROUP_METADATA_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 
 log = logging.getLogger("minikafka.auto_topic_creation")
 
@@ -78,4 +83,14 @@ class AutoTopicCreationManager:
                 "min.insync.replicas": str(min(self._config.get("transaction.state.log.min.isr"), replication_factor)),
                 "segment.bytes": str(self._config.get("transaction.state.log.segment.bytes")),
                 "unclean.leader.election.enable": "false"})
+        if name == SHARE_GROUP_STATE_TOPIC:
+            # Kafka's shareGroupStateTopicConfigs: the share coordinator prunes the log itself (delete, kept
+            # forever otherwise), clamped like `__transaction_state`.
+            replication_factor = max(1, min(self._config.get("share.coordinator.state.topic.replication.factor"),
+                                            self._alive_brokers()))
+            min_isr = min(self._config.get("share.coordinator.state.topic.min.isr"), replication_factor)
+            return (self._config.get("share.coordinator.state.topic.num.partitions"), replication_factor, {
+                "cleanup.policy": "delete", "compression.type": "producer", "retention.ms": "-1",
+                "min.insync.replicas": str(min_isr),
+                "segment.bytes": str(self._config.get("share.coordinator.state.topic.segment.bytes"))})
         return self._config.get("num.partitions"), self._config.get("default.replication.factor"), {}
