@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 
 import trio
@@ -28,6 +29,8 @@ import trio
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
 from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
+from minikafka.broker.coordinator.share.share_coordinator import ShareCoordinator
+from minikafka.broker.coordinator.share.share_coordinator_shard import ShareCoordinatorShard
 from minikafka.broker.coordinator.transaction.transaction_config import TransactionConfig
 from minikafka.broker.coordinator.transaction.transaction_coordinator import (
     TransactionCoordinator,
@@ -82,7 +85,11 @@ from minikafka.broker.server.handlers import controller_requests
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
-from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.protocol.internal_topics import (
+    GROUP_METADATA_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig, topic_defaults_from_broker_props
 from minikafka.storage.log_dir import lock_log_dirs
@@ -136,6 +143,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.transaction_coordinator: TransactionCoordinator
+        self.share_coordinator: ShareCoordinator
         self.add_partitions_to_txn: AddPartitionsToTxnManager
         self.producer_ids: ProducerIdManager
         # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
@@ -241,6 +249,7 @@ class BrokerServer:
         await nursery.start(self.replica_manager.run)
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.transaction_coordinator.run)
+        await nursery.start(self.share_coordinator.run)
         await nursery.start(self.add_partitions_to_txn.clients.run)
         await nursery.start(self.producer_ids.run)
         nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
@@ -291,6 +300,7 @@ class BrokerServer:
         self.group_coordinator.group_manager.offsets_changed = \
             lambda group_id: self.purgatory.check_and_complete(committed_offsets_key(group_id))
         self.transaction_coordinator = self._transaction_coordinator()
+        self.share_coordinator = self._share_coordinator()
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)
@@ -368,6 +378,26 @@ class BrokerServer:
                                             self.producer_ids.generate_producer_id,
                                             lambda: TransactionVersion(finalized_level(TRANSACTION_VERSION)))
 
+    def _share_coordinator(self) -> ShareCoordinator:
+        config = self.config
+
+        def num_partitions() -> int:  # as Kafka: the topic's partition count wins over the setting
+            topic = self.metadata_cache.topics.get(SHARE_GROUP_STATE_TOPIC)
+            return len(topic.partitions) if topic is not None else config.get(
+                "share.coordinator.state.topic.num.partitions")
+
+        def partition_count(topic_id: uuid.UUID) -> int | None:
+            topic = self.metadata_cache.topics_by_id.get(topic_id)
+            return None if topic is None else len(topic.partitions)
+
+        def clock_ms() -> int:
+            return int(time.time() * 1000)
+
+        per_snapshot = config.get("share.coordinator.snapshot.update.records.per.snapshot")
+        return ShareCoordinator(
+            CoordinatorLog(self.replica_manager, SHARE_GROUP_STATE_TOPIC, config.get("request.timeout.ms")),
+            num_partitions, lambda: ShareCoordinatorShard(partition_count, clock_ms, per_snapshot), clock_ms)
+
     def _broker_clients(self, client_id: str) -> BrokerClients:
         """Connections to the brokers on the inter-broker listener, for one of the broker's inter-broker senders."""
         def endpoint_of(broker_id: int) -> tuple[str, int] | None:
@@ -386,12 +416,18 @@ class BrokerServer:
             partition = self.replica_manager.get_partition(*tp)
             if partition is not None:
                 self.transaction_coordinator.on_elected(tp[1], partition.leader_epoch)
+        elif tp[0] == SHARE_GROUP_STATE_TOPIC:
+            partition = self.replica_manager.get_partition(*tp)
+            if partition is not None:
+                self.share_coordinator.on_elected(tp[1], partition.leader_epoch)
 
     def _on_become_follower(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:
             self.group_coordinator.on_resigned(tp[1])
         elif tp[0] == TRANSACTION_STATE_TOPIC:
             self.transaction_coordinator.on_resigned(tp[1])
+        elif tp[0] == SHARE_GROUP_STATE_TOPIC:
+            self.share_coordinator.on_resigned(tp[1])
 
     def _peer_security(self, node_id: int) -> ClientChannelSecurity | None:
         """How a fault reaches node `node_id`'s control API: a broker's on its inter-broker listener, the KRaft

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import trio
 
     from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator
+    from minikafka.broker.coordinator.share.share_coordinator import ShareCoordinator
     from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from minikafka.broker.faults.disk_quota import DiskQuota
     from minikafka.broker.faults.injector import FaultInjector
@@ -68,6 +69,7 @@ class BrokerServices(Protocol):
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
+    share_coordinator: ShareCoordinator
     add_partitions_to_txn: AddPartitionsToTxnManager
     producer_ids: ProducerIdManager
     client_quotas: QuotaManagers

@@ -12,7 +12,6 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Protocol
 
 import trio
 
@@ -21,6 +20,7 @@ from minikafka.broker.coordinator.share.share_coordinator_shard import (
     ShareCoordinatorShard,
     ShareStateKey,
     ShareStateResult,
+    invalid_key,
 )
 from minikafka.protocol.coordinator_records import share_coordinator_records as records
 from minikafka.protocol.coordinator_records.share_coordinator_records import ShareCoordinatorRecordError
@@ -39,8 +39,8 @@ def coordinator_key(key: ShareStateKey) -> str:
     return f"{key.group_id}:{kafka_uuid_string(key.topic_id)}:{key.partition}"
 
 
-class ShareOperation(Protocol):
-    def __call__(self, shard: ShareCoordinatorShard) -> ShareStateResult: ...
+ShareOperation = Callable[[ShareCoordinatorShard], ShareStateResult]
+"""What a request asks of the shard of its key's partition."""
 
 
 class _Partition:
@@ -138,6 +138,9 @@ class ShareCoordinator:
     async def execute(self, key: ShareStateKey, operation: ShareOperation) -> ShareStateResult:
         """Run `operation` on the key's shard: its records appended and replicated before the result returns;
         NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot answer for the key."""
+        invalid = invalid_key(key)  # before hashing: a null topic id has no coordinator key
+        if invalid is not None:
+            return invalid
         partition = self.partition_for(key)
         state = self._partitions.get(partition)
         if state is None:

@@ -47,6 +47,15 @@ class ShareStateResult:
     state: ShareSnapshotValue | None = None
 
 
+def invalid_key(key: ShareStateKey) -> ShareStateResult | None:
+    """INVALID_REQUEST for a key no share-partition has: a null topic id or a negative partition."""
+    if key.topic_id is None:
+        return ShareStateResult(ErrorCode.INVALID_REQUEST, "Topic id must not be null.")
+    if key.partition < 0:
+        return ShareStateResult(ErrorCode.INVALID_REQUEST, "Partition id must not be negative.")
+    return None
+
+
 class ShareCoordinatorShard:
     """Share-partition states of one `__share_group_state` partition, as its records built them."""
 
@@ -105,13 +114,6 @@ class ShareCoordinatorShard:
 
     # Operations -----------------------------------------------------------------------------------------------
 
-    def _invalid(self, key: ShareStateKey) -> ShareStateResult | None:
-        if key.topic_id is None:
-            return ShareStateResult(ErrorCode.INVALID_REQUEST, "Topic id must not be null.")
-        if key.partition < 0:
-            return ShareStateResult(ErrorCode.INVALID_REQUEST, "Partition id must not be negative.")
-        return None
-
     def _unknown(self, key: ShareStateKey) -> ShareStateResult | None:
         count = self._partition_count(key.topic_id)
         if count is None or count <= key.partition:
@@ -121,7 +123,7 @@ class ShareCoordinatorShard:
 
     def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> ShareStateResult:
         """A fresh snapshot at `state_epoch` (a new snapshot epoch); an older state epoch is fenced."""
-        bad = self._invalid(key)
+        bad = invalid_key(key)
         if bad is not None:
             return bad
         if state_epoch != -1 and self._state_epochs.get(key, state_epoch) > state_epoch:
@@ -139,7 +141,7 @@ class ShareCoordinatorShard:
     def write(self, key: ShareStateKey, state_epoch: int, leader_epoch: int, start_offset: int,
               state_batches: tuple[StateBatch, ...]) -> ShareStateResult:
         """Batches and start offset from the share-partition leader, fenced by both epochs."""
-        bad = self._invalid(key)
+        bad = invalid_key(key)
         if bad is not None:
             return bad
         if key not in self._states:
@@ -156,7 +158,7 @@ class ShareCoordinatorShard:
 
     def read(self, key: ShareStateKey, leader_epoch: int) -> ShareStateResult:
         """The state a new leader loads; a newer leader epoch is recorded (an update) before the answer."""
-        bad = self._invalid(key)
+        bad = invalid_key(key)
         if bad is not None:
             return bad
         current = self._states.get(key)
@@ -175,14 +177,14 @@ class ShareCoordinatorShard:
 
     def read_summary(self, key: ShareStateKey) -> ShareStateResult:
         """Epochs and start offset; an uninitialized share-partition answers its defaults, not an error."""
-        bad = self._invalid(key) or self._unknown(key)
+        bad = invalid_key(key) or self._unknown(key)
         if bad is not None:
             return bad
         return ShareStateResult(state=self._states.get(key))
 
     def delete(self, key: ShareStateKey) -> ShareStateResult:
         """A tombstone for the share-partition's state; deleting what is absent succeeds with no record."""
-        bad = self._invalid(key) or self._unknown(key)
+        bad = invalid_key(key) or self._unknown(key)
         if bad is not None:
             return bad
         if key not in self._states:

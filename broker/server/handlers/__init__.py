@@ -18,9 +18,11 @@ from minikafka.broker.server.handlers import (
     reassignments,
     sasl,
     scram_credentials,
+    share_state,
     topics,
     transactions,
 )
 
 MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas,
-           scram_credentials, cluster, groups, log_dirs, transactions, sasl, acls, control]
+           scram_credentials, cluster, groups, log_dirs, transactions, sasl, acls, control,
+           share_state]
