@@ -9,7 +9,6 @@ Kafka's both ways.
 """
 from __future__ import annotations
 
-import io
 import struct
 import types
 import uuid
@@ -19,7 +18,7 @@ from typing import Any
 
 from kafka.protocol.api_data import ApiData
 
-from minikafka.protocol.request_header import InvalidRequestError
+from minikafka.protocol.coordinator_records.record_decoding import decode_message, split_version
 from minikafka.protocol.schema_checks import Checker, build_checker
 
 KEY_VERSION = 0
@@ -115,13 +114,14 @@ def encode_key(key: ShareRecordKey) -> bytes:
 
 def decode_key(data: bytes | bytearray | memoryview) -> ShareRecordKey:
     """The record type and share-partition in a record's key bytes."""
-    record_type, body = _split(bytes(data), "key")
+    record_type, body = split_version(bytes(data), "share coordinator record key", ShareCoordinatorRecordError)
     try:
         kind = ShareRecordType(record_type)
     except ValueError:
         raise ShareCoordinatorRecordError(f"unknown share coordinator record type {record_type}") from None
     message_class = _KEY_MESSAGES[kind]
-    message = _decode(message_class, body, KEY_VERSION, _KEY_CHECKS[kind], message_class.__name__)
+    message = decode_message(message_class, body, KEY_VERSION, _KEY_CHECKS[kind], message_class.__name__,
+                             ShareCoordinatorRecordError)
     return ShareRecordKey(kind, message.group_id, message.topic_id, message.partition)
 
 
@@ -156,36 +156,16 @@ def decode_value(record_type: ShareRecordType, data: bytes | bytearray | memoryv
     """The snapshot or update in a record's value bytes (per the key's type); None for a tombstone."""
     if data is None:
         return None
-    version, body = _split(bytes(data), "value")
+    version, body = split_version(bytes(data), "share coordinator record value", ShareCoordinatorRecordError)
     if version != VALUE_VERSION:
         raise ShareCoordinatorRecordError(f"unknown share coordinator value version {version}")
     if record_type is ShareRecordType.SHARE_SNAPSHOT:
-        m = _decode(_SNAPSHOT_VALUE, body, version, _SNAPSHOT_CHECK, "ShareSnapshotValue")
+        m = decode_message(_SNAPSHOT_VALUE, body, version, _SNAPSHOT_CHECK, "ShareSnapshotValue",
+                           ShareCoordinatorRecordError)
         return ShareSnapshotValue(
             snapshot_epoch=m.snapshot_epoch, state_epoch=m.state_epoch, leader_epoch=m.leader_epoch,
             start_offset=m.start_offset, create_timestamp=m.create_timestamp, write_timestamp=m.write_timestamp,
             state_batches=_read_batches(m))
-    u = _decode(_UPDATE_VALUE, body, version, _UPDATE_CHECK, "ShareUpdateValue")
+    u = decode_message(_UPDATE_VALUE, body, version, _UPDATE_CHECK, "ShareUpdateValue", ShareCoordinatorRecordError)
     return ShareUpdateValue(snapshot_epoch=u.snapshot_epoch, leader_epoch=u.leader_epoch,
                             start_offset=u.start_offset, state_batches=_read_batches(u))
-
-
-def _split(data: bytes, part: str) -> tuple[int, bytes]:
-    if len(data) < _I16.size:
-        raise ShareCoordinatorRecordError(f"share coordinator record {part} of {len(data)} bytes has no version")
-    (version,) = _I16.unpack_from(data)
-    return version, data[_I16.size:]
-
-
-def _decode(message_class: Any, body: bytes, version: int, check: Checker | None, name: str) -> Any:
-    buffer = io.BytesIO(body)
-    try:
-        message = message_class.decode(buffer, version=version, header=False)
-        if check is not None:
-            check(message)
-    except (struct.error, ValueError, TypeError, IndexError, InvalidRequestError) as exc:
-        raise ShareCoordinatorRecordError(f"{name} v{version} is malformed: {exc}") from None
-    extra = len(body) - buffer.tell()
-    if extra:
-        raise ShareCoordinatorRecordError(f"{extra} unexpected bytes after {name} v{version}")
-    return message

@@ -9,23 +9,19 @@ kafka-python's `ApiData`, so the bytes are Kafka's both ways.
 """
 from __future__ import annotations
 
-import io
-import struct
 import types
 from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_data import ApiData
 
+from minikafka.protocol.coordinator_records.record_decoding import decode_message, split_version
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
-from minikafka.protocol.request_header import InvalidRequestError
 from minikafka.protocol.schema_checks import Checker, build_checker
 
 KEY_VERSION = 0
 LOWEST_VALUE_VERSION = 0
 HIGHEST_VALUE_VERSION = 1
-
-_I16 = struct.Struct(">h")
 
 
 class TransactionLogRecordError(ValueError):
@@ -87,10 +83,10 @@ def encode_key(transactional_id: str) -> bytes:
 
 def decode_key(data: bytes | bytearray | memoryview) -> str:
     """The transactional id in a record's key bytes."""
-    version, body = _split_version(bytes(data), "key")
+    version, body = split_version(bytes(data), "transaction log key", TransactionLogRecordError)
     if version != KEY_VERSION:
         raise TransactionLogRecordError(f"unknown transaction log key version {version}")
-    message = _decode(_KEY_MESSAGE, body, version, _KEY_CHECK, "TransactionLogKey")
+    message = decode_message(_KEY_MESSAGE, body, version, _KEY_CHECK, "TransactionLogKey", TransactionLogRecordError)
     transactional_id: str = message.transactional_id
     return transactional_id
 
@@ -124,10 +120,11 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
     """The transaction state in a record's value bytes; None for a tombstone."""
     if data is None:
         return None
-    version, body = _split_version(bytes(data), "value")
+    version, body = split_version(bytes(data), "transaction log value", TransactionLogRecordError)
     if not LOWEST_VALUE_VERSION <= version <= HIGHEST_VALUE_VERSION:
         raise TransactionLogRecordError(f"unknown transaction log value version {version}")
-    message = _decode(_VALUE_MESSAGE, body, version, _VALUE_CHECKS[version], "TransactionLogValue")
+    message = decode_message(_VALUE_MESSAGE, body, version, _VALUE_CHECKS[version], "TransactionLogValue",
+                             TransactionLogRecordError)
     partitions = None if message.transaction_partitions is None else tuple(
         PartitionsSchema(p.topic, tuple(p.partition_ids)) for p in message.transaction_partitions
     )
@@ -143,24 +140,3 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
         transaction_start_timestamp_ms=message.transaction_start_timestamp_ms,
         client_transaction_version=message.client_transaction_version,
     )
-
-
-def _split_version(data: bytes, part: str) -> tuple[int, bytes]:
-    if len(data) < _I16.size:
-        raise TransactionLogRecordError(f"transaction log {part} of {len(data)} bytes has no version")
-    (version,) = _I16.unpack_from(data)
-    return version, data[_I16.size:]
-
-
-def _decode(message_class: Any, body: bytes, version: int, check: Checker | None, name: str) -> Any:
-    buffer = io.BytesIO(body)
-    try:
-        message = message_class.decode(buffer, version=version, header=False)
-        if check is not None:
-            check(message)
-    except (struct.error, ValueError, TypeError, IndexError, InvalidRequestError) as exc:
-        raise TransactionLogRecordError(f"{name} v{version} is malformed: {exc}") from None
-    extra = len(body) - buffer.tell()
-    if extra:
-        raise TransactionLogRecordError(f"{extra} unexpected bytes after {name} v{version}")
-    return message

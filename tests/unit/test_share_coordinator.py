@@ -7,13 +7,13 @@ import trio
 
 from minikafka.broker.coordinator.coordinator_log import ReplayedBatch, partition_for
 from minikafka.broker.coordinator.share.share_coordinator import ShareCoordinator, coordinator_key, kafka_uuid_string
-from minikafka.broker.coordinator.share.share_coordinator_shard import ShareCoordinatorShard, ShareStateKey
+from minikafka.broker.coordinator.share.share_coordinator_shard import ShareCoordinatorShard, SharePartitionKey
 from minikafka.protocol.coordinator_records.share_coordinator_records import StateBatch
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
 
 TOPIC = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
-KEY = ShareStateKey("grp", TOPIC, 1)
+KEY = SharePartitionKey("grp", TOPIC, 1)
 
 
 class _Log:

@@ -3,7 +3,7 @@ import uuid
 
 from minikafka.broker.coordinator.share.share_coordinator_shard import (
     ShareCoordinatorShard,
-    ShareStateKey,
+    SharePartitionKey,
     ShareStateResult,
 )
 from minikafka.broker.coordinator.share.state_batch_combiner import combine_state_batches
@@ -17,7 +17,7 @@ from minikafka.protocol.coordinator_records.share_coordinator_records import (
 from minikafka.protocol.errors import ErrorCode
 
 TOPIC = uuid.UUID(int=42)
-KEY = ShareStateKey("g", TOPIC, 0)
+KEY = SharePartitionKey("g", TOPIC, 0)
 
 
 def _shard(per_snapshot: int = 500) -> ShareCoordinatorShard:
@@ -85,9 +85,10 @@ def test_uninitialized_unknown_and_invalid_partitions() -> None:
     assert shard.write(KEY, 0, 0, 0, ()).error == ErrorCode.INVALID_REQUEST
     assert shard.read(KEY, 0).error == ErrorCode.INVALID_REQUEST
     assert shard.read_summary(KEY) == ShareStateResult()
-    assert shard.initialize(ShareStateKey("g", TOPIC, 3), 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert shard.initialize(ShareStateKey("g", uuid.UUID(int=1), 0), 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert shard.initialize(ShareStateKey("g", TOPIC, -1), 0, 0).error == ErrorCode.INVALID_REQUEST
+    assert shard.initialize(SharePartitionKey("g", TOPIC, 3), 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert shard.initialize(SharePartitionKey("g", uuid.UUID(int=1), 0), 0, 0).error == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert shard.initialize(SharePartitionKey("g", TOPIC, -1), 0, 0).error == ErrorCode.INVALID_REQUEST
 
 
 def test_snapshot_every_n_updates_and_replay_rebuilds_the_same_state() -> None:

@@ -18,7 +18,7 @@ import trio
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog, partition_for
 from minikafka.broker.coordinator.share.share_coordinator_shard import (
     ShareCoordinatorShard,
-    ShareStateKey,
+    SharePartitionKey,
     ShareStateResult,
     invalid_key,
 )
@@ -34,7 +34,7 @@ def kafka_uuid_string(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
-def coordinator_key(key: ShareStateKey) -> str:
+def coordinator_key(key: SharePartitionKey) -> str:
     """The share coordinator's key of a share-partition (FindCoordinator key type SHARE): group:topicId:partition."""
     return f"{key.group_id}:{kafka_uuid_string(key.topic_id)}:{key.partition}"
 
@@ -63,7 +63,7 @@ class ShareCoordinator:
         self._loads: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
 
-    def partition_for(self, key: ShareStateKey) -> int:
+    def partition_for(self, key: SharePartitionKey) -> int:
         return partition_for(coordinator_key(key), self._num_partitions())
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
@@ -135,7 +135,7 @@ class ShareCoordinator:
             log.error("skipping unreadable record at %s-%d offset %d: %s", self.state_log.topic, partition, offset,
                       exc)
 
-    async def execute(self, key: ShareStateKey, operation: ShareOperation) -> ShareStateResult:
+    async def execute(self, key: SharePartitionKey, operation: ShareOperation) -> ShareStateResult:
         """Run `operation` on the key's shard: its records appended and replicated before the result returns;
         NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot answer for the key."""
         invalid = invalid_key(key)  # before hashing: a null topic id has no coordinator key

@@ -29,8 +29,9 @@ ShareRecord = tuple[ShareRecordKey, ShareSnapshotValue | ShareUpdateValue | None
 
 
 @dataclass(frozen=True)
-class ShareStateKey:
-    """A share-partition: the coordinator's key `group:topicId:partition`."""
+class SharePartitionKey:
+    """A share partition, one group's view of one topic partition: the share coordinator's key
+    `group:topicId:partition`, and what a leader's persister names."""
 
     group_id: str
     topic_id: uuid.UUID
@@ -47,7 +48,7 @@ class ShareStateResult:
     state: ShareSnapshotValue | None = None
 
 
-def invalid_key(key: ShareStateKey) -> ShareStateResult | None:
+def invalid_key(key: SharePartitionKey) -> ShareStateResult | None:
     """INVALID_REQUEST for a key no share-partition has: a null topic id or a negative partition."""
     if key.topic_id is None:
         return ShareStateResult(ErrorCode.INVALID_REQUEST, "Topic id must not be null.")
@@ -65,12 +66,12 @@ class ShareCoordinatorShard:
         self._partition_count = partition_count
         self._clock_ms = clock_ms
         self._updates_per_snapshot = snapshot_update_records_per_snapshot
-        self._states: dict[ShareStateKey, ShareSnapshotValue] = {}
-        self._leader_epochs: dict[ShareStateKey, int] = {}
-        self._state_epochs: dict[ShareStateKey, int] = {}
-        self._updates_since_snapshot: dict[ShareStateKey, int] = {}
+        self._states: dict[SharePartitionKey, ShareSnapshotValue] = {}
+        self._leader_epochs: dict[SharePartitionKey, int] = {}
+        self._state_epochs: dict[SharePartitionKey, int] = {}
+        self._updates_since_snapshot: dict[SharePartitionKey, int] = {}
 
-    def state(self, key: ShareStateKey) -> ShareSnapshotValue | None:
+    def state(self, key: SharePartitionKey) -> ShareSnapshotValue | None:
         """A share-partition's state with every update merged in, or None when it has none."""
         return self._states.get(key)
 
@@ -78,7 +79,7 @@ class ShareCoordinatorShard:
 
     def replay(self, record_key: ShareRecordKey, value: ShareSnapshotValue | ShareUpdateValue | None) -> None:
         """Apply an appended (or loaded) record."""
-        key = ShareStateKey(record_key.group_id, record_key.topic_id, record_key.partition)
+        key = SharePartitionKey(record_key.group_id, record_key.topic_id, record_key.partition)
         if value is None:
             self._states.pop(key, None)
             self._leader_epochs.pop(key, None)
@@ -109,19 +110,19 @@ class ShareCoordinatorShard:
         self._updates_since_snapshot[key] = self._updates_since_snapshot.get(key, -1) + 1
 
     @staticmethod
-    def _raise_epoch(epochs: dict[ShareStateKey, int], key: ShareStateKey, epoch: int) -> None:
+    def _raise_epoch(epochs: dict[SharePartitionKey, int], key: SharePartitionKey, epoch: int) -> None:
         epochs[key] = max(epoch, epochs.get(key, epoch))
 
     # Operations -----------------------------------------------------------------------------------------------
 
-    def _unknown(self, key: ShareStateKey) -> ShareStateResult | None:
+    def _unknown(self, key: SharePartitionKey) -> ShareStateResult | None:
         count = self._partition_count(key.topic_id)
         if count is None or count <= key.partition:
             return ShareStateResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                     "This server does not host this topic-partition.")
         return None
 
-    def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> ShareStateResult:
+    def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> ShareStateResult:
         """A fresh snapshot at `state_epoch` (a new snapshot epoch); an older state epoch is fenced."""
         bad = invalid_key(key)
         if bad is not None:
@@ -138,7 +139,7 @@ class ShareCoordinatorShard:
             leader_epoch=0, start_offset=start_offset, create_timestamp=now, write_timestamp=now, state_batches=())
         return ShareStateResult(records=((self._record_key(ShareRecordType.SHARE_SNAPSHOT, key), snapshot),))
 
-    def write(self, key: ShareStateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+    def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
               state_batches: tuple[StateBatch, ...]) -> ShareStateResult:
         """Batches and start offset from the share-partition leader, fenced by both epochs."""
         bad = invalid_key(key)
@@ -156,7 +157,7 @@ class ShareCoordinatorShard:
             return bad
         return ShareStateResult(records=(self._state_record(key, leader_epoch, start_offset, state_batches),))
 
-    def read(self, key: ShareStateKey, leader_epoch: int) -> ShareStateResult:
+    def read(self, key: SharePartitionKey, leader_epoch: int) -> ShareStateResult:
         """The state a new leader loads; a newer leader epoch is recorded (an update) before the answer."""
         bad = invalid_key(key)
         if bad is not None:
@@ -175,14 +176,14 @@ class ShareCoordinatorShard:
         return ShareStateResult(state=current, records=(
             self._state_record(key, leader_epoch, current.start_offset, ()),))
 
-    def read_summary(self, key: ShareStateKey) -> ShareStateResult:
+    def read_summary(self, key: SharePartitionKey) -> ShareStateResult:
         """Epochs and start offset; an uninitialized share-partition answers its defaults, not an error."""
         bad = invalid_key(key) or self._unknown(key)
         if bad is not None:
             return bad
         return ShareStateResult(state=self._states.get(key))
 
-    def delete(self, key: ShareStateKey) -> ShareStateResult:
+    def delete(self, key: SharePartitionKey) -> ShareStateResult:
         """A tombstone for the share-partition's state; deleting what is absent succeeds with no record."""
         bad = invalid_key(key) or self._unknown(key)
         if bad is not None:
@@ -194,10 +195,10 @@ class ShareCoordinatorShard:
     # Records --------------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _record_key(record_type: ShareRecordType, key: ShareStateKey) -> ShareRecordKey:
+    def _record_key(record_type: ShareRecordType, key: SharePartitionKey) -> ShareRecordKey:
         return ShareRecordKey(record_type, key.group_id, key.topic_id, key.partition)
 
-    def _state_record(self, key: ShareStateKey, leader_epoch: int, start_offset: int,
+    def _state_record(self, key: SharePartitionKey, leader_epoch: int, start_offset: int,
                       batches: tuple[StateBatch, ...]) -> ShareRecord:
         """A snapshot once enough updates follow the last one, else an update (Kafka's generateShareStateRecord)."""
         current = self._states[key]

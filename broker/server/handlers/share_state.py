@@ -21,7 +21,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.coordinator.share.share_coordinator import ShareOperation
 from minikafka.broker.coordinator.share.share_coordinator_shard import (
-    ShareStateKey,
+    SharePartitionKey,
     ShareStateResult,
 )
 from minikafka.broker.security.acl import AclOperation
@@ -38,7 +38,8 @@ DEFAULT_EPOCH = 0
 Results = list[tuple[Any, list[tuple[int, ShareStateResult]]]]
 
 
-async def _results(ctx: RequestContext, request: Any, op: Callable[[ShareStateKey, Any], ShareOperation]) -> Results:
+async def _results(ctx: RequestContext, request: Any,
+                   op: Callable[[SharePartitionKey, Any], ShareOperation]) -> Results:
     """Each share-partition of `request` answered on its own by the share coordinator; the first request creates
     `__share_group_state` (its partitions answer NOT_COORDINATOR until their leaders have loaded them)."""
     allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
@@ -48,7 +49,7 @@ async def _results(ctx: RequestContext, request: Any, op: Callable[[ShareStateKe
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            key = ShareStateKey(request.group_id, topic.topic_id, p.partition)
+            key = SharePartitionKey(request.group_id, topic.topic_id, p.partition)
             if not allowed:
                 result = ShareStateResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             else:
@@ -69,13 +70,19 @@ def _batches(batches: Any) -> tuple[StateBatch, ...]:
     return tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in batches)
 
 
+def _errors_only(ctx: RequestContext, results: Results, result_class_name: str) -> ApiMessage:
+    """The answer of the APIs that give only an error per share-partition (Initialize, Write, Delete)."""
+    R = ctx.response_class
+    T = getattr(R, result_class_name)
+    return R(results=[T(topic_id=topic_id, partitions=[
+        T.PartitionResult(partition=partition, **_error(result)) for partition, result in partitions])
+        for topic_id, partitions in results])
+
+
 async def handle_initialize(ctx: RequestContext, request: Any) -> ApiMessage:
     results = await _results(ctx, request, lambda key, p: lambda shard: shard.initialize(
         key, p.state_epoch, p.start_offset))
-    R = ctx.response_class
-    return R(results=[R.InitializeStateResult(topic_id=topic_id, partitions=[
-        R.InitializeStateResult.PartitionResult(partition=partition, **_error(result))
-        for partition, result in partitions]) for topic_id, partitions in results])
+    return _errors_only(ctx, results, "InitializeStateResult")
 
 
 async def handle_read(ctx: RequestContext, request: Any) -> ApiMessage:
@@ -99,18 +106,12 @@ async def handle_read(ctx: RequestContext, request: Any) -> ApiMessage:
 async def handle_write(ctx: RequestContext, request: Any) -> ApiMessage:
     results = await _results(ctx, request, lambda key, p: lambda shard: shard.write(
         key, p.state_epoch, p.leader_epoch, p.start_offset, _batches(p.state_batches)))
-    R = ctx.response_class
-    return R(results=[R.WriteStateResult(topic_id=topic_id, partitions=[
-        R.WriteStateResult.PartitionResult(partition=partition, **_error(result))
-        for partition, result in partitions]) for topic_id, partitions in results])
+    return _errors_only(ctx, results, "WriteStateResult")
 
 
 async def handle_delete(ctx: RequestContext, request: Any) -> ApiMessage:
     results = await _results(ctx, request, lambda key, p: lambda shard: shard.delete(key))
-    R = ctx.response_class
-    return R(results=[R.DeleteStateResult(topic_id=topic_id, partitions=[
-        R.DeleteStateResult.PartitionResult(partition=partition, **_error(result))
-        for partition, result in partitions]) for topic_id, partitions in results])
+    return _errors_only(ctx, results, "DeleteStateResult")
 
 
 async def handle_read_summary(ctx: RequestContext, request: Any) -> ApiMessage:

@@ -7,19 +7,11 @@ implementation may batch underneath.
 """
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
+from minikafka.broker.coordinator.share.share_coordinator_shard import SharePartitionKey
 from minikafka.protocol.errors import ErrorCode
-
-
-@dataclass(frozen=True)
-class SharePartitionKey:
-    """A share partition: one group's view of one topic partition."""
-    group_id: str
-    topic_id: uuid.UUID
-    partition: int
 
 
 @dataclass(frozen=True)
