@@ -10,7 +10,7 @@ import textwrap
 import time
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 
@@ -61,10 +61,21 @@ class Member:
         self.assigned -= {tp.partition for tp in partitions}
 
     def poll(self, timeout: float = 0.1) -> None:
+        """Consume a record and commit it; it counts as consumed once committed. A commit sent with the member
+        epoch the coordinator has just moved past (a heartbeat's new epoch not yet seen by the client) is refused
+        STALE_MEMBER_EPOCH, as Kafka refuses it: the record is read again and committed with the new epoch."""
         message = self.consumer.poll(timeout)
-        if message is not None and message.error() is None:
-            self.values.append(int(message.value()))
+        if message is None or message.error() is not None:
+            return
+        try:
             self.consumer.commit(message, asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                raise
+            if message.partition() in self.assigned:
+                self.consumer.seek(TopicPartition(message.topic(), message.partition(), message.offset()))
+            return
+        self.values.append(int(message.value()))
 
     def close(self) -> None:
         self.consumer.close()
