@@ -27,7 +27,8 @@ marker sender gets: commits/s and EndTxn to CompleteCommit (one thread polls Des
 flight).
 
 Run: python bench/transactions.py [--seconds 10] [--rounds 4] [--partitions 3] [--latency-seconds 20]
-     [--poll-ms 0.5] [--measure throughput markers copier shared] [--producers 8] [--skip-cluster | --skip-single]
+     [--poll-ms 0.5] [--measure throughput markers copier shared] [--loads quiet full-speed]
+     [--producers 8] [--skip-cluster | --skip-single]
 Targets: transactional throughput >= 90% of the idempotent one; a commit (EndTxn to the markers written on all
 partitions) p99 < 20 ms on a quiet 3-broker cluster. Four alternating rounds by default: the ratio over two swings
 by several points on three brokers. The producers and the copier are confluent-kafka (librdkafka); brokers run as
@@ -539,6 +540,8 @@ def measure(bootstrap: str, state: minikafka.state.State, label: str, args: argp
         for full_speed, topic, what in (
                 (False, "quiet", f"quiet, a commit every 100 ms of {QUIET_RECORDS} records per partition"),
                 (True, "full-speed", "writing at full speed, what the producer took in 100 ms flushed, then a commit")):
+            if topic not in args.loads:
+                continue
             latencies = commit_latency(bootstrap, f"{prefix}-{topic}", args.partitions, args.latency_seconds,
                                        full_speed, args.poll_ms / 1000)
             print(f"{label}, {what}: {len(latencies.end_txn)} commits of {args.partitions} partitions in "
@@ -575,6 +578,8 @@ def main() -> None:
                         help="how long each commit latency run (quiet, full speed, shared coordinator) lasts")
     parser.add_argument("--poll-ms", type=float, default=0.5, help="how often a commit's markers are polled")
     parser.add_argument("--measure", nargs="+", choices=MEASURES, default=["throughput", "markers", "copier"])
+    parser.add_argument("--loads", nargs="+", choices=("quiet", "full-speed"), default=["quiet", "full-speed"],
+                        help="the commit latency runs (--measure markers) to make")
     parser.add_argument("--producers", type=int, default=8, help="producers sharing a coordinator (--measure shared)")
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--skip-cluster", action="store_true", help="only the single broker")

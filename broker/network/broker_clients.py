@@ -45,5 +45,6 @@ class BrokerClients:
             known = self._clients[broker_id] = (client, trio.Event())
             await self._nursery.start(client.run)
             known[1].set()
-        await known[1].wait()
+        if not known[1].is_set():  # no turn of the scheduler on the way to a connection that runs
+            await known[1].wait()
         return known[0]

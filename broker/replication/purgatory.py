@@ -8,7 +8,9 @@ requests it completes, so a change costs a call per waiting request rather than 
 clock, as every deadline of a waiting request does, so a test's trio.testing.MockClock drives them.
 
 A waiting request may name its client's connection: when the client closes or resets it, the wait ends with
-ClientGone (see client_disconnect) and the request is dropped, since nobody is left to answer.
+ClientGone (see client_disconnect) and the request is dropped, since nobody is left to answer. The connection is
+watched only once the wait has lasted DISCONNECT_WATCH_AFTER_S: most waits (an acks=all append, a follower's
+fetch woken by the next append) end sooner, and should not pay for the watch on their way.
 """
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from collections.abc import Callable, Hashable, Iterable
 import trio
 
 from minikafka.broker.network.client_disconnect import unless_client_disconnects
+
+# A waiting request notices its client has gone after at most this long.
+DISCONNECT_WATCH_AFTER_S = 0.05
 
 
 class Purgatory:
@@ -37,10 +42,15 @@ class Purgatory:
             self._conditions[event] = try_complete
         try:
             with trio.move_on_after(max(0.0, timeout_s)):
-                if client is None:
-                    await event.wait()
+                if client is not None:
+                    # Most waits end within a replication round trip: only a longer one pays for watching the
+                    # client's connection (a task and two epoll calls), which would delay every short one.
+                    with trio.move_on_after(DISCONNECT_WATCH_AFTER_S):
+                        await event.wait()
+                    if not event.is_set():
+                        await unless_client_disconnects(client, event.wait)
                 else:
-                    await unless_client_disconnects(client, event.wait)
+                    await event.wait()
         finally:
             self._conditions.pop(event, None)
             for key in keys:

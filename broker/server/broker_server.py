@@ -82,6 +82,7 @@ from minikafka.broker.server.client_quota_manager import QuotaConfig, QuotaManag
 from minikafka.broker.server.dynamic_broker_config import DynamicBrokerConfig
 from minikafka.broker.server.forwarding import ForwardingManager
 from minikafka.broker.server.handlers import controller_requests
+from minikafka.broker.server.handlers.transactions import write_markers_locally
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
@@ -372,7 +373,8 @@ class BrokerServer:
         def marker_manager(state_manager: TransactionStateManager) -> TransactionMarkerChannelManager:
             return TransactionMarkerChannelManager(self.metadata_cache, state_manager,
                                                    self._broker_clients(f"broker-{self.node_id}-txn-marker-sender"),
-                                                   self.faults.marker_holds.is_held)
+                                                   self.faults.marker_holds.is_held, local_broker_id=self.node_id,
+                                                   write_locally=functools.partial(write_markers_locally, self))
 
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
                                             self.producer_ids.generate_producer_id,

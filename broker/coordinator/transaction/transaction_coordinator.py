@@ -304,8 +304,14 @@ class TransactionCoordinator:
                 log.warning("the epoch fence of transactional id %r was not written (%s)", transactional_id,
                             error.name)
             return EndTxnResult(error)
-        return self._send_markers(transactional_id, coordinator_epoch, metadata, producer_id, producer_epoch, commit,
-                                  client_transaction_version)
+        result = self._send_markers(transactional_id, coordinator_epoch, metadata, producer_id, producer_epoch,
+                                    commit, client_transaction_version)
+        if result.error == ErrorCode.NONE:
+            # The markers' senders were just woken: they write their WriteTxnMarkers first, this answer after. The
+            # commit is done when its markers are; the answer only lets the producer begin its next transaction,
+            # whose partitions wait for CompleteCommit anyway.
+            await trio.lowlevel.checkpoint()
+        return result
 
     async def _prepare_end(self, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
                            is_from_client: bool, client_transaction_version: TransactionVersion

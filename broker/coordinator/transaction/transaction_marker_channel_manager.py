@@ -4,8 +4,9 @@ TransactionMarkerChannelManager and TransactionMarkerRequestCompletionHandler).
 Once PrepareCommit or PrepareAbort is written, the coordinator hands the transaction here. Its partitions are
 grouped by their current leader (from the metadata cache) and each group is queued for that broker, in a queue per
 destination broker kept by partition of `__transaction_state`. One sender task per broker drains everything queued
-for it into one WriteTxnMarkers request (a marker per transaction) over the inter-broker listener, this broker
-included, with one request in flight per broker: markers queued meanwhile go together in the next one. So many
+for it into one WriteTxnMarkers request (a marker per transaction) over the inter-broker listener (this broker's own
+partitions' request is handed to its WriteTxnMarkers handling directly, not through its own socket), with one request
+in flight per broker: markers queued meanwhile go together in the next one. So many
 transactions ending at once cost a request per broker per round trip, not one per transaction and broker, and a
 leader appends all their markers before one wait for its ISR.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 import trio
@@ -121,13 +122,16 @@ class TxnMarkerQueue:
 class TransactionMarkerChannelManager:
     def __init__(self, metadata_cache: MetadataCache, state_manager: TransactionStateManager,
                  clients: BrokerClients, is_held: Callable[[int], bool] | None = None,
-                 retry_backoff_s: float = RETRY_BACKOFF_S) -> None:
+                 retry_backoff_s: float = RETRY_BACKOFF_S, local_broker_id: int = NO_DESTINATION,
+                 write_locally: Callable[[ApiMessage], Awaitable[ApiMessage]] | None = None) -> None:
         self.metadata_cache = metadata_cache
         self.state_manager = state_manager
         self.clients = clients
         # Fault injection: markers to a broker it names wait (are retried) until the fault is cleared.
         self._is_held = is_held
         self.retry_backoff_s = retry_backoff_s
+        self.local_broker_id = local_broker_id
+        self._write_locally = write_locally
         self._nursery: trio.Nursery | None = None
         self._markers_queue_per_broker: dict[int, TxnMarkerQueue] = {}
         # Markers with no destination for now (no leader, a held broker, a retriable failure): routed again at the
@@ -292,19 +296,23 @@ class TransactionMarkerChannelManager:
                     self._remove_markers_for_txn(entry.pending)
 
     async def _send(self, broker_id: int, markers: list[TxnMarkerEntry]) -> None:
-        client = await self.clients.get(broker_id)
-        if client is None:
-            log.info("WriteTxnMarkers to broker %d: it has no endpoint; retrying", broker_id)
-            for entry in markers:
-                self._retry_later(entry)
-            return
-        try:
-            response = await client.send(_write_txn_markers_request(markers))
-        except DisconnectedError as exc:
-            log.info("WriteTxnMarkers to broker %d failed: %s; retrying", broker_id, exc)
-            for entry in markers:
-                self._retry_later(entry)
-            return
+        request = _write_txn_markers_request(markers)
+        if broker_id == self.local_broker_id and self._write_locally is not None:
+            response = await self._write_locally(request)
+        else:
+            client = await self.clients.get(broker_id)
+            if client is None:
+                log.info("WriteTxnMarkers to broker %d: it has no endpoint; retrying", broker_id)
+                for entry in markers:
+                    self._retry_later(entry)
+                return
+            try:
+                response = await client.send(request)
+            except DisconnectedError as exc:
+                log.info("WriteTxnMarkers to broker %d failed: %s; retrying", broker_id, exc)
+                for entry in markers:
+                    self._retry_later(entry)
+                return
         answers: dict[int, dict[TopicPartition, ErrorCode]] = {}
         for marker in response.markers:
             answer = answers.setdefault(marker.producer_id, {})

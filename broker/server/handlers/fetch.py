@@ -36,7 +36,8 @@ count toward that quota and its handling time toward request_percentage, and a c
 with no partitions and the throttle time, its session as before the fetch (client_quota_manager).
 
 The long poll waits on trio's clock and ends early on any error, diverging epoch or unknown topic, when the
-broker starts draining for shutdown, and — dropped, unanswered — when the client closes its connection.
+broker starts draining for shutdown, and — dropped, unanswered — when a consumer closes its connection (noticed
+once the wait has lasted a moment: see purgatory).
 """
 from __future__ import annotations
 
@@ -190,7 +191,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> ApiMessage
                 else:
                     wanted.append(fr)
     replica_manager = services.replica_manager
-    client = ctx.client
+    # A follower's fetch is not dropped when its broker goes: it waits at most replica.fetch.wait.max.ms, and the
+    # watch of its connection would slow the wake-up of every replication round trip.
+    client = None if params.is_from_follower else ctx.client
     watched = [fr for _, fr in quiet]
     deadline = trio.current_time() + params.max_wait_ms / 1000
     results = await replica_manager.fetch_messages(params, wanted, client=client,
