@@ -30,8 +30,9 @@ Run: python bench/transactions.py [--seconds 10] [--rounds 4] [--partitions 3] [
      [--poll-ms 0.5] [--measure throughput markers copier shared] [--loads quiet full-speed]
      [--producers 8] [--skip-cluster | --skip-single]
 Targets: transactional throughput >= 90% of the idempotent one; a commit (EndTxn to the markers written on all
-partitions) p99 < 20 ms on a quiet 3-broker cluster. Four alternating rounds by default: the ratio over two swings
-by several points on three brokers. The producers and the copier are confluent-kafka (librdkafka); brokers run as
+partitions) p99 < 20 ms on a quiet 3-broker cluster. A warm-up as long as a run, then four rounds by default, idempotent
+first in even rounds and transactional first in odd ones: the ratio over two swings by several points on three
+brokers. The producers and the copier are confluent-kafka (librdkafka); brokers run as
 minikafka.Broker / minikafka.Cluster processes on free loopback ports with temporary data dirs.
 """
 from __future__ import annotations
@@ -56,6 +57,9 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 import minikafka
 
 RECORD = 1024
+# Every run rolls segments (a run writes GBs): a run that happens to start on an empty log would otherwise go without
+# the rolls and their flushes that every later run pays for.
+SEGMENT_BYTES = 128 * 1024 * 1024
 COMMIT_INTERVAL_S = 0.1
 QUIET_RECORDS = 10  # per partition and transaction on the quiet cluster
 PRODUCER = {"linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_000_000, "acks": "all"}
@@ -117,6 +121,9 @@ def produce_for(bootstrap: str, topic: str, seconds: float, transactional: bool,
     else:
         producer.flush(60)
     elapsed = time.perf_counter() - started
+    # What this run left dirty in the page cache is written back before the next run starts: otherwise the kernel's
+    # writeback throttles whichever run comes next (the first run of a series, with none before it, ran fastest).
+    os.sync()
     return Run(sent * RECORD / elapsed / 1e6, commits)
 
 
@@ -512,16 +519,22 @@ def polling(poll_s: float, round_trips: list[float]) -> str:
 def measure(bootstrap: str, state: minikafka.state.State, label: str, args: argparse.Namespace,
             replication: int) -> None:
     prefix = f"rf{replication}"
-    for topic in ("idempotent", "transactional", "copy-out", "quiet", "full-speed", "shared"):
+    for topic in ("warm-up", "idempotent", "transactional", "copy-out", "quiet", "full-speed", "shared"):
         state.create_topic(f"{prefix}-{topic}", partitions=args.partitions, replication_factor=replication,
-                           config={"min.insync.replicas": min(2, replication)})
+                           config={"min.insync.replicas": min(2, replication), "segment.bytes": SEGMENT_BYTES})
     source_mb_per_s = None
     if "throughput" in args.measure:
         commits: list[float] = []
         rates = []
-        for _ in range(args.rounds):  # alternating, so neither side always runs on the warmer cluster
-            idempotent = produce_for(bootstrap, f"{prefix}-idempotent", args.seconds, False, args.partitions)
+        # Fresh brokers take the first seconds of writes faster (empty page cache, nothing to clean up yet): a
+        # warm-up that counts for neither side, then rounds in alternating order, so neither side always runs first.
+        produce_for(bootstrap, f"{prefix}-warm-up", args.seconds, False, args.partitions)
+        for round_index in range(args.rounds):
+            if round_index % 2 == 0:
+                idempotent = produce_for(bootstrap, f"{prefix}-idempotent", args.seconds, False, args.partitions)
             transactional = produce_for(bootstrap, f"{prefix}-transactional", args.seconds, True, args.partitions)
+            if round_index % 2 == 1:
+                idempotent = produce_for(bootstrap, f"{prefix}-idempotent", args.seconds, False, args.partitions)
             commits += transactional.commits
             rates.append((idempotent.mb_per_s, transactional.mb_per_s))
             print(f"{label}: idempotent {idempotent.mb_per_s:.1f} MB/s, transactional "
