@@ -2,6 +2,8 @@
 
     minikafka fault error --api Produce --error NOT_LEADER_OR_FOLLOWER --count 3 [--topic T [--partition P]]
     minikafka fault error --api Fetch --error NOT_LEADER_OR_FOLLOWER --forever --source replica
+    minikafka fault error --api Produce --error NOT_ENOUGH_REPLICAS --topic orders --partition 0 --skip 2
+                          --when acks=all,client_id=billing
     minikafka fault latency --ms 2000 [--api Fetch] [--count N] [--source client]
     minikafka fault drop-response --api Produce [--count N | --forever] [--source client]
     minikafka fault disk-full [--quota-bytes N]
@@ -13,6 +15,10 @@
     minikafka fault list
     minikafka fault clear [--kind error|latency|drop-response|disk|link|fetch-pause|txn-markers-hold] [--id N]
     minikafka fault shutdown
+
+error, latency and drop-response take --when NAME=VALUE[,NAME=VALUE...] (request fields that must be as given:
+client_id, version, acks (a number or all), group, transactional_id, producer_id, isolation_level) and --skip N (let
+N matching requests through first: --skip 2 applies to the third). `fault list` shows how often each has hit.
 
 drop-response carries out the next requests of an API, then closes the connection instead of answering: the
 client does not learn that its request was done, as when a response is lost. cut-link partitions the network
@@ -100,9 +106,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
+    """The request selectors of the rule faults: --source, --when and --skip."""
     parser.add_argument("--source", choices=["replica", "client"],
                         help="only requests from follower brokers (Fetch, OffsetForLeaderEpoch with a replica id) "
                              "or only those from clients (default: both)")
+    parser.add_argument("--when", type=_when, metavar="NAME=VALUE[,NAME=VALUE...]",
+                        help="only requests whose fields are as given (client_id, version, acks, group, "
+                             "transactional_id, producer_id, isolation_level)")
+    parser.add_argument("--skip", type=int, default=0, help="let this many matching requests through first")
+
+
+def _when(text: str) -> dict[str, str]:
+    fields = {}
+    for pair in text.split(","):
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {pair!r}")
+        fields[name.strip()] = value.strip()
+    return fields
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +131,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _hits(fault: dict[str, Any]) -> str:
-    return f" (hit {fault['hits']} so far)" if fault.get("hits") else ""
+    """The request selectors beyond api and source, and how often the rule has applied."""
+    when = fault.get("when") or {}
+    selected = f" when {', '.join(f'{name}={value}' for name, value in when.items())}" if when else ""
+    skip = fault.get("skip") or 0
+    skipping = f", after letting {skip} through ({fault.get('skipped', 0)} so far)" if skip else ""
+    hits = f" (hit {fault['hits']} so far)" if fault.get("hits") else ""
+    return f"{selected}{skipping}{hits}"
 
 
 def describe_fault(fault: dict[str, Any]) -> str:
@@ -152,13 +179,14 @@ def _run(args: argparse.Namespace) -> int:
     if action == "error":
         answer = control.call("fault.add", kind="error", api=args.api, error=args.error,
                               count=None if args.forever else args.count, topic=args.topic, partition=args.partition,
-                              source=args.source)
+                              source=args.source, when=args.when, skip=args.skip)
     elif action == "latency":
         answer = control.call("fault.add", kind="latency", delay_ms=args.ms, api=args.api, count=args.count,
-                              source=args.source)
+                              source=args.source, when=args.when, skip=args.skip)
     elif action == "drop-response":
         answer = control.call("fault.add", kind="drop-response", api=args.api,
-                              count=None if args.forever else args.count, source=args.source)
+                              count=None if args.forever else args.count, source=args.source, when=args.when,
+                              skip=args.skip)
     elif action == "disk-full":
         answer = control.call("fault.add", kind="disk", quota_bytes=args.quota_bytes)
     elif action == "cut-link":

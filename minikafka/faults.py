@@ -63,6 +63,11 @@ class Fault:
         return int(self._current()["hits"])
 
     @property
+    def skipped(self) -> int:
+        """How many matching requests it has let through untouched so far (its `skip`)."""
+        return int(self._current()["skipped"])
+
+    @property
     def active(self) -> bool:
         """Whether it still applies: not used up (its count) nor cleared."""
         return bool(self._current()["active"])
@@ -103,38 +108,41 @@ class Faults:
 
     def fail_requests(self, api: str | int, error: str | int, count: int | None = 1, *, topic: str | None = None,
                       partition: int | None = None, source: str | None = None,
-                      when: dict[str, Any] | None = None) -> Fault:
-        """Answer the next `count` requests of `api` (None: all until cleared) with `error`.
+                      when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
+        """Answer the next `count` requests of `api` (None: all until cleared) with `error`, after letting `skip`
+        matching requests through (skip=2: the third fails).
 
         With `topic` (and `partition`), only that topic's (partition's) entries of a request fail, the rest of the
         request is served normally. Failed requests are not carried out: nothing is appended or committed.
         `source` ("replica" or "client") limits the fault to requests from follower brokers or from clients, and
         `when` to requests whose fields are as given: `client_id`, `version`, `acks` (-1 or "all"), `group`,
         `transactional_id`, `producer_id`, `isolation_level` (0, 1, or their names); e.g.
-        `when={"client_id": "billing", "acks": "all"}`.
+        `when={"client_id": "billing", "acks": "all"}`. With a topic, a request counts as matching (for `skip`,
+        `count` and `hits`) when it has entries of that topic (partition).
         """
         answer = self._control.call("fault.add", kind="error", api=api, error=error, count=count, topic=topic,
-                                    partition=partition, source=source, when=when)
+                                    partition=partition, source=source, when=when, skip=skip)
         return Fault(self, answer["fault"])
 
     def add_latency(self, delay_ms: int, api: str | int | None = None, count: int | None = None, *,
-                    source: str | None = None, when: dict[str, Any] | None = None) -> Fault:
+                    source: str | None = None, when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
         """Hold back responses (of `api`, or all) by `delay_ms`, for `count` responses or until cleared.
 
         `source` ("replica" or "client") limits it to requests from follower brokers or from clients, `when` to
-        requests whose fields are as given (as `fail_requests`).
+        requests whose fields are as given, `skip` lets that many through first (as `fail_requests`).
         """
         answer = self._control.call("fault.add", kind="latency", delay_ms=delay_ms, api=api, count=count,
-                                    source=source, when=when)
+                                    source=source, when=when, skip=skip)
         return Fault(self, answer["fault"])
 
     def drop_responses(self, api: str | int, count: int | None = 1, *, source: str | None = None,
-                       when: dict[str, Any] | None = None) -> Fault:
+                       when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
         """Carry out the next `count` requests of `api` (None: all until cleared), then close the connection
         instead of answering: the client does not learn that its request was done, as when a response is lost, and
-        a retry without idempotence does it twice. (A Produce with acks=0, which has no response, is left alone.)"""
+        a retry without idempotence does it twice. (A Produce with acks=0, which has no response, is left alone.)
+        `source`, `when` and `skip` select requests as for `fail_requests`."""
         answer = self._control.call("fault.add", kind="drop-response", api=api, count=count, source=source,
-                                    when=when)
+                                    when=when, skip=skip)
         return Fault(self, answer["fault"])
 
     def fill_disk(self, quota_bytes: int | None = None) -> Fault:

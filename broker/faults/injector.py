@@ -36,6 +36,7 @@ from minikafka.broker.faults.rules import (
     error_code_of,
     request_facts,
     request_source,
+    skip_of,
     source_of,
     when_of,
 )
@@ -96,7 +97,7 @@ class FaultInjector:
 
     def add_error(self, api: int | str, error: int | str, count: int | None = 1, topic: str | None = None,
                   partition: int | None = None, source: str | None = None,
-                  when: dict[str, Any] | None = None) -> ErrorRule:
+                  when: dict[str, Any] | None = None, skip: int | None = None) -> ErrorRule:
         api_key = api_key_of(api)
         code = error_code_of(error)
         if code == ErrorCode.NONE:
@@ -113,28 +114,31 @@ class FaultInjector:
         if topic is None and not kinds and not has_top_error(api_key):
             raise FaultError(f"{api_key.api_name} responses carry no error code to inject")
         selected = source_of(source, api_key)
-        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, when_of(when))
+        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, when_of(when),
+                         skip=skip_of(skip))
         self.error_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
         return rule
 
     def add_latency(self, delay_ms: int, api: int | str | None = None, count: int | None = None,
-                    source: str | None = None, when: dict[str, Any] | None = None) -> LatencyRule:
+                    source: str | None = None, when: dict[str, Any] | None = None,
+                    skip: int | None = None) -> LatencyRule:
         if delay_ms < 0:
             raise FaultError(f"latency must not be negative, got {delay_ms} ms")
         _check_count(count)
         api_key = None if api is None else api_key_of(api)
         selected = source_of(source, api_key)
-        rule = LatencyRule(next(self._ids), int(delay_ms), api_key, count, selected, when_of(when))
+        rule = LatencyRule(next(self._ids), int(delay_ms), api_key, count, selected, when_of(when), skip=skip_of(skip))
         self.latency_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
         return rule
 
     def add_drop_response(self, api: int | str, count: int | None = 1, source: str | None = None,
-                          when: dict[str, Any] | None = None) -> DropRule:
+                          when: dict[str, Any] | None = None, skip: int | None = None) -> DropRule:
         _check_count(count)
         api_key = api_key_of(api)
-        rule = DropRule(next(self._ids), api_key, count, source_of(source, api_key), when_of(when))
+        rule = DropRule(next(self._ids), api_key, count, source_of(source, api_key), when_of(when),
+                        skip=skip_of(skip))
         self.drop_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
         return rule
@@ -254,6 +258,8 @@ class FaultInjector:
                 continue
             code = rule.error_code
             if rule.topic is None:
+                if rule.take_skip():
+                    continue
                 self._spend(rule)
                 log.info("injecting %s into %s from %s", code.name, rule.api_key.api_name, peer)
                 if api_key == ApiKey.PRODUCE and body.acks == 0:
@@ -262,7 +268,11 @@ class FaultInjector:
             if shape is None:
                 continue
             target = target_depth(shape, TOPIC if rule.partition is None else PARTITION)
-            pruned = prune(answering, body, shape, target, functools.partial(_rule_matches, rule))
+            selects = functools.partial(_rule_matches, rule)
+            if rule.skipped < rule.skip and prune(answering, body, shape, target, selects, remove=False):
+                rule.take_skip()
+                continue
+            pruned = prune(answering, body, shape, target, selects)
             if pruned:
                 self._spend(rule)
                 log.info("injecting %s into %s for %s from %s", code.name, rule.api_key.api_name,
@@ -270,7 +280,8 @@ class FaultInjector:
                 return await self._finish(answering, request, handler, shape, [(path, code) for path in pruned])
             if api_key == ApiKey.METADATA and body.topics is None:
                 response = await handler(request)
-                if overwrite_topic_errors(response, rule.topic, code):
+                if any(t.name == rule.topic for t in response.topics) and not rule.take_skip() \
+                        and overwrite_topic_errors(response, rule.topic, code):
                     self._spend(rule)
                 return response
         return await handler(request)
@@ -302,13 +313,14 @@ class FaultInjector:
 
     def _take_drop(self, api_key: int, facts: dict[str, Any]) -> bool:
         rule = next((r for r in self.drop_rules if r.matches(api_key, facts)), None)
-        if rule is not None:
-            self._hit(self.drop_rules, rule)
-        return rule is not None
+        if rule is None or rule.take_skip():
+            return False
+        self._hit(self.drop_rules, rule)
+        return True
 
     def _take_latency(self, api_key: int, facts: dict[str, Any]) -> int:
         rule = next((r for r in self.latency_rules if r.matches(api_key, facts)), None)
-        if rule is None:
+        if rule is None or rule.take_skip():
             return 0
         self._hit(self.latency_rules, rule)
         return rule.delay_ms

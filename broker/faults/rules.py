@@ -4,7 +4,7 @@ A rule names an API (by Kafka's name or key), optionally the topic (and partitio
 the request's source: "replica" for the requests a follower broker sends its leader (a Fetch or an
 OffsetForLeaderEpoch carrying a replica id of 0 or more), "client" for every other request, and optionally `when`:
 request fields that must be as given (client id, version, acks, group, transactional id, producer id, isolation
-level).
+level). `skip` lets that many matching requests through untouched first: skip=2 fails the third.
 """
 from __future__ import annotations
 
@@ -119,8 +119,30 @@ def _name(api_key: int | None) -> str | None:
     return None if api_key is None else ApiKey(api_key).api_name
 
 
+def skip_of(skip: int | None) -> int:
+    if skip is None:
+        return 0
+    if int(skip) < 0:
+        raise FaultError(f"skip must not be negative, got {skip}")
+    return int(skip)
+
+
+class Skipping:
+    """The first `skip` matching requests go through untouched (counted in `skipped`), the rule applies after."""
+
+    skip: int
+    skipped: int
+
+    def take_skip(self) -> bool:
+        """Whether this matching request is one to let through."""
+        if self.skipped < self.skip:
+            self.skipped += 1
+            return True
+        return False
+
+
 @dataclass
-class ErrorRule:
+class ErrorRule(Skipping):
     """Answer matching requests (or only their entries for one topic or partition) with an error code."""
 
     id: int
@@ -132,6 +154,8 @@ class ErrorRule:
     source: str | None = None  # "replica", "client" or None for both
     when: dict[str, Any] = field(default_factory=dict)  # request fields that must be as given (WHEN_FIELDS)
     hits: int = 0  # requests answered with the error so far
+    skip: int = 0  # matching requests to let through before the rule applies
+    skipped: int = 0
 
     def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
         return self.api_key == api_key and _selects(self.source, self.when, facts)
@@ -142,7 +166,7 @@ class ErrorRule:
 
 
 @dataclass
-class LatencyRule:
+class LatencyRule(Skipping):
     """Hold back the responses to matching requests by `delay_ms`."""
 
     id: int
@@ -152,6 +176,8 @@ class LatencyRule:
     source: str | None = None
     when: dict[str, Any] = field(default_factory=dict)
     hits: int = 0  # responses held back so far
+    skip: int = 0  # matching requests to let through before the rule applies
+    skipped: int = 0
 
     def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
         return self.api_key in (None, api_key) and _selects(self.source, self.when, facts)
@@ -162,7 +188,7 @@ class LatencyRule:
 
 
 @dataclass
-class DropRule:
+class DropRule(Skipping):
     """Carry out matching requests, then close the connection instead of answering: the client never learns that
     its request was done (a response lost on the way), so a retry without idempotence does it twice."""
 
@@ -172,6 +198,8 @@ class DropRule:
     source: str | None = None
     when: dict[str, Any] = field(default_factory=dict)
     hits: int = 0  # responses dropped so far
+    skip: int = 0  # matching requests to let through before the rule applies
+    skipped: int = 0
 
     def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
         return self.api_key == api_key and _selects(self.source, self.when, facts)

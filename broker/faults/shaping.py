@@ -150,8 +150,9 @@ def entry_key(answering: Answering, kind: str, entry: Any) -> Any:
 
 
 def prune(answering: Answering, container: Any, shape: Shape, target: int,
-          matches: Callable[[list[tuple[str, Any]]], bool]) -> list[list[Any]]:
-    """Remove the entries at depth `target` whose keys (outermost first) `matches`; returns their paths."""
+          matches: Callable[[list[tuple[str, Any]]], bool], remove: bool = True) -> list[list[Any]]:
+    """Remove the entries at depth `target` whose keys (outermost first) `matches`; returns their paths. With
+    `remove` false the request is left as it is: only the paths are found."""
     removed: list[list[Any]] = []
 
     def walk(holder: Any, depth: int, path: list[Any], keys: list[tuple[str, Any]]) -> None:
@@ -169,7 +170,7 @@ def prune(answering: Answering, container: Any, shape: Shape, target: int,
             elif depth < target and not isinstance(entry, (str, int)):
                 walk(entry, depth + 1, path + [entry], entry_keys)
             kept.append(entry)
-        if len(kept) != len(entries):
+        if remove and len(kept) != len(entries):
             setattr(holder, level.request, kept)
 
     walk(container, 0, [], [])

@@ -138,6 +138,67 @@ def test_when_selects_the_requests_a_fault_applies_to(minikafka_broker):
         broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", when={"acks": "some"})
 
 
+def test_the_third_acks_all_produce_to_a_partition_from_one_client_fails(minikafka_broker):
+    """skip=2 with topic, partition and when: the requests that do not match (another client, acks=1, the other
+    partition) neither count nor fail; the two matching ones before go through, the third fails, the fourth passes."""
+    broker = minikafka_broker
+    broker.state.create_topic("orders", partitions=2)
+    fault = broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", topic="orders", partition=0, skip=2,
+                                        when={"client_id": "billing", "acks": "all"})
+    assert (fault.description["skip"], fault.skipped, fault.hits) == (2, 0, 0)
+    billing = kp_producer(broker, client_id="billing", retries=0, enable_idempotence=False)
+    others = [kp_producer(broker, client_id="reports", retries=0),
+              kp_producer(broker, client_id="billing", acks=1, retries=0)]
+    try:
+        for producer in others:  # not selected by when: never counted
+            producer.send("orders", b"other", partition=0).get(timeout=30)
+        billing.send("orders", b"p1", partition=1).get(timeout=30)  # not orders-0
+        assert (fault.skipped, fault.hits) == (0, 0)
+        assert billing.send("orders", b"first", partition=0).get(timeout=30).offset == 2
+        assert billing.send("orders", b"second", partition=0).get(timeout=30).offset == 3
+        assert (fault.skipped, fault.hits, fault.active) == (2, 0, True)
+        with pytest.raises(KafkaError, match="NotEnoughReplicas"):
+            billing.send("orders", b"third", partition=0).get(timeout=30)
+        assert (fault.skipped, fault.hits, fault.active) == (2, 1, False)
+        assert billing.send("orders", b"fourth", partition=0).get(timeout=30).offset == 4
+    finally:
+        for producer in (billing, *others):
+            producer.close()
+    assert values_of(broker, "orders", 0) == [b"other", b"other", b"first", b"second", b"fourth"]
+    with pytest.raises(ControlError, match="skip must not be negative"):
+        broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", skip=-1)
+
+
+def test_skip_lets_requests_through_before_a_drop_or_a_latency_applies(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("later")
+    dropped = broker.faults.drop_responses("Produce", skip=1, when={"client_id": "dropper"})
+    held = broker.faults.add_latency(100, api="Produce", count=1, skip=1, when={"client_id": "slowed"})
+    producer = kp_producer(broker, client_id="dropper", retries=5, enable_idempotence=False,
+                           max_in_flight_requests_per_connection=1)
+    try:
+        producer.send("later", b"a").get(timeout=30)  # let through
+        producer.send("later", b"b").get(timeout=30)  # written, its answer dropped, the retry writes it again
+    finally:
+        producer.close()
+    assert (dropped.skipped, dropped.hits) == (1, 1)
+    assert values_of(broker, "later") == [b"a", b"b", b"b"]
+    producer = kp_producer(broker, client_id="slowed")
+    try:
+        producer.send("later", b"c").get(timeout=30)  # let through
+        assert (held.skipped, held.hits) == (1, 0)
+        producer.send("later", b"d").get(timeout=30)  # held back 100 ms
+    finally:
+        producer.close()
+    assert (held.skipped, held.hits, held.active) == (1, 1, False)
+    listed = subprocess.run([sys.executable, "-m", "minikafka", "fault", "error", "--api", "Produce", "--error",
+                             "NOT_ENOUGH_REPLICAS", "--topic", "later", "--skip", "2", "--when",
+                             "acks=all,client_id=billing", "--bootstrap-server", broker.bootstrap_servers],
+                            capture_output=True, text=True, check=True).stdout
+    assert listed.endswith("Produce fails with NOT_ENOUGH_REPLICAS for later for the next 1 request(s) when "
+                           "acks=-1, client_id=billing, after letting 2 through (0 so far)\n"), listed
+
+
 def test_kafka_python_producer_without_retries_sees_the_error(minikafka_broker):
     broker = minikafka_broker
     broker.state.create_topic("t")

@@ -7,7 +7,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   end offset;
 - fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
   latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
-  that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level); a link
+  that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level), and
+  "skip": how many matching requests go through untouched before the rule applies; a link
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
@@ -112,17 +113,19 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         count = request.get("count", 1)
         rule = faults.add_error(request["api"], request["error"], None if count is None else int(count),
                                 request.get("topic"), _optional_int(request, "partition"), request.get("source"),
-                                request.get("when"))
+                                request.get("when"), _optional_int(request, "skip"))
         return {"fault": rule.describe()}
     if kind == "latency":
         count = request.get("count")
         latency = faults.add_latency(int(request["delay_ms"]), request.get("api"),
-                                     None if count is None else int(count), request.get("source"), request.get("when"))
+                                     None if count is None else int(count), request.get("source"), request.get("when"),
+                                     _optional_int(request, "skip"))
         return {"fault": latency.describe()}
     if kind == "drop-response":
         count = request.get("count", 1)
         dropped = faults.add_drop_response(request["api"], None if count is None else int(count),
-                                           request.get("source"), request.get("when"))
+                                           request.get("source"), request.get("when"),
+                                           _optional_int(request, "skip"))
         return {"fault": dropped.describe()}
     if kind == "disk":
         return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
