@@ -361,6 +361,29 @@ class State:
         return self._wait_at_leader("partition.wait", "value", dict(topic=topic, partition=partition, offset=offset),
                                     at_least, timeout, f"the {offset} of {topic}-{partition}")
 
+    def wait_for_topic(self, topic: str, partitions: int | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Until every broker's metadata has the topic (with at least `partitions` partitions, if given) and a leader
+        for each partition: a client bootstrapping from any of them can use it then. Each broker answers when its
+        metadata changes. TimeoutError naming what was last seen otherwise."""
+        deadline = time.monotonic() + timeout
+        for control in self._controls():
+            while True:
+                remaining = max(0.0, deadline - time.monotonic())
+                wait_s = min(remaining, OFFSET_WAIT_SLICE_S)
+                try:
+                    answer = control.with_timeout(wait_s + CONTROL_MARGIN_S).call(
+                        "topic.wait", topic=topic, partitions=partitions, timeout_ms=int(wait_s * 1000))
+                    seen: object = answer["seen"]
+                    if answer["reached"]:
+                        break
+                except (ControlError, OSError) as exc:  # a broker going down or not up yet
+                    seen = exc
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"waited {timeout:g} s for topic {topic!r}; the broker at "
+                                       f"{control.address[0]}:{control.address[1]} last saw: {seen}")
+                if not isinstance(seen, str):
+                    time.sleep(min(remaining, LEADER_RETRY_S))
+
     def _wait_at_leader(self, op: str, field: str, fields: dict[str, object], at_least: int, timeout: float,
                         what: str) -> int:
         """Run a waiting control operation on whichever broker takes it (the partition's leader, the group's

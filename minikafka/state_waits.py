@@ -30,6 +30,11 @@ class StateWaits:
         commits); returns the committed offset then."""
         return self.state.wait_for_committed(group_id, topic, partition, offset, timeout)
 
+    def wait_for_topic(self, topic: str, partitions: int | None = None, timeout: float = DEFAULT_WAIT_S) -> None:
+        """Until every broker knows the topic (with at least `partitions` partitions) and each partition has a
+        leader: the moment after a topic is created (by any tool or by auto-creation) when clients can use it."""
+        self.state.wait_for_topic(topic, partitions, timeout)
+
     def wait_for_high_watermark(self, topic: str, partition: int, offset: int,
                                 timeout: float = DEFAULT_WAIT_S) -> int:
         """Until the partition's high watermark is at `offset` or past it (its records up to there are replicated

@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 NO_CONTROLLER = -1
+# The purgatory key checked each time the broker applies a change of the metadata (a test's wait for a topic).
+METADATA_CHANGE_KEY = ("metadata", "change")
 
 
 def is_internal(topic: str) -> bool:

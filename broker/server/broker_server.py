@@ -51,7 +51,7 @@ from minikafka.broker.metadata.dynamic_config import (
 )
 from minikafka.broker.metadata.features import TRANSACTION_VERSION, finalized_level
 from minikafka.broker.metadata.kraft_metadata_source import KRaftMetadataSource
-from minikafka.broker.metadata.metadata_cache import MetadataCache
+from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, MetadataCache
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo, MetadataChange, MetadataImage
 from minikafka.broker.metadata.metadata_loader import MetadataLoader
 from minikafka.broker.metadata.metadata_source import MetadataSource, StartDeadline
@@ -340,6 +340,7 @@ class BrokerServer:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)
                 log.info("topic %s deleted", topic)
+        self.purgatory.check_and_complete(METADATA_CHANGE_KEY)
 
     def _reconfigure(self, image: MetadataImage) -> None:
         """Apply the dynamic broker configs of this broker and the cluster default (Kafka's DynamicBrokerConfig):

@@ -106,3 +106,26 @@ def test_wait_for_committed_sees_a_transactions_offsets_once_it_commits(tmp_path
             assert cluster.wait_for_committed("copier", unique_topic, 0, 7) == 7
         finally:
             consumer.close()
+
+
+@pytest.mark.parametrize("zookeeper", [False, True], ids=["kraft", "zookeeper"])
+def test_wait_for_topic_returns_once_every_broker_has_leaders_for_it(tmp_path, unique_topic, zookeeper):
+    """A topic created without waiting (as a tool or an application does): wait_for_topic returns once each broker's
+    metadata names a leader for every partition, so a client bootstrapping from any broker finds them all."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with minikafka.Cluster(brokers=3, zookeeper=zookeeper, data_dir=tmp_path / "cluster") as cluster:
+        with pytest.raises(TimeoutError, match=rf"topic {unique_topic!r}; the broker at .* last saw: no such topic$"):
+            cluster.wait_for_topic(unique_topic, timeout=0.3)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        # Answered once the controller has created it: the brokers learn it after.
+        admin.create_topics([NewTopic(unique_topic, num_partitions=6, replication_factor=3)],
+                            operation_timeout=0)[unique_topic].result(30)
+        cluster.wait_for_topic(unique_topic, partitions=6, timeout=60)
+        for broker in cluster.brokers:
+            metadata = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(unique_topic, 30)
+            partitions = metadata.topics[unique_topic].partitions
+            assert sorted(partitions) == list(range(6))
+            assert all(p.leader >= 0 for p in partitions.values())
+        with pytest.raises(TimeoutError, match=r"last saw: 6 partition\(s\)$"):
+            cluster.wait_for_topic(unique_topic, partitions=8, timeout=0.3)

@@ -21,6 +21,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - group.wait_committed: until the "group"'s committed offset of "topic"-"partition" is at or past "at_least", or
   "timeout_ms" passes, on the group's coordinator; woken by its commits, transactions' ends and loads. Answers
   "offset" (null while none is committed) and "reached"; refused when the broker does not coordinate the group;
+- topic.wait: until this broker's metadata has the "topic" (with at least "partitions" partitions, if given) and a
+  leader for each of its partitions, or "timeout_ms" passes; woken by each change of the metadata it applies.
+  Answers "reached" and "seen" (what is missing);
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -42,7 +45,7 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
-from minikafka.broker.metadata.metadata_cache import is_internal
+from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.network_client import DisconnectedError
@@ -280,6 +283,26 @@ async def _group_wait_committed(services: BrokerServices, request: dict[str, Any
     return {"offset": current(), "reached": reached()}
 
 
+async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
+    topic = str(request["topic"])
+    wanted = _optional_int(request, "partitions")
+
+    def seen() -> str:
+        info = services.metadata_cache.topics.get(topic)
+        if info is None:
+            return "no such topic"
+        leaderless = sorted(p for p, state in info.partitions.items() if state.leader == NO_LEADER)
+        if wanted is not None and len(info.partitions) < wanted:
+            return f"{len(info.partitions)} partition(s)"
+        return f"partition(s) {leaderless} without a leader" if leaderless else "ready"
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while seen() != "ready" and trio.current_time() < deadline:
+        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - trio.current_time(), conn.stream,
+                                          lambda: seen() == "ready")
+    return {"seen": seen(), "reached": seen() == "ready"}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -314,6 +337,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "fault.get": _fault_get,
     "partition.wait": _partition_wait,
     "group.wait_committed": _group_wait_committed,
+    "topic.wait": _topic_wait,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
