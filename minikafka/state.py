@@ -19,7 +19,6 @@ from minikafka.control_client import ControlClient, ControlError
 from minikafka.protocol.schema_loading import quiet_schema_loading
 
 DEFAULT_TIMEOUT_S = 15.0
-GROUP_WAIT_INTERVAL_S = 0.05
 # An offset wait asks the leader to hold the answer this long at most, so a leader that moves is followed; the
 # control call's own limit is that plus a margin. With no leader, the next try is this much later.
 OFFSET_WAIT_SLICE_S = 5.0
@@ -410,35 +409,56 @@ class State:
                 raise TimeoutError(f"waited {timeout:g} s for {what} to reach {at_least}; last seen: {seen}")
 
     def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
-                       timeout: float = DEFAULT_TIMEOUT_S) -> GroupState:
-        """Until the group is in `state` (Kafka's name, e.g. "Stable") with `members` members, either left out to
-        accept any; returns the group then. TimeoutError naming what was last seen otherwise (an unknown group is
-        seen as such until it exists)."""
+                       timeout: float = DEFAULT_TIMEOUT_S, generation_at_least: int | None = None) -> GroupState:
+        """Until the group is in `state` (Kafka's name, e.g. "Stable") with `members` members and a generation (a
+        consumer group's group epoch) of at least `generation_at_least`, each left out to accept any; returns the
+        group then. The group's coordinator answers when the group changes (the wait is parked there; a coordinator
+        that moves is followed). TimeoutError naming what was last seen otherwise (an unknown group is seen as such
+        until it exists)."""
         with quiet_schema_loading():
             from kafka.errors import KafkaError
 
         deadline = time.monotonic() + timeout
-        seen: object = "nothing"
+        seen: object = f"unknown group {group_id!r} (no broker coordinates it yet)"
         while True:
-            last_chance = time.monotonic() >= deadline
-            try:
-                group = self.group(group_id)
-            except (OSError, LookupError) as exc:  # no such group yet
-                seen = exc
-            except KafkaError as exc:  # a broker going down, a coordinator moving or loading the group
-                if not exc.retriable:
-                    raise
-                self.close()  # a new admin client, with the cluster's metadata as it is now
-                seen = exc
-            else:
-                if (state is None or group.state == state) and (members is None or len(group.members) == members):
-                    return group
-                seen = f"{group.group_type} group {group.state} with {len(group.members)} member(s)"
-            if last_chance:
-                wanted = " with ".join(w for w in (state, None if members is None else f"{members} member(s)") if w)
+            remaining = deadline - time.monotonic()
+            answered = False
+            for control in self._controls():
+                wait_s = max(0.0, min(remaining, OFFSET_WAIT_SLICE_S))
+                try:
+                    answer = control.with_timeout(wait_s + CONTROL_MARGIN_S).call(
+                        "group.wait", group=group_id, state=state, members=members,
+                        generation_at_least=generation_at_least, timeout_ms=int(wait_s * 1000))
+                except (ControlError, OSError) as exc:  # not its coordinator, or a broker going down
+                    seen = seen if "does not" in str(exc) else exc
+                    continue
+                answered = True
+                seen = (f"{answer['state']} with {answer['members']} member(s), generation {answer['generation']}"
+                        if answer["exists"] else f"unknown group {group_id!r}")
+                if answer["reached"]:
+                    try:  # described as the coordinator answers clients; it may have moved on meanwhile
+                        group = self.group(group_id)
+                    except (OSError, LookupError) as exc:
+                        seen = exc
+                    except KafkaError as exc:  # a coordinator moving or loading the group
+                        if not exc.retriable:
+                            raise
+                        self.close()  # a new admin client, with the cluster's metadata as it is now
+                        seen = exc
+                    else:
+                        if (state is None or group.state == state) and (
+                                members is None or len(group.members) == members):
+                            return group
+                        seen = f"{group.group_type} group {group.state} with {len(group.members)} member(s)"
+                break
+            if time.monotonic() >= deadline:
+                wanted = " with ".join(w for w in (
+                    state, None if members is None else f"{members} member(s)",
+                    None if generation_at_least is None else f"generation >= {generation_at_least}") if w)
                 raise TimeoutError(f"waited {timeout:g} s for group {group_id!r} to be {wanted or 'described'}; "
                                    f"last seen: {seen}")
-            time.sleep(max(0.0, min(GROUP_WAIT_INTERVAL_S, deadline - time.monotonic())))
+            if not answered:
+                time.sleep(min(max(0.0, deadline - time.monotonic()), LEADER_RETRY_S))  # an election is under way
 
     # ---- transactions (kafka-python admin: ListTransactions, DescribeTransactions) -----------------------------
 

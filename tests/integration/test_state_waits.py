@@ -129,3 +129,46 @@ def test_wait_for_topic_returns_once_every_broker_has_leaders_for_it(tmp_path, u
             assert all(p.leader >= 0 for p in partitions.values())
         with pytest.raises(TimeoutError, match=r"last saw: 6 partition\(s\)$"):
             cluster.wait_for_topic(unique_topic, partitions=8, timeout=0.3)
+
+
+def test_wait_for_group_with_a_generation_follows_a_rebalance(broker_factory, unique_topic):
+    """Classic group of kafka-python consumers: the coordinator answers the wait when the group changes; a second
+    member's join is seen as a later generation."""
+    from kafka import KafkaConsumer
+
+    broker = broker_factory(group_initial_rebalance_delay_ms=0)
+    broker.state.create_topic(unique_topic, partitions=2, replication_factor=1)
+    group = f"g-{unique_topic}"
+    with pytest.raises(TimeoutError, match=rf"group '{group}' to be Stable; last seen: unknown group '{group}'"):
+        broker.wait_for_group(group, state="Stable", timeout=0.3)
+    consumers = []
+    stop = threading.Event()
+
+    def poll(consumer):
+        while not stop.is_set():
+            consumer.poll(timeout_ms=100)
+
+    threads = []
+    try:
+        for _ in range(2):
+            consumer = KafkaConsumer(unique_topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                     session_timeout_ms=10000, heartbeat_interval_ms=200)
+            consumers.append(consumer)
+            threads.append(threading.Thread(target=poll, args=(consumer,)))
+            threads[-1].start()
+            if len(consumers) == 1:
+                broker.wait_for_group(group, state="Stable", members=1, timeout=60)
+                first = broker.state.describe()  # the broker still answers its control API while a wait parks
+                assert first
+        # The first member joined at generation 1; the second member's join makes a later one.
+        stable = broker.wait_for_group(group, state="Stable", members=2, generation_at_least=2, timeout=60)
+        assert sorted(tp for m in stable.members for tp in m.assignment) == [(unique_topic, 0), (unique_topic, 1)]
+        with pytest.raises(TimeoutError, match=r"generation >= 99; last seen: Stable with 2 member\(s\), "
+                                               r"generation \d+$"):
+            broker.wait_for_group(group, generation_at_least=99, timeout=0.3)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        for consumer in consumers:
+            consumer.close()

@@ -51,7 +51,7 @@ from minikafka.broker.coordinator.group.consumer.target_assignment_builder impor
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minikafka.broker.coordinator.group.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
-from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
 from minikafka.protocol.coordinator_records.consumer_group_records import (
     ConsumerGroupRecord,
     ConsumerGroupRegularExpressionKey,
@@ -245,6 +245,7 @@ class ConsumerGroupCoordinator:
 
     # ---- heartbeat -----------------------------------------------------------------------------------------
 
+    @changes_groups
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         """Handle one heartbeat: its records are written and applied before this returns (the caller waits for
         their replication before answering); KafkaError for the error to answer."""

@@ -25,6 +25,7 @@ class CoordinatorTimer:
         self._heap: list[tuple[float, int, str]] = []
         self._next_seq = 0
         self._changed = trio.Event()
+        self.fired: Callable[[], None] = lambda: None  # after callbacks ran: what they changed may be awaited
 
     def schedule(self, key: str, delay_ms: float, callback: Callable[[], None]) -> None:
         deadline = trio.current_time() + max(delay_ms, 0) / 1000
@@ -69,7 +70,8 @@ class CoordinatorTimer:
 
     async def run(self) -> None:
         while True:
-            self.fire_due()
+            if self.fire_due():
+                self.fired()
             self._changed = trio.Event()
             with trio.move_on_at(self._next_due()[0]):
                 await self._changed.wait()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from minikafka.broker.coordinator.group.consumer.consumer_group import CONSUMER_PROTOCOL_TYPE
 from minikafka.broker.coordinator.group.group import GROUP_TYPE_CLASSIC, Group, GroupState, Member
-from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.group_coordinator")
@@ -85,6 +85,7 @@ class GroupAdmin:
         return [g for g in listed
                 if (not states or g.state.lower() in states) and (not types or g.group_type in types)]
 
+    @changes_groups
     def delete_groups(self, group_ids: list[str | None]) -> list[tuple[str | None, ErrorCode]]:
         results: list[tuple[str | None, ErrorCode]] = []
         for group_id in group_ids:

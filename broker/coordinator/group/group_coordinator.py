@@ -36,7 +36,7 @@ from minikafka.broker.coordinator.group.group import (
 from minikafka.broker.coordinator.group.group_admin import GroupAdmin
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import GroupMetadataLog
-from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, MetadataLog
+from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, MetadataLog, changes_groups
 from minikafka.broker.coordinator.group.offset_manager import OffsetManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
@@ -99,6 +99,7 @@ class GroupCoordinator(GroupAdmin):
         self.clock_ms = clock_ms
         self.timer = CoordinatorTimer()
         self.group_manager = GroupMetadataManager(config, metadata_log, clock_ms)
+        self.timer.fired = lambda: self.group_manager.groups_changed()
         self.offset_manager = OffsetManager(config, self.group_manager, clock_ms, self._reschedule_heartbeat)
         # KIP-848 consumer groups, on the same groups' partitions and timer.
         self.consumer = ConsumerGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms,
@@ -191,6 +192,7 @@ class GroupCoordinator(GroupAdmin):
 
     # ---- JoinGroup -----------------------------------------------------------------------------------------
 
+    @changes_groups
     def join_group(self, req: JoinRequest) -> Completion[JoinResult]:
         """Start a join; the returned completion holds the response once the rebalance gets there."""
         try:
@@ -396,6 +398,7 @@ class GroupCoordinator(GroupAdmin):
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self._schedule_initial_rebalance(group.group_id, delay, remaining)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock_ms())
+        self.group_manager.groups_changed()  # begun inside a JoinGroup that may wait for the rebalance's end
         log.info("preparing to rebalance group %s with old generation %d (reason: %s)", group.group_id,
                  group.generation_id, reason)
         if not initial:
@@ -529,6 +532,7 @@ class GroupCoordinator(GroupAdmin):
 
     # ---- SyncGroup -----------------------------------------------------------------------------------------
 
+    @changes_groups
     def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: list[tuple[str, bytes]]) -> Completion[SyncResult]:
@@ -599,6 +603,7 @@ class GroupCoordinator(GroupAdmin):
 
     # ---- Heartbeat -----------------------------------------------------------------------------------------
 
+    @changes_groups
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         try:
             self.group_manager.check_active(group_id)
@@ -621,6 +626,7 @@ class GroupCoordinator(GroupAdmin):
 
     # ---- LeaveGroup ----------------------------------------------------------------------------------------
 
+    @changes_groups
     def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]
                     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
         """(top-level error, per member (member id, instance id, error)); members are (id, instance id, reason)."""

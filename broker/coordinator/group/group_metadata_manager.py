@@ -16,12 +16,13 @@ them without looking at every group.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.broker.coordinator.group.consumer import record_helpers
@@ -65,6 +66,31 @@ class MetadataLog(Protocol):
     async def wait_replicated(self, partition: int) -> ErrorCode: ...
 
 
+# The purgatory key of what waits for a group's state, members or generation to change.
+GROUPS_CHANGED_KEY = ("groups", "changed")
+
+
+class _WithGroupManager(Protocol):
+    group_manager: GroupMetadataManager
+
+
+S = TypeVar("S", bound=_WithGroupManager)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def changes_groups(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """A coordinator entry point that may change a group's state, members or generation: what waits for a group
+    looks again once it returns."""
+    @functools.wraps(method)
+    def changing(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.group_manager.groups_changed()
+    return changing
+
+
 def committed_offsets_key(group_id: str) -> tuple[str, str]:
     """The purgatory key of what waits for a group's committed offsets to change."""
     return ("group-offsets", group_id)
@@ -88,6 +114,9 @@ class GroupMetadataManager:
         # Told a group's id whenever its committed offsets may have changed (a commit, a transaction's end, a load):
         # the broker wakes what waits on them.
         self.offsets_changed: Callable[[str], None] = lambda _group_id: None
+        # Told whenever a group's state, members or generation may have changed (a group request answered, a timer
+        # fired, a rebalance begun, a load): the broker wakes a test's wait for a group.
+        self.groups_changed: Callable[[], None] = lambda: None
         # The partitions of `__consumer_offsets` this broker leads, whose groups it has loaded.
         self.owned_partitions: set[int] = set()
         # The group metadata last written for each group (what a rewrite of its partition must keep), and how
@@ -142,6 +171,7 @@ class GroupMetadataManager:
         loaded = [group for group_id, group in self.groups.items() if group_id not in before]
         for group in loaded:
             self.offsets_changed(group.group_id)
+        self.groups_changed()
         # A consumer group's offsets are held by a classic group of the same id: one group, counted once.
         loaded_ids = {g.group_id for g in loaded} | set(self.consumer_groups).difference(consumer_before)
         level = logging.INFO if records else logging.DEBUG  # a broker starts with dozens of empty partitions

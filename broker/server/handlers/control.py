@@ -21,6 +21,10 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - group.wait_committed: until the "group"'s committed offset of "topic"-"partition" is at or past "at_least", or
   "timeout_ms" passes, on the group's coordinator; woken by its commits, transactions' ends and loads. Answers
   "offset" (null while none is committed) and "reached"; refused when the broker does not coordinate the group;
+- group.wait: on the group's coordinator, until the "group" exists in "state" (Kafka's name) with "members" members
+  and a generation (a consumer group's group epoch) of at least "generation_at_least", each when given, or
+  "timeout_ms" passes; woken whenever a group request is answered, a coordinator timer fires or a rebalance begins.
+  Answers "exists", "state", "members", "generation" and "reached"; refused when the broker does not coordinate it;
 - topic.wait: until this broker's metadata has the "topic" (with at least "partitions" partitions, if given) and a
   leader for each of its partitions, or "timeout_ms" passes; woken by each change of the metadata it applies.
   Answers "reached" and "seen" (what is missing);
@@ -43,7 +47,7 @@ from typing import Any
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
-from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
+from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
@@ -283,6 +287,39 @@ async def _group_wait_committed(services: BrokerServices, request: dict[str, Any
     return {"offset": current(), "reached": reached()}
 
 
+async def _group_wait(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
+    group_id = str(request["group"])
+    state, members = request.get("state"), _optional_int(request, "members")
+    generation_at_least = _optional_int(request, "generation_at_least")
+    coordinator = services.group_coordinator
+
+    def seen() -> dict[str, Any]:
+        try:
+            coordinator.group_manager.check_active(group_id)
+        except KafkaError as exc:
+            raise ControlRefused(f"broker {services.node_id} does not coordinate group {group_id}: {exc}") from None
+        consumer_group = coordinator.consumer.groups.get(group_id)
+        if consumer_group is not None:  # a KIP-848 group: its group epoch is its generation
+            return {"exists": True, "state": consumer_group.state.value, "members": len(consumer_group.members),
+                    "generation": consumer_group.group_epoch}
+        group = coordinator.group_manager.groups.get(group_id)
+        if group is None:
+            return {"exists": False}
+        return {"exists": True, "state": group.state.value, "members": len(group.members),
+                "generation": group.generation_id}
+
+    def reached() -> bool:
+        now = seen()
+        return bool(now["exists"]) and (state is None or now["state"] == state) \
+            and (members is None or now["members"] == members) \
+            and (generation_at_least is None or now["generation"] >= generation_at_least)
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and trio.current_time() < deadline:
+        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - trio.current_time(), conn.stream, reached)
+    return {**seen(), "reached": reached()}
+
+
 async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
     topic = str(request["topic"])
     wanted = _optional_int(request, "partitions")
@@ -338,6 +375,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "partition.wait": _partition_wait,
     "group.wait_committed": _group_wait_committed,
     "topic.wait": _topic_wait,
+    "group.wait": _group_wait,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
