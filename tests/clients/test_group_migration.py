@@ -2,9 +2,11 @@
 and group.consumer.migration.policy permit, and the errors Kafka 4.1 gives when they forbid a client's protocol."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, KafkaError
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest
@@ -107,3 +109,48 @@ def test_a_kafka_python_group_refuses_an_upgrade_when_the_policy_is_disabled_and
         assert sorted(values) == list(range(20))
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("config, error", [
+    ({"group.consumer.migration.policy": "disabled"}, E.GROUP_ID_NOT_FOUND),
+    ({"group.coordinator.rebalance.protocols": "classic"}, E.UNSUPPORTED_VERSION),
+])
+def test_a_confluent_consumer_protocol_member_is_fatally_refused_where_kafka_refuses_it(
+        broker_factory, unique_topic, config, error):
+    broker = broker_factory(group_initial_rebalance_delay_ms=0, **{k.replace(".", "_"): v for k, v in config.items()})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
+    try:
+        producer.send(unique_topic, b"0")
+        producer.flush(30)
+    finally:
+        producer.close()
+    classic = KafkaConsumer(unique_topic, bootstrap_servers=broker.bootstrap_servers, group_id="g",
+                            auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = None
+    try:
+        def assigned() -> bool:
+            classic.poll(timeout_ms=200)
+            return bool(classic.assignment())
+
+        wait_until(assigned, timeout=60, message="the classic member's assignment")
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g",
+                             "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        consumer.subscribe([unique_topic])
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, "no error from the consumer-protocol member"
+            message = consumer.poll(0.5)
+            classic.poll(timeout_ms=50)
+            if message is not None and message.error() is not None:
+                break
+            assert message is None, "the consumer-protocol member was given records"
+        # librdkafka stops the consumer on the heartbeat's error, as it does against Kafka; the classic member
+        # keeps its partition.
+        assert message.error().code() == KafkaError._FATAL
+        assert f"ConsumerGroupHeartbeat fatal error: {KafkaError(error.value).str()}" in message.error().str()
+        classic.poll(timeout_ms=50)
+        assert {tp.partition for tp in classic.assignment()} == {0}
+    finally:
+        if consumer is not None:
+            consumer.close()
+        classic.close()
