@@ -414,5 +414,9 @@ def test_the_migration_policy_and_rebalance_protocols_are_read_as_kafka_validate
         read(group_consumer_migration_policy="sideways")
     with pytest.raises(ConfigError, match="group.coordinator.rebalance.protocols"):
         read(group_coordinator_rebalance_protocols="classic,eager")
+    with pytest.raises(ConfigError, match="group.coordinator.rebalance.protocols"):
+        read(group_coordinator_rebalance_protocols="CLASSIC,consumer")
+    with pytest.raises(ConfigError, match="Disabling the 'classic' protocol is not supported."):
+        read(group_coordinator_rebalance_protocols="consumer")
     with pytest.raises(ConfigError, match="Empty list"):
         read(group_coordinator_rebalance_protocols=" ")

@@ -82,9 +82,10 @@ def consumer_migration_policy(config: BrokerConfig) -> str:
 
 
 def rebalance_protocols(config: BrokerConfig) -> frozenset[str]:
-    """group.coordinator.rebalance.protocols as group types: a non-empty list of Kafka's (ConfigError otherwise)."""
+    """group.coordinator.rebalance.protocols as group types: a non-empty list of Kafka's lower-case names, classic
+    among them (ConfigError otherwise, as Kafka's ConfigDef and KafkaConfig)."""
     raw = config.get("group.coordinator.rebalance.protocols")
-    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    names = [n.strip() for n in raw.split(",") if n.strip()]
     if not names:
         raise ConfigError("Invalid value  for configuration group.coordinator.rebalance.protocols: Empty list "
                           "is not allowed")
@@ -92,6 +93,8 @@ def rebalance_protocols(config: BrokerConfig) -> frozenset[str]:
     if unknown:
         raise ConfigError(f"Invalid value {unknown[0]} for configuration group.coordinator.rebalance.protocols: "
                           f"String must be one of: {', '.join(REBALANCE_PROTOCOLS)}")
+    if "classic" not in names:
+        raise ConfigError("Disabling the 'classic' protocol is not supported.")
     return frozenset(names)
 
 
