@@ -215,6 +215,14 @@ async def test_an_online_upgrade_the_policy_or_the_group_forbids_is_refused_with
     assert len(coordinator.groups["g"].members) == 2 and "g" not in coordinator.consumer.groups
 
 
+async def test_a_classic_member_joining_a_full_consumer_group_is_told_the_group_is_full():
+    coordinator = make(consumer_max_size=1)
+    hb(coordinator, "m", 0, ["t1"])
+    full = coordinator.join_group(JoinRequest("g", "", None, "c", "/h", 10000, 10000, "consumer", [("range", b"")], 5))
+    assert full.result is not None and full.result.error == E.GROUP_MAX_SIZE_REACHED
+    assert list(coordinator.consumer.groups["g"].members) == ["m"] and "g" not in coordinator.groups
+
+
 async def test_session_timeout_fences_a_silent_member(autojump_clock):
     coordinator = make()
     async with trio.open_nursery() as nursery:
