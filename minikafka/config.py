@@ -95,6 +95,8 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "group.consumer.max.heartbeat.interval.ms": (int, 15000),
     "group.consumer.max.size": (int, 2147483647),
     "group.consumer.assignors": (str, "uniform,range"),
+    "group.consumer.migration.policy": (str, "bidirectional"),
+    "group.coordinator.rebalance.protocols": (str, "classic,consumer,streams"),
     # Share and streams groups: the defaults and bounds of their per-group configs (resource type GROUP).
     "group.share.session.timeout.ms": (int, 45000),
     "group.share.min.session.timeout.ms": (int, 45000),

@@ -3,14 +3,18 @@ FinalizedFeatures), which ApiVersions v3+ tells clients.
 
 A client changes protocol by them: the Java 4.x producer runs transactions at version 2 (KIP-890 part 2: partitions
 added by Produce v12+ and TxnOffsetCommit v5, the epoch bumped by every EndTxn v5) only when `transaction.version`
-2 is finalized. The cluster is at the levels Kafka 4.1 finalizes for a new cluster; no UpdateFeatures changes them.
-The feature epoch is constant, since the levels never change while a cluster runs.
+2 is finalized; a ConsumerGroupHeartbeat is served only when `group.version` 1 (KIP-848's consumer rebalance
+protocol) is finalized. The cluster is at the levels Kafka 4.1 finalizes for a new cluster; no UpdateFeatures
+changes them. The feature epoch is constant, since the levels never change while a cluster runs.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 TRANSACTION_VERSION = "transaction.version"
+GROUP_VERSION = "group.version"
+# group.version's level from which the consumer rebalance protocol is served (Kafka's GroupVersion.GV_1).
+CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION = 1
 
 
 class SupportedVersionRange(NamedTuple):
@@ -18,8 +22,9 @@ class SupportedVersionRange(NamedTuple):
     max_version: int
 
 
-SUPPORTED_FEATURES: dict[str, SupportedVersionRange] = {TRANSACTION_VERSION: SupportedVersionRange(0, 2)}
-FINALIZED_FEATURES: dict[str, int] = {TRANSACTION_VERSION: 2}
+SUPPORTED_FEATURES: dict[str, SupportedVersionRange] = {TRANSACTION_VERSION: SupportedVersionRange(0, 2),
+                                                         GROUP_VERSION: SupportedVersionRange(0, 1)}
+FINALIZED_FEATURES: dict[str, int] = {TRANSACTION_VERSION: 2, GROUP_VERSION: 1}
 FINALIZED_FEATURES_EPOCH = 1
 
 

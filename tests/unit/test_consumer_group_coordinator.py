@@ -15,6 +15,7 @@ from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinato
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_log import decode_key, decode_value
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry
+from minikafka.config import BrokerConfig, ConfigError
 from minikafka.protocol.coordinator_records import consumer_group_records
 from minikafka.protocol.coordinator_records.consumer_group_records import CONSUMER_GROUP_RECORD_TYPES
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -174,7 +175,8 @@ async def test_a_classic_group_with_members_is_not_a_consumer_group():
     coordinator.join_group(JoinRequest("g", "", None, "c", "/h", 10000, 10000, "consumer", [("range", b"")], 3))
     assert coordinator.groups["g"].members
     assert error_of(lambda: hb(coordinator, "m", 0, ["t1"])) == (
-        E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because online upgrade is disabled.")
+        E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because an online upgrade is not "
+                              "supported by this broker.")
     assert error_of(lambda: hb(coordinator, "m", 3)) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
     # And a JoinGroup for a consumer group with members is refused: classic members in consumer groups are not
     # served; an empty one becomes a classic group with its offsets.
@@ -191,6 +193,34 @@ async def test_a_classic_group_with_members_is_not_a_consumer_group():
     assert "g" not in other.consumer.groups and other.groups["g"].offsets[("t1", 0)].offset == 5
     reloaded = make(log)
     assert "g" not in reloaded.consumer.groups and reloaded.groups["g"].offsets[("t1", 0)].offset == 5
+
+
+@pytest.mark.parametrize("policy, protocol_type, consumer_max_size, reason", [
+    ("disabled", "consumer", 10, "online upgrade is disabled."),
+    ("downgrade", "consumer", 10, "online upgrade is disabled."),
+    ("upgrade", "connect", 10, "the group does not use the consumer embedded protocol."),
+    ("bidirectional", "connect", 10, "the group does not use the consumer embedded protocol."),
+    ("bidirectional", "consumer", 1, "the group size exceeds the consumer group maximum size."),
+])
+async def test_an_online_upgrade_the_policy_or_the_group_forbids_is_refused_with_kafkas_reason(
+        policy, protocol_type, consumer_max_size, reason):
+    coordinator = make(consumer_migration_policy=policy, consumer_max_size=consumer_max_size)
+    for client in ("c1", "c2"):
+        coordinator.join_group(JoinRequest("g", "", None, client, "/h", 10000, 10000, protocol_type,
+                                           [("range", b"")], 3))
+    assert len(coordinator.groups["g"].members) == 2
+    assert error_of(lambda: hb(coordinator, "m", 0, ["t1"])) == (
+        E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group g to consumer group because {reason}")
+    # The refused heartbeat leaves the classic group as it was.
+    assert len(coordinator.groups["g"].members) == 2 and "g" not in coordinator.consumer.groups
+
+
+async def test_a_classic_member_joining_a_full_consumer_group_is_told_the_group_is_full():
+    coordinator = make(consumer_max_size=1)
+    hb(coordinator, "m", 0, ["t1"])
+    full = coordinator.join_group(JoinRequest("g", "", None, "c", "/h", 10000, 10000, "consumer", [("range", b"")], 5))
+    assert full.result is not None and full.result.error == E.GROUP_MAX_SIZE_REACHED
+    assert list(coordinator.consumer.groups["g"].members) == ["m"] and "g" not in coordinator.groups
 
 
 async def test_session_timeout_fences_a_silent_member(autojump_clock):
@@ -368,3 +398,33 @@ async def test_offsets_of_subscribed_topics_do_not_expire_and_an_empty_group_goe
     hb(coordinator, "b", -1)
     offsets.cleanup_group_metadata()
     assert "g" not in coordinator.consumer.groups
+
+
+def test_the_migration_policy_and_rebalance_protocols_are_read_as_kafka_validates_them():
+    def read(**props: str) -> GroupCoordinatorConfig:
+        properties = {k.replace("_", "."): v for k, v in props.items()}
+        return GroupCoordinatorConfig.from_broker_config(
+            BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", **properties}))
+
+    default = read()
+    assert (default.consumer_migration_policy, default.upgrade_enabled, default.downgrade_enabled) == (
+        "bidirectional", True, True)
+    assert default.rebalance_protocols == {"classic", "consumer", "streams"} and default.consumer_protocol_enabled
+    upgrade = read(group_consumer_migration_policy="UPGRADE")
+    assert (upgrade.upgrade_enabled, upgrade.downgrade_enabled) == (True, False)
+    downgrade = read(group_consumer_migration_policy="Downgrade")
+    assert (downgrade.upgrade_enabled, downgrade.downgrade_enabled) == (False, True)
+    disabled = read(group_consumer_migration_policy="disabled")
+    assert (disabled.upgrade_enabled, disabled.downgrade_enabled) == (False, False)
+    classic_only = read(group_coordinator_rebalance_protocols="classic")
+    assert classic_only.rebalance_protocols == {"classic"} and not classic_only.consumer_protocol_enabled
+    with pytest.raises(ConfigError, match="group.consumer.migration.policy"):
+        read(group_consumer_migration_policy="sideways")
+    with pytest.raises(ConfigError, match="group.coordinator.rebalance.protocols"):
+        read(group_coordinator_rebalance_protocols="classic,eager")
+    with pytest.raises(ConfigError, match="group.coordinator.rebalance.protocols"):
+        read(group_coordinator_rebalance_protocols="CLASSIC,consumer")
+    with pytest.raises(ConfigError, match="Disabling the 'classic' protocol is not supported."):
+        read(group_coordinator_rebalance_protocols="consumer")
+    with pytest.raises(ConfigError, match="Empty list"):
+        read(group_coordinator_rebalance_protocols=" ")

@@ -15,8 +15,9 @@ Differences from Kafka, for now: regexes (RE2/J syntax: what RE2 lacks is INVALI
 matched whole against the topic names, resolved at once on the heartbeat that brings them and refreshed on each
 heartbeat when the topics they match changed, internal topics excluded; the group's metadata hash is this broker's
 own hash of the subscribed topics' ids, names and partition counts (not Kafka's Murmur3 of the topic image),
-compared on every heartbeat; a classic group with members cannot be upgraded (GROUP_ID_NOT_FOUND, as Kafka with
-group.consumer.migration.policy disabled), and classic members do not join a consumer group through JoinGroup
+compared on every heartbeat; a classic group with members is not converted online: the first heartbeat answers
+GROUP_ID_NOT_FOUND, with Kafka's reason when group.consumer.migration.policy, the group's protocol type or
+group.consumer.max.size forbids the upgrade; classic members do not join a consumer group through JoinGroup
 (INCONSISTENT_GROUP_PROTOCOL); an empty group of either type becomes one of the other, keeping its committed
 offsets, as in Kafka.
 """
@@ -49,6 +50,7 @@ from minikafka.broker.coordinator.group.consumer.current_assignment_builder impo
 from minikafka.broker.coordinator.group.consumer.resolved_regular_expression import ResolvedRegularExpression
 from minikafka.broker.coordinator.group.consumer.target_assignment_builder import TargetAssignmentBuilder
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
+from minikafka.broker.coordinator.group.group import Group
 from minikafka.broker.coordinator.group.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
@@ -343,14 +345,29 @@ class ConsumerGroupCoordinator:
         classic = self.group_manager.groups.get(group_id)
         if classic is not None and classic.members:
             if create:
-                # An online upgrade of a classic group is not served (yet): as Kafka with the upgrade disabled.
+                self._validate_online_upgrade(classic)
+                # The conversion itself (Kafka's convertToConsumerGroup) is not served.
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to "
-                                 "consumer group because online upgrade is disabled.")
+                                 "consumer group because an online upgrade is not supported by this broker.")
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         # A new group, or an empty classic group (whose committed offsets it keeps) becoming a consumer group.
         return ConsumerGroup(group_id)
+
+    def _validate_online_upgrade(self, classic: Group) -> None:
+        """GROUP_ID_NOT_FOUND with Kafka's reason when a classic group with members may not become a consumer
+        group: the migration policy forbids it, its members do not use the consumer embedded protocol, or it has
+        more members than group.consumer.max.size (Kafka's validateOnlineUpgrade, checked in that order)."""
+        prefix = f"Cannot upgrade classic group {classic.group_id} to consumer group because"
+        if not self.config.upgrade_enabled:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"{prefix} online upgrade is disabled.")
+        if not classic.uses_consumer_protocol:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
+                             f"{prefix} the group does not use the consumer embedded protocol.")
+        if len(classic.members) > self.config.consumer_max_size:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
+                             f"{prefix} the group size exceeds the consumer group maximum size.")
 
     @staticmethod
     def _check_member_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:

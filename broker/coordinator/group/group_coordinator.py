@@ -202,6 +202,10 @@ class GroupCoordinator(GroupAdmin):
         consumer_group = self.group_manager.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if not consumer_group.is_empty():
+                if len(consumer_group.members) >= self.config.consumer_max_size and (
+                        req.member_id == "" or not consumer_group.has_member(req.member_id)):
+                    # As Kafka's first check of a classic member joining a consumer group.
+                    return _completed(_join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, req.member_id))
                 # Classic members in a consumer group (KIP-848's migration) are not served yet: the group is of
                 # another type, as Kafka answers when the group is neither classic nor consumer.
                 return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from minikafka.config import BrokerConfig, ConfigError
 
 # The names Kafka's group.consumer.assignors takes for its built-in assignors: the short name or the class.
+# Kafka's ConsumerGroupMigrationPolicy: which online conversions between a classic and a consumer group it permits.
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+# The group types group.coordinator.rebalance.protocols may list (Kafka's Group.GroupType).
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share", "streams")
+
 _ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
 
@@ -29,6 +34,24 @@ class GroupCoordinatorConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2147483647
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_migration_policy: str = "bidirectional"
+    rebalance_protocols: frozenset[str] = frozenset(("classic", "consumer", "streams"))
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """Whether a non-empty classic group may become a consumer group (Kafka's isUpgradeEnabled)."""
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """Whether a consumer group left with only classic members may become a classic group again."""
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")
+
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        """Whether group.coordinator.rebalance.protocols lets ConsumerGroupHeartbeat and ConsumerGroupDescribe be
+        served (with group.version 1 finalized; Kafka's KafkaApis.isConsumerGroupProtocolEnabled)."""
+        return "consumer" in self.rebalance_protocols
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> GroupCoordinatorConfig:
@@ -43,7 +66,36 @@ class GroupCoordinatorConfig:
                    consumer_session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
                    consumer_heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
                    consumer_max_size=config.get("group.consumer.max.size"),
-                   consumer_assignors=consumer_assignors(config))
+                   consumer_assignors=consumer_assignors(config),
+                   consumer_migration_policy=consumer_migration_policy(config),
+                   rebalance_protocols=rebalance_protocols(config))
+
+
+def consumer_migration_policy(config: BrokerConfig) -> str:
+    """group.consumer.migration.policy, one of Kafka's four policies whatever its case (ConfigError otherwise)."""
+    raw = config.get("group.consumer.migration.policy")
+    policy = raw.strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"Invalid value {raw} for configuration group.consumer.migration.policy: String must be "
+                          f"one of (case insensitive): {', '.join(p.upper() for p in MIGRATION_POLICIES)}")
+    return policy
+
+
+def rebalance_protocols(config: BrokerConfig) -> frozenset[str]:
+    """group.coordinator.rebalance.protocols as group types: a non-empty list of Kafka's lower-case names, classic
+    among them (ConfigError otherwise, as Kafka's ConfigDef and KafkaConfig)."""
+    raw = config.get("group.coordinator.rebalance.protocols")
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("Invalid value  for configuration group.coordinator.rebalance.protocols: Empty list "
+                          "is not allowed")
+    unknown = [n for n in names if n not in REBALANCE_PROTOCOLS]
+    if unknown:
+        raise ConfigError(f"Invalid value {unknown[0]} for configuration group.coordinator.rebalance.protocols: "
+                          f"String must be one of: {', '.join(REBALANCE_PROTOCOLS)}")
+    if "classic" not in names:
+        raise ConfigError("Disabling the 'classic' protocol is not supported.")
+    return frozenset(names)
 
 
 def consumer_assignors(config: BrokerConfig) -> tuple[str, ...]:

@@ -87,6 +87,7 @@ from minikafka.broker.coordinator.group.consumer_group_coordinator import Heartb
 from minikafka.broker.coordinator.group.group import SyncResult
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, JoinRequest
 from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry, OffsetManager
+from minikafka.broker.metadata.features import CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION, GROUP_VERSION, finalized_level
 from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, AclOperation, ResourceType
 from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
@@ -635,6 +636,13 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
 
 # ---- KIP-848 consumer groups ------------------------------------------------------------------------------------
 
+def _consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """Whether the consumer rebalance protocol is served: listed in group.coordinator.rebalance.protocols and
+    group.version 1 finalized; otherwise its APIs answer UNSUPPORTED_VERSION before any other check, as Kafka."""
+    return (_coordinator(ctx).config.consumer_protocol_enabled
+            and finalized_level(GROUP_VERSION) >= CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION)
+
+
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> object:
     R = ctx.response_class
 
@@ -642,6 +650,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> objec
         return ctx.response(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
                             member_epoch=0, heartbeat_interval_ms=0, assignment=None)
 
+    if not _consumer_protocol_enabled(ctx):
+        return error(ErrorCode.UNSUPPORTED_VERSION, None)
     if not _may_read_group(ctx, request.group_id):
         return error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     owned = None if request.topic_partitions is None else {
@@ -686,6 +696,10 @@ async def handle_consumer_group_describe(ctx: RequestContext, request) -> object
     coordinator = _coordinator(ctx)
     cache = ctx.services.metadata_cache
     groups = []
+    if not _consumer_protocol_enabled(ctx):
+        return ctx.response(throttle_time_ms=0, groups=[
+            G(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, group_id=group_id, group_state="",
+              group_epoch=0, assignment_epoch=0, assignor_name="", members=[]) for group_id in request.group_ids])
 
     def described_assignment(assignment: Assignment) -> object:
         topics = []
