@@ -1,4 +1,5 @@
-"""Client APIs that kafka-python has no classes for: KIP-848's consumer group heartbeat and describe.
+"""Client APIs that kafka-python has no classes for: KIP-848's consumer group and KIP-932's share group heartbeat
+and describe.
 
 Their specs are the JSON files beside this module, in the format of Kafka's own message specs, and load through
 kafka-python's `ApiMessage`, so they encode and decode exactly as kafka-python's own client APIs do. `codec.SCHEMAS`
@@ -26,8 +27,26 @@ class ConsumerGroupDescribeResponse(ApiMessage, load_json=__package__):  # type:
     pass
 
 
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 CLIENT_API_MESSAGES: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
 )
 """Each API's request and response classes, for the codec's table."""
