@@ -6,10 +6,12 @@ null value is a tombstone that deletes what the key names. Every consumer group 
 only. The specs are the JSON files beside this module, loaded by kafka-python's `ApiData`, so the bytes are Kafka's
 both ways.
 
-The same topic holds the classic groups' offset commits and group metadata (types 0-2, read elsewhere) and, in a
-Kafka 4.1 cluster, share and streams group records, which this broker does not serve: its loader skips them, as
-Kafka's skips record types it does not know (9, 18, 24 and up in 4.1; left over from an aborted upgrade). Anything
-else that does not read (a known type's key or value cut short, or a value version past the spec's) fails a load.
+Share groups' records (KIP-932, types 10-15, value version 0 only too) read through `decode_share_record`, so that
+`decode_key` and `decode_value` keep to consumer groups'. The same topic holds the classic groups' offset commits
+and group metadata (types 0-2, read elsewhere) and, in a Kafka 4.1 cluster, streams group records, which this broker
+does not serve: its loader skips them (and share records until it replays them), as Kafka's skips record types it
+does not know (9, 18, 24 and up in 4.1; left over from an aborted upgrade). Anything else that does not read (a
+known type's key or value cut short, or a value version past the spec's) fails a load.
 """
 from __future__ import annotations
 
@@ -260,6 +262,128 @@ class ConsumerGroupRecord(NamedTuple):
     value: ConsumerGroupRecordValue | None
 
 
+# ---- share groups (KIP-932) ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShareGroupMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True)
+class ShareGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ShareGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True)
+class ShareGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ShareGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ShareGroupStatePartitionMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True)
+class ShareGroupMetadataValue:
+    """The share group's epoch, and the hash of its subscribed topics' metadata."""
+
+    epoch: int
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareGroupMemberMetadataValue:
+    """A share-group member's subscription and client details."""
+
+    rack_id: str | None = None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    """The epoch of the share group's target assignment."""
+
+    assignment_epoch: int
+
+
+@dataclass(frozen=True)
+class ShareGroupTargetAssignmentMemberValue:
+    """A member's partitions in the share group's target assignment."""
+
+    topic_partitions: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    """A share-group member's epochs, state and partitions (nothing to revoke: share partitions are not exclusive)."""
+
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True)
+class TopicPartitionsInfo:
+    """A topic's partitions, by id and name, in the share-partition state metadata."""
+
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic by id and name, in the share-partition state metadata."""
+
+    topic_id: uuid.UUID
+    topic_name: str
+
+
+@dataclass(frozen=True)
+class ShareGroupStatePartitionMetadataValue:
+    """Which topics' share-partition state the group coordinator is initializing, has initialized (through the
+    share coordinator) or is deleting."""
+
+    initializing_topics: tuple[TopicPartitionsInfo, ...]
+    initialized_topics: tuple[TopicPartitionsInfo, ...]
+    deleting_topics: tuple[TopicInfo, ...]
+
+
+ShareGroupRecordKey = (
+    ShareGroupMetadataKey | ShareGroupMemberMetadataKey | ShareGroupTargetAssignmentMetadataKey
+    | ShareGroupTargetAssignmentMemberKey | ShareGroupCurrentMemberAssignmentKey | ShareGroupStatePartitionMetadataKey
+)
+ShareGroupRecordValue = (
+    ShareGroupMetadataValue | ShareGroupMemberMetadataValue | ShareGroupTargetAssignmentMetadataValue
+    | ShareGroupTargetAssignmentMemberValue | ShareGroupCurrentMemberAssignmentValue
+    | ShareGroupStatePartitionMetadataValue
+)
+
+
+class ShareGroupRecord(NamedTuple):
+    """A decoded share-group record: its key, and its value or None for a tombstone."""
+
+    key: ShareGroupRecordKey
+    value: ShareGroupRecordValue | None
+
+
 # ---- the specs ---------------------------------------------------------------------------------------------------
 
 def _message_class(name: str) -> Any:
@@ -306,7 +430,26 @@ for _type, _key, _value in (
 ):
     _KEYS[_type] = _part(_key, flexible=False)
     _VALUES[_type] = _part(_value, flexible=True)
-_TYPE_OF: dict[type, int] = {part.dataclass: t for table in (_KEYS, _VALUES) for t, part in table.items()}
+# Share groups' records apart, so that decode_key and decode_value keep to consumer groups' and a loader asks for
+# share records by name (decode_share_record).
+_SHARE_KEYS: dict[int, _Part] = {}
+_SHARE_VALUES: dict[int, _Part] = {}
+for _share_type, _share_key, _share_value in (
+    (CoordinatorRecordType.SHARE_GROUP_METADATA, ShareGroupMetadataKey, ShareGroupMetadataValue),
+    (CoordinatorRecordType.SHARE_GROUP_MEMBER_METADATA, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    (CoordinatorRecordType.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, ShareGroupTargetAssignmentMetadataKey,
+     ShareGroupTargetAssignmentMetadataValue),
+    (CoordinatorRecordType.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, ShareGroupTargetAssignmentMemberKey,
+     ShareGroupTargetAssignmentMemberValue),
+    (CoordinatorRecordType.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, ShareGroupCurrentMemberAssignmentKey,
+     ShareGroupCurrentMemberAssignmentValue),
+    (CoordinatorRecordType.SHARE_GROUP_STATE_PARTITION_METADATA, ShareGroupStatePartitionMetadataKey,
+     ShareGroupStatePartitionMetadataValue),
+):
+    _SHARE_KEYS[_share_type] = _part(_share_key, flexible=False)
+    _SHARE_VALUES[_share_type] = _part(_share_value, flexible=True)
+_TYPE_OF: dict[type, int] = {part.dataclass: t for table in (_KEYS, _VALUES, _SHARE_KEYS, _SHARE_VALUES)
+                             for t, part in table.items()}
 
 # The dataclass of each nested struct, by the struct's type name in the specs.
 _NESTED: dict[str, type] = {
@@ -316,6 +459,8 @@ _NESTED: dict[str, type] = {
     "PartitionMetadata": PartitionMetadata,
     "ClassicMemberMetadata": ClassicMemberMetadata,
     "ClassicProtocol": ClassicProtocol,
+    "TopicPartitionsInfo": TopicPartitionsInfo,
+    "TopicInfo": TopicInfo,
 }
 
 
@@ -375,17 +520,18 @@ def record_type_of(key: bytes | bytearray | memoryview) -> int:
     return record_type
 
 
-def encode_key(key: ConsumerGroupRecordKey) -> bytes:
+def encode_key(key: ConsumerGroupRecordKey | ShareGroupRecordKey) -> bytes:
     """The key bytes: the record type, then the key message."""
     record_type = _TYPE_OF[type(key)]
-    part = _KEYS[record_type]
+    part = _KEYS.get(record_type) or _SHARE_KEYS[record_type]
     message = _to_message(key, part.message._struct, part.message)
     return _I16.pack(record_type) + bytes(message.encode(version=KEY_VERSION, header=False))
 
 
-def encode_value(value: ConsumerGroupRecordValue) -> bytes:
+def encode_value(value: ConsumerGroupRecordValue | ShareGroupRecordValue) -> bytes:
     """The value bytes: the version, then the value message (tagged fields at their defaults are left out)."""
-    part = _VALUES[_TYPE_OF[type(value)]]
+    record_type = _TYPE_OF[type(value)]
+    part = _VALUES.get(record_type) or _SHARE_VALUES[record_type]
     message = _to_message(value, part.message._struct, part.message)
     return _I16.pack(VALUE_VERSION) + bytes(message.encode(version=VALUE_VERSION, header=False))
 
@@ -405,6 +551,11 @@ def decode_value(record_type: int, data: bytes | bytearray | memoryview | None) 
     part = _VALUES.get(record_type)
     if part is None:
         raise UnknownRecordTypeError(record_type)
+    value: ConsumerGroupRecordValue | None = _decode_value(part, data)
+    return value
+
+
+def _decode_value(part: _Part, data: bytes | bytearray | memoryview | None) -> Any:
     if data is None:
         return None
     if len(data) < _I16.size:
@@ -412,8 +563,7 @@ def decode_value(record_type: int, data: bytes | bytearray | memoryview | None) 
     (version,) = _I16.unpack_from(data)
     if version != VALUE_VERSION:
         raise ConsumerGroupRecordError(f"unknown {part.name} version {version}")
-    value: ConsumerGroupRecordValue = _decode(part, bytes(data[_I16.size:]), version)
-    return value
+    return _decode(part, bytes(data[_I16.size:]), version)
 
 
 def decode_record(key: bytes | bytearray | memoryview,
@@ -422,6 +572,17 @@ def decode_record(key: bytes | bytearray | memoryview,
     seen its record type is one of CONSUMER_GROUP_RECORD_TYPES."""
     decoded_key = decode_key(key)
     return ConsumerGroupRecord(decoded_key, decode_value(_TYPE_OF[type(decoded_key)], value))
+
+
+def decode_share_record(key: bytes | bytearray | memoryview,
+                        value: bytes | bytearray | memoryview | None) -> ShareGroupRecord:
+    """A share-group record from its key and value bytes (a None value is a tombstone), for a loader that has seen
+    its record type is one of SHARE_GROUP_RECORD_TYPES; UnknownRecordTypeError for any other type."""
+    record_type = record_type_of(key)
+    key_part, value_part = _SHARE_KEYS.get(record_type), _SHARE_VALUES.get(record_type)
+    if key_part is None or value_part is None:
+        raise UnknownRecordTypeError(record_type)
+    return ShareGroupRecord(_decode(key_part, bytes(key[_I16.size:]), KEY_VERSION), _decode_value(value_part, value))
 
 
 def _decode(part: _Part, body: bytes, version: int) -> Any:
