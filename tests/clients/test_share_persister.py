@@ -1,6 +1,7 @@
 """The persister a share-partition leader uses (DefaultStatePersister) against real brokers: FindCoordinator key type
 SHARE finds the share coordinator, the state written is read back exactly, epochs fence, and on three brokers the
-state is still there when the coordinator of the share-partition is killed -9 (the persister finds the new one)."""
+state is still there when the coordinator of the share-partition is killed -9 (the persister finds the new one).
+A SharePartition persists what its members acknowledge, and a leader at a newer epoch loads it and fences the old."""
 from __future__ import annotations
 
 import uuid
@@ -16,6 +17,12 @@ from minikafka.broker.coordinator.share.share_coordinator_shard import SharePart
 from minikafka.broker.network.broker_clients import BrokerClients
 from minikafka.broker.server.share.default_state_persister import DefaultStatePersister
 from minikafka.broker.server.share.persister import PersisterStateBatch
+from minikafka.broker.server.share.share_partition import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    RecordState,
+    SharePartition,
+)
 from minikafka.protocol.errors import ErrorCode
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
@@ -130,3 +137,39 @@ def test_persister_finds_the_new_coordinator_after_a_kill_9(tmp_path) -> None:
             assert new_coordinator not in (coordinator, -1)
 
         trio.run(main)
+
+
+def test_share_partition_persists_acknowledgements_for_the_next_leader(broker) -> None:
+    tid = create_topic(broker.bootstrap_servers, 1)
+    key = SharePartitionKey(GROUP, tid, 0)
+
+    async def latest() -> int:
+        return 5
+
+    async def main() -> None:
+        persister = persister_on([broker], broker)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(persister.run)
+            assert (await persister.initialize_state(key, 1, -1)).error == ErrorCode.NONE
+            old = SharePartition(key, 1, persister, delivery_count_limit=2)
+            assert await old.maybe_initialize(latest) == ErrorCode.NONE
+            assert old.state is not None and old.state.start_offset == 5
+            assert old.state.acquire("a", 5, 9, 10, 0, 30_000) == [AcquiredRecords(5, 9, 1)]
+            accept_reject_release = [AcknowledgementBatch(5, 6, (1,)), AcknowledgementBatch(7, 7, (3,)),
+                                     AcknowledgementBatch(8, 8, (2,))]
+            assert await old.acknowledge("a", accept_reject_release) == (ErrorCode.NONE, None)
+            not_owner = await old.acknowledge("b", [AcknowledgementBatch(9, 9, (1,))])
+            assert not_owner[0] == ErrorCode.INVALID_RECORD_STATE
+
+            new = SharePartition(key, 2, persister, delivery_count_limit=2)
+            assert await new.maybe_initialize(latest) == ErrorCode.NONE
+            assert new.state is not None and (new.state.start_offset, new.state.end_offset) == (8, 10)
+            assert new.state.acquire("b", 8, 9, 10, 0, 30_000) == [AcquiredRecords(8, 8, 2), AcquiredRecords(9, 9, 1)]
+
+            fenced = await old.acknowledge("a", [AcknowledgementBatch(9, 9, (1,))])
+            assert fenced[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            record = old.state.record(9)
+            assert record is not None and record.state == RecordState.ACQUIRED  # undone
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)

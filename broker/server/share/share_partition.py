@@ -7,15 +7,24 @@ AVAILABLE again unless it has been delivered group.share.delivery.count.limit ti
 (and GAP) make it at once. The start offset moves past the done records at its front, so what is in flight stays
 bounded by group.share.partition.max.record.locks. The state a persister keeps is `state_batches()`: every in-flight
 offset, an acquired one as the AVAILABLE record it was before its delivery, so a new leader delivers it again.
-Callers do the I/O: reading the log, writing the state, and the clock (milliseconds).
+The state machine (`SharePartitionState`) does no I/O: its callers read the log and give the clock (milliseconds).
+`SharePartition` loads it from the persister and writes it back after each change.
 """
 from __future__ import annotations
 
+import copy
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from minikafka.broker.server.share.persister import PersisterStateBatch
+import trio
+
+from minikafka.broker.coordinator.share.share_coordinator_shard import SharePartitionKey
+from minikafka.broker.server.share.persister import Persister, PersisterStateBatch
 from minikafka.protocol.errors import ErrorCode
+
+log = logging.getLogger("minikafka.share_partition")
 
 NO_MEMBER = ""
 
@@ -162,10 +171,11 @@ class SharePartitionState:
                 acquired.append(AcquiredRecords(offset, offset, record.delivery_count))
         return acquired
 
-    def acknowledge(self, member_id: str, batches: list[AcknowledgementBatch]) -> None:
-        """Apply a member's acknowledgements, all or none: SharePartitionError INVALID_REQUEST for an unknown
-        type, a type list that does not match its range or offsets past the acquired ones, INVALID_RECORD_STATE
-        for a record that is not acquired by this member. Offsets below the start offset are done already."""
+    def acknowledge(self, member_id: str, batches: list[AcknowledgementBatch]) -> bool:
+        """Apply a member's acknowledgements, all or none, and say whether any record changed. SharePartitionError
+        INVALID_REQUEST for an unknown type, a type list that does not match its range or offsets past the acquired
+        ones, INVALID_RECORD_STATE for a record not acquired by this member. Offsets below the start offset are
+        done already."""
         changes: dict[int, RecordState] = {}
         for batch in batches:
             span = batch.last_offset - batch.first_offset + 1
@@ -195,6 +205,7 @@ class SharePartitionState:
         for offset, state in changes.items():
             self._set(offset, state)
         self._advance_start_offset()
+        return bool(changes)
 
     def release_acquired_records(self, member_id: str) -> bool:
         """A member left (its share session closed): its records are released; whether any was."""
@@ -239,3 +250,88 @@ class SharePartitionState:
                and self._records[self.start_offset].state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)):
             del self._records[self.start_offset]
             self.start_offset += 1
+
+
+UNINITIALIZED_START_OFFSET = -1
+
+_PERSISTER_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+
+
+def persister_error(error: ErrorCode) -> ErrorCode:
+    """The error a share fetch or acknowledgement reports for a persister's (Kafka's fetchPersisterError): a fenced
+    epoch means another leader owns the share-partition."""
+    return _PERSISTER_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+class SharePartition:
+    """A share-partition on its leader: the state machine, loaded from the persister at the leader epoch and
+    written back after each change, one change at a time. A change whose write fails is undone, as Kafka rolls
+    back an acknowledgement it could not persist."""
+
+    def __init__(self, key: SharePartitionKey, leader_epoch: int, persister: Persister, *,
+                 delivery_count_limit: int = 5, max_record_locks: int = 2000) -> None:
+        self.key = key
+        self.leader_epoch = leader_epoch
+        self.persister = persister
+        self.delivery_count_limit = delivery_count_limit
+        self.max_record_locks = max_record_locks
+        self.state_epoch = 0
+        self.state: SharePartitionState | None = None
+        self._lock = trio.Lock()
+
+    async def maybe_initialize(self, reset_offset: Callable[[], Awaitable[int]]) -> ErrorCode:
+        """Load the persisted state once; a share-partition the persister has no start offset for starts where
+        share.auto.offset.reset says (`reset_offset`). The error a fetch reports when it cannot load."""
+        async with self._lock:
+            if self.state is not None:
+                return ErrorCode.NONE
+            read = await self.persister.read_state(self.key, self.leader_epoch)
+            if read.error != ErrorCode.NONE:
+                log.info("share-partition %s not loaded: %s (%s)", self.key, read.error.name, read.error_message)
+                return persister_error(read.error)
+            start_offset = read.start_offset
+            if start_offset == UNINITIALIZED_START_OFFSET:
+                start_offset = await reset_offset()
+            self.state_epoch = read.state_epoch
+            self.state = SharePartitionState(start_offset, read.state_batches,
+                                             delivery_count_limit=self.delivery_count_limit,
+                                             max_record_locks=self.max_record_locks)
+            return ErrorCode.NONE
+
+    async def acknowledge(self, member_id: str, batches: list[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
+        """Apply and persist a member's acknowledgements: the error and its message for the member."""
+        try:
+            return await self._change(lambda state: state.acknowledge(member_id, batches))
+        except SharePartitionError as exc:
+            return exc.error, exc.message
+
+    async def release_acquired_records(self, member_id: str) -> tuple[ErrorCode, str | None]:
+        return await self._change(lambda state: state.release_acquired_records(member_id))
+
+    async def expire_locks(self, now_ms: int) -> tuple[ErrorCode, str | None]:
+        return await self._change(lambda state: state.expire_locks(now_ms))
+
+    async def _change(self, change: Callable[[SharePartitionState], bool]) -> tuple[ErrorCode, str | None]:
+        async with self._lock:
+            state = self.state
+            if state is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The share-partition is not loaded."
+            before = copy.deepcopy(state)
+            if not change(state):
+                return ErrorCode.NONE, None
+            result = await self.persister.write_state(self.key, self.state_epoch, self.leader_epoch,
+                                                      state.start_offset, state.state_batches())
+            if result.error != ErrorCode.NONE:
+                log.info("state of share-partition %s not written: %s (%s); the change is undone", self.key,
+                         result.error.name, result.error_message)
+                self.state = before
+                return persister_error(result.error), result.error_message
+            return ErrorCode.NONE, None
