@@ -15,6 +15,7 @@ from kafka.protocol.api_message import ApiMessage
 from . import framing
 from .api_keys import ApiKey
 from .client_apis import CLIENT_API_MESSAGES
+from .client_apis.share_fetch import SHARE_FETCH_MESSAGES
 from .client_apis.share_state import SHARE_STATE_MESSAGES
 from .file_records import FileRecords
 from .request_header import InvalidRequestError, RequestHeader
@@ -59,8 +60,8 @@ def _load_schemas() -> dict[int, ApiSchema]:
         if kind == "request" and (key, "response") in found:
             lo, hi = req.valid_versions
             schemas[key] = ApiSchema(req, found[(key, "response")], lo, hi)
-    # Client and share-state APIs kafka-python lacks, from the project's own specs.
-    for req, resp in CLIENT_API_MESSAGES + SHARE_STATE_MESSAGES:
+    # Client, share-fetch and share-state APIs kafka-python lacks, from the project's own specs.
+    for req, resp in CLIENT_API_MESSAGES + SHARE_FETCH_MESSAGES + SHARE_STATE_MESSAGES:
         lo, hi = req.valid_versions
         schemas[req.API_KEY] = ApiSchema(req, resp, lo, hi)
     return schemas

@@ -85,6 +85,7 @@ from minikafka.broker.server.handlers import controller_requests
 from minikafka.broker.server.handlers.transactions import write_markers_locally
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
+from minikafka.broker.server.share.default_state_persister import DefaultStatePersister
 from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.internal_topics import (
     GROUP_METADATA_TOPIC,
@@ -145,6 +146,7 @@ class BrokerServer:
         self.group_coordinator: GroupCoordinator
         self.transaction_coordinator: TransactionCoordinator
         self.share_coordinator: ShareCoordinator
+        self.persister: DefaultStatePersister
         self.add_partitions_to_txn: AddPartitionsToTxnManager
         self.producer_ids: ProducerIdManager
         # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
@@ -251,6 +253,7 @@ class BrokerServer:
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.transaction_coordinator.run)
         await nursery.start(self.share_coordinator.run)
+        await nursery.start(self.persister.run)
         await nursery.start(self.add_partitions_to_txn.clients.run)
         await nursery.start(self.producer_ids.run)
         nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
@@ -304,6 +307,8 @@ class BrokerServer:
             lambda: self.purgatory.check_and_complete(GROUPS_CHANGED_KEY)
         self.transaction_coordinator = self._transaction_coordinator()
         self.share_coordinator = self._share_coordinator()
+        self.persister = DefaultStatePersister(self._broker_clients(f"broker-{self.node_id}-share-persister"),
+                                               self.node_id)
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)

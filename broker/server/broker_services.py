@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from minikafka.broker.server.dynamic_broker_config import DynamicBrokerConfig
     from minikafka.broker.server.forwarding import ForwardingManager
     from minikafka.broker.server.producer_id_manager import ProducerIdManager
+    from minikafka.broker.server.share.persister import Persister
     from minikafka.config import BrokerConfig
     from minikafka.storage.log_config import LogConfig
 
@@ -78,6 +79,10 @@ class BrokerServices(Protocol):
     authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything is allowed
     disk_quota: DiskQuota
     metrics: BrokerMetrics
+
+    @property
+    def persister(self) -> Persister:
+        """Where share-partition leaders keep their state: the share coordinator, over the network."""
 
     def stop(self) -> None:
         """A clean stop, as on SIGTERM (the control API's shutdown)."""

@@ -39,6 +39,22 @@ def coordinator_key(key: SharePartitionKey) -> str:
     return f"{key.group_id}:{kafka_uuid_string(key.topic_id)}:{key.partition}"
 
 
+def parse_coordinator_key(text: str) -> SharePartitionKey | None:
+    """The share-partition a FindCoordinator SHARE key names, as Kafka's SharePartitionKey.getInstance reads it
+    (the group id trimmed); None for a key that is not group:topicId:partition."""
+    tokens = text.split(":")
+    if len(tokens) != 3 or not tokens[0].strip() or len(tokens[1]) > 22:
+        return None
+    try:
+        topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(tokens[1] + "=="))
+        partition = int(tokens[2], 10)
+    except ValueError:
+        return None
+    if not -(1 << 31) <= partition < 1 << 31:
+        return None
+    return SharePartitionKey(tokens[0].strip(), topic_id, partition)
+
+
 ShareOperation = Callable[[ShareCoordinatorShard], ShareStateResult]
 """What a request asks of the shard of its key's partition."""
 

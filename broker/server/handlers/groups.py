@@ -92,6 +92,7 @@ from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, AclOperation, Re
 from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.handlers.common import ZERO_UUID, operation_set, resolve_topic
+from minikafka.broker.server.handlers.share_state import find_share_coordinator
 from minikafka.broker.server.handlers.transactions import find_transaction_coordinator
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
@@ -140,6 +141,10 @@ async def _find_coordinator(ctx: RequestContext, key_type: int, key: str) -> tup
         return AUTHORIZATION_ERRORS[resource_type], -1, "", -1
     if key_type == TRANSACTION_KEY:
         return await find_transaction_coordinator(ctx, key)
+    if key_type == SHARE_KEY:  # share coordinators came with v6
+        if ctx.version < FIRST_SHARE_KEY_VERSION:
+            return ErrorCode.INVALID_REQUEST, -1, "", -1
+        return await find_share_coordinator(ctx, key)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     services = ctx.services

@@ -9,6 +9,10 @@ FENCED_LEADER_EPOCH, INVALID_REQUEST for a read or write of an uninitialized sha
 UNKNOWN_TOPIC_OR_PARTITION for a partition the topic lacks. ReadShareGroupStateSummary of an uninitialized
 share-partition answers start offset -1 and epochs 0, as Kafka does.
 
+FindCoordinator key type SHARE (v6+, key `group:topicId:partition`) finds the leader of a share-partition's
+`__share_group_state` partition, so a share-partition leader's persister knows where to send these; the first lookup
+creates the topic.
+
 Authorization, with an authorizer: CLUSTER_ACTION on the cluster (they come from brokers), else
 CLUSTER_AUTHORIZATION_FAILED for every partition.
 """
@@ -19,7 +23,7 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
-from minikafka.broker.coordinator.share.share_coordinator import ShareOperation
+from minikafka.broker.coordinator.share.share_coordinator import ShareOperation, parse_coordinator_key
 from minikafka.broker.coordinator.share.share_coordinator_shard import (
     SharePartitionKey,
     ShareStateResult,
@@ -57,6 +61,27 @@ async def _results(ctx: RequestContext, request: Any,
             partitions.append((p.partition, result))
         results.append((topic.topic_id, partitions))
     return results
+
+
+async def find_share_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, int]:
+    """FindCoordinator for a share-partition: the leader of its `__share_group_state` partition on the listener the
+    request came in on; INVALID_REQUEST for a key that is not group:topicId:partition."""
+    share_partition = parse_coordinator_key(key)
+    if share_partition is None:
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    services = ctx.services
+    cache = services.metadata_cache
+    if SHARE_GROUP_STATE_TOPIC not in cache.topics:
+        errors = await services.auto_topic_creation.create_topics([SHARE_GROUP_STATE_TOPIC], internal=True)
+        if SHARE_GROUP_STATE_TOPIC in errors:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    topic = cache.topics.get(SHARE_GROUP_STATE_TOPIC)
+    partition = (topic.partitions.get(services.share_coordinator.partition_for(share_partition))
+                 if topic is not None else None)
+    endpoint = cache.alive_endpoint(partition.leader, ctx.conn.listener) if partition is not None else None
+    if partition is None or endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, partition.leader, endpoint.host, endpoint.port
 
 
 def _error(result: ShareStateResult) -> dict[str, Any]:
