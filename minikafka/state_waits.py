@@ -35,6 +35,11 @@ class StateWaits:
         leader: the moment after a topic is created (by any tool or by auto-creation) when clients can use it."""
         self.state.wait_for_topic(topic, partitions, timeout)
 
+    def wait_for_records(self, topic: str, count: int, timeout: float = DEFAULT_WAIT_S) -> int:
+        """Until the topic holds at least `count` readable records over all its partitions (transaction markers
+        count, as they take offsets); returns how many it holds then."""
+        return self.state.wait_for_records(topic, count, timeout)
+
     def wait_for_high_watermark(self, topic: str, partition: int, offset: int,
                                 timeout: float = DEFAULT_WAIT_S) -> int:
         """Until the partition's high watermark is at `offset` or past it (its records up to there are replicated

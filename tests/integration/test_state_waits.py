@@ -129,3 +129,35 @@ def test_wait_for_topic_returns_once_every_broker_has_leaders_for_it(tmp_path, u
             assert all(p.leader >= 0 for p in partitions.values())
         with pytest.raises(TimeoutError, match=r"last saw: 6 partition\(s\)$"):
             cluster.wait_for_topic(unique_topic, partitions=8, timeout=0.3)
+
+
+def test_wait_for_records_counts_every_partition(broker_factory, unique_topic):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=3, replication_factor=1)
+    with pytest.raises(TimeoutError, match=rf"for 6 record\(s\) in topic '{unique_topic}'; last seen: 0$"):
+        broker.wait_for_records(unique_topic, 6, timeout=0.3)
+    produce(broker.bootstrap_servers, unique_topic, 2, partition=0).flush(30)
+    writer = threading.Thread(target=lambda: [produce(broker.bootstrap_servers, unique_topic, 2, partition=p
+                                                      ).flush(30) for p in (1, 2)])
+    writer.start()
+    try:
+        assert broker.wait_for_records(unique_topic, 6, timeout=30) == 6
+    finally:
+        writer.join(30)
+    with pytest.raises(TimeoutError, match=r"last seen: 6$"):
+        broker.wait_for_records(unique_topic, 7, timeout=0.3)
+
+
+def test_wait_for_records_sums_the_leaders_of_a_cluster(tmp_path, unique_topic):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster") as cluster:
+        cluster.state.create_topic(unique_topic, partitions=3, replication_factor=2)
+        cluster.wait_for_topic(unique_topic, 3)
+        assert len({cluster.wait_for_leader(unique_topic, p).node_id for p in range(3)}) > 1  # counts to sum
+        writer = threading.Thread(target=lambda: [produce(cluster.bootstrap_servers, unique_topic, 3, partition=p
+                                                          ).flush(30) for p in range(3)])
+        writer.start()
+        try:
+            assert cluster.wait_for_records(unique_topic, 9, timeout=30) == 9
+        finally:
+            writer.join(30)
+        assert sum(cluster.state.partition(unique_topic, p).high_watermark for p in range(3)) == 9

@@ -24,6 +24,10 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - topic.wait: until this broker's metadata has the "topic" (with at least "partitions" partitions, if given) and a
   leader for each of its partitions, or "timeout_ms" passes; woken by each change of the metadata it applies.
   Answers "reached" and "seen" (what is missing);
+- topic.wait_records: until the partitions of "topic" this broker leads hold "at_least" readable records between
+  them (high watermark minus log start offset, summed; transaction markers count, as they take offsets), or
+  "timeout_ms" passes; woken by the changes that wake fetches and by metadata changes (leadership). Answers
+  "records", "partitions" (those it leads) and "reached";
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -303,6 +307,33 @@ async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: C
     return {"seen": seen(), "reached": seen() == "ready"}
 
 
+async def _topic_wait_records(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                              ) -> dict[str, Any]:
+    topic, at_least = str(request["topic"]), int(request["at_least"])
+    replica_manager = services.replica_manager
+
+    def led() -> list[int]:
+        info = services.metadata_cache.topics.get(topic)
+        return sorted(p for p in (info.partitions if info is not None else ())
+                      if (partition := replica_manager.get_partition(topic, p)) is not None and partition.is_leader)
+
+    def records() -> int:
+        return sum(max(0, partition.high_watermark - partition.log_start_offset) for p in led()
+                   if (partition := replica_manager.get_partition(topic, p)) is not None)
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while records() < at_least and trio.current_time() < deadline:
+        watched = led()  # woken again when leadership moves, to watch the partitions it leads then
+
+        def done(watched: list[int] = watched) -> bool:
+            return records() >= at_least or led() != watched
+
+        keys = [METADATA_CHANGE_KEY, *(fetch_key((topic, p)) for p in watched)]
+        await services.purgatory.wait_any(keys, deadline - trio.current_time(), conn.stream, done)
+    count = records()
+    return {"records": count, "partitions": led(), "reached": count >= at_least}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -338,6 +369,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "partition.wait": _partition_wait,
     "group.wait_committed": _group_wait_committed,
     "topic.wait": _topic_wait,
+    "topic.wait_records": _topic_wait_records,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
