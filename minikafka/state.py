@@ -448,14 +448,19 @@ class State:
                 raise TimeoutError(f"waited {timeout:g} s for {what} to reach {at_least}; last seen: {seen}")
 
     def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
-                       timeout: float = DEFAULT_TIMEOUT_S) -> GroupState:
+                       timeout: float = DEFAULT_TIMEOUT_S, *, generation_at_least: int | None = None) -> GroupState:
         """Until the group is in `state` (Kafka's name, e.g. "Stable") with `members` members, either left out to
-        accept any; returns the group then. TimeoutError naming what was last seen otherwise (an unknown group is
-        seen as such until it exists)."""
+        accept any, and, if given, its generation (a consumer group's group epoch) is `generation_at_least` or
+        later; returns the group then. The generation is waited for at the group's coordinator, woken when it
+        stores the group. TimeoutError naming what was last seen otherwise (an unknown group is seen as such until
+        it exists)."""
         with quiet_schema_loading():
             from kafka.errors import KafkaError
 
         deadline = time.monotonic() + timeout
+        if generation_at_least is not None:
+            self._wait_at_leader("group.wait_generation", "generation", dict(group=group_id), generation_at_least,
+                                 timeout, f"the generation of group {group_id!r}")
         seen: object = "nothing"
         while True:
             last_chance = time.monotonic() >= deadline

@@ -19,10 +19,12 @@ class StateWaits:
         raise NotImplementedError
 
     def wait_for_group(self, group_id: str, state: str | None = None, members: int | None = None,
-                       timeout: float = DEFAULT_WAIT_S) -> GroupState:
+                       timeout: float = DEFAULT_WAIT_S, *, generation_at_least: int | None = None) -> GroupState:
         """Until the group (classic or consumer protocol) is in `state` (Kafka's name, e.g. "Stable") with
-        `members` members; returns it as `state.group()` describes it (see minikafka.state)."""
-        return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout)
+        `members` members and, if given, at generation (consumer group: group epoch) `generation_at_least` or
+        later; returns it as `state.group()` describes it (see minikafka.state)."""
+        return self.state.wait_for_group(group_id, state=state, members=members, timeout=timeout,
+                                         generation_at_least=generation_at_least)
 
     def wait_for_committed(self, group_id: str, topic: str, partition: int, offset: int,
                            timeout: float = DEFAULT_WAIT_S) -> int:

@@ -28,7 +28,7 @@ import trio
 
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
-from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
+from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key, group_generation_key
 from minikafka.broker.coordinator.share.share_coordinator import ShareCoordinator
 from minikafka.broker.coordinator.share.share_coordinator_shard import ShareCoordinatorShard
 from minikafka.broker.coordinator.transaction.transaction_config import TransactionConfig
@@ -300,6 +300,8 @@ class BrokerServer:
         self.group_coordinator = load_group_coordinator(self.config, self.metadata_cache, self.replica_manager)
         self.group_coordinator.group_manager.offsets_changed = \
             lambda group_id: self.purgatory.check_and_complete(committed_offsets_key(group_id))
+        self.group_coordinator.group_manager.group_stored = \
+            lambda group_id: self.purgatory.check_and_complete(group_generation_key(group_id))
         self.transaction_coordinator = self._transaction_coordinator()
         self.share_coordinator = self._share_coordinator()
         self.add_partitions_to_txn = AddPartitionsToTxnManager(

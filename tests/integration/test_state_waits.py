@@ -161,3 +161,39 @@ def test_wait_for_records_sums_the_leaders_of_a_cluster(tmp_path, unique_topic):
         finally:
             writer.join(30)
         assert sum(cluster.state.partition(unique_topic, p).high_watermark for p in range(3)) == 9
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_wait_for_group_generation_at_least(broker_factory, unique_topic, protocol):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=2, replication_factor=1)
+    group, stop = f"gen-{protocol}", threading.Event()
+    consumers: list[Consumer] = []
+
+    def join() -> None:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                             "group.protocol": protocol, "auto.offset.reset": "earliest"})
+        consumer.subscribe([unique_topic])
+        consumers.append(consumer)
+
+    def poll() -> None:
+        while not stop.is_set():
+            for consumer in list(consumers):
+                consumer.poll(0.05)
+
+    poller = threading.Thread(target=poll)
+    join()
+    poller.start()
+    try:
+        first = broker.wait_for_group(group, state="Stable", members=1, generation_at_least=1, timeout=30)
+        assert first.group_type == protocol and len(first.members) == 1
+        with pytest.raises(TimeoutError, match=rf"the generation of group '{group}' to reach 2; last seen: 1$"):
+            broker.wait_for_group(group, generation_at_least=2, timeout=0.3)
+        join()
+        both = broker.wait_for_group(group, state="Stable", members=2, generation_at_least=2, timeout=30)
+        assert sorted(tp for m in both.members for tp in m.assignment) == [(unique_topic, 0), (unique_topic, 1)]
+    finally:
+        stop.set()
+        poller.join(30)
+        for consumer in consumers:
+            consumer.close()

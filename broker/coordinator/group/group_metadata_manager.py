@@ -65,6 +65,11 @@ class MetadataLog(Protocol):
     async def wait_replicated(self, partition: int) -> ErrorCode: ...
 
 
+def group_generation_key(group_id: str) -> tuple[str, str]:
+    """The purgatory key of what waits for a group's generation (a consumer group's epoch) to be stored."""
+    return ("group-generation", group_id)
+
+
 def committed_offsets_key(group_id: str) -> tuple[str, str]:
     """The purgatory key of what waits for a group's committed offsets to change."""
     return ("group-offsets", group_id)
@@ -88,6 +93,7 @@ class GroupMetadataManager:
         # Told a group's id whenever its committed offsets may have changed (a commit, a transaction's end, a load):
         # the broker wakes what waits on them.
         self.offsets_changed: Callable[[str], None] = lambda _group_id: None
+        self.group_stored: Callable[[str], None] = lambda _group_id: None  # a generation, members, assignment
         # The partitions of `__consumer_offsets` this broker leads, whose groups it has loaded.
         self.owned_partitions: set[int] = set()
         # The group metadata last written for each group (what a rewrite of its partition must keep), and how
@@ -275,6 +281,7 @@ class GroupMetadataManager:
             raise KafkaError(error, f"storing the records of consumer group {group_id} failed")
         for record in records:
             replay_consumer_group_record(self.consumer_groups, record)
+        self.group_stored(group_id)
 
     async def wait_replicated(self, group_id: str) -> ErrorCode:
         """Wait until the writes made so far to the group's partition are committed: a request that wrote
@@ -288,6 +295,7 @@ class GroupMetadataManager:
                             self.clock_ms())
         if error == ErrorCode.NONE:
             self._stored_metadata[group.group_id] = value
+            self.group_stored(group.group_id)
         return error
 
     def _group_metadata(self, group: Group, assignment: dict[str, bytes]) -> GroupMetadataValue:

@@ -21,6 +21,10 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - group.wait_committed: until the "group"'s committed offset of "topic"-"partition" is at or past "at_least", or
   "timeout_ms" passes, on the group's coordinator; woken by its commits, transactions' ends and loads. Answers
   "offset" (null while none is committed) and "reached"; refused when the broker does not coordinate the group;
+- group.wait_generation: until the "group"'s generation (a consumer group's group epoch) is at or past
+  "at_least", or "timeout_ms" passes, on the group's coordinator; woken when it stores the group (a classic group's
+  generation with its assignment, a consumer group's records). Answers "generation" (null while there is no such
+  group), "state" and "reached"; refused when the broker does not coordinate the group;
 - topic.wait: until this broker's metadata has the "topic" (with at least "partitions" partitions, if given) and a
   leader for each of its partitions, or "timeout_ms" passes; woken by each change of the metadata it applies.
   Answers "reached" and "seen" (what is missing);
@@ -47,7 +51,7 @@ from typing import Any
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
-from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key
+from minikafka.broker.coordinator.group.group_metadata_manager import committed_offsets_key, group_generation_key
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
@@ -287,6 +291,34 @@ async def _group_wait_committed(services: BrokerServices, request: dict[str, Any
     return {"offset": current(), "reached": reached()}
 
 
+async def _group_wait_generation(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                                 ) -> dict[str, Any]:
+    group_id, at_least = str(request["group"]), int(request["at_least"])
+    manager = services.group_coordinator.group_manager
+
+    def current() -> tuple[int | None, str | None]:
+        try:
+            manager.check_active(group_id)
+        except KafkaError as exc:
+            raise ControlRefused(f"broker {services.node_id} does not coordinate group {group_id}: {exc}") from None
+        if (consumer_group := manager.consumer_groups.get(group_id)) is not None:
+            return consumer_group.group_epoch, consumer_group.state.value
+        if (group := manager.groups.get(group_id)) is not None:
+            return group.generation_id, group.state.value
+        return None, None
+
+    def reached() -> bool:
+        generation = current()[0]
+        return generation is not None and generation >= at_least
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and trio.current_time() < deadline:
+        await services.purgatory.wait_any([group_generation_key(group_id)], deadline - trio.current_time(),
+                                          conn.stream, reached)
+    generation, state = current()
+    return {"generation": generation, "state": state, "reached": reached()}
+
+
 async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
     topic = str(request["topic"])
     wanted = _optional_int(request, "partitions")
@@ -368,6 +400,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "fault.get": _fault_get,
     "partition.wait": _partition_wait,
     "group.wait_committed": _group_wait_committed,
+    "group.wait_generation": _group_wait_generation,
     "topic.wait": _topic_wait,
     "topic.wait_records": _topic_wait_records,
     "connections.close": _connections_close,
