@@ -17,7 +17,8 @@
     minikafka fault shutdown
 
 error, latency and drop-response take --when NAME=VALUE[,NAME=VALUE...] (request fields that must be as given:
-client_id, version, acks (a number or all), group, transactional_id, producer_id, isolation_level) and --skip N (let
+client_id, version, acks (a number or all), group, transactional_id, producer_id, isolation_level; topic, and
+partition with it, for requests with entries for them: an error then fails those entries only) and --skip N (let
 N matching requests through first: --skip 2 applies to the third). `fault list` shows how often each has hit.
 
 drop-response carries out the next requests of an API, then closes the connection instead of answering: the
@@ -112,7 +113,8 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
                              "or only those from clients (default: both)")
     parser.add_argument("--when", type=_when, metavar="NAME=VALUE[,NAME=VALUE...]",
                         help="only requests whose fields are as given (client_id, version, acks, group, "
-                             "transactional_id, producer_id, isolation_level)")
+                             "transactional_id, producer_id, isolation_level; topic and partition: requests "
+                             "with entries for them)")
     parser.add_argument("--skip", type=int, default=0, help="let this many matching requests through first")
 
 

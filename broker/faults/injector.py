@@ -103,6 +103,11 @@ class FaultInjector:
         if code == ErrorCode.NONE:
             raise FaultError("error code NONE is not an error")
         _check_count(count)
+        checked_when = when_of(when)
+        if "topic" in checked_when:  # answered per topic-partition, as the rule's own topic and partition are
+            if topic is not None:
+                raise FaultError("give the topic once: as topic, or in when")
+            topic, partition = checked_when.pop("topic"), checked_when.pop("partition", None)
         if partition is not None and topic is None:
             raise FaultError("a partition needs its topic")
         kinds = entry_kinds(api_key)
@@ -114,7 +119,7 @@ class FaultInjector:
         if topic is None and not kinds and not has_top_error(api_key):
             raise FaultError(f"{api_key.api_name} responses carry no error code to inject")
         selected = source_of(source, api_key)
-        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, when_of(when),
+        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, checked_when,
                          skip=skip_of(skip))
         self.error_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
@@ -231,6 +236,7 @@ class FaultInjector:
             header = request.header
             facts = request_facts(header.client_id, header.api_version, request.body,
                                   request_source(header.api_key, request.body))
+            facts["entries"] = self._entries(request)
             response = await self._respond(request, handler, facts)
             if response is not None and self._take_drop(header.api_key, facts):
                 raise CloseConnection(f"dropped the {ApiKey(request.header.api_key).api_name} response to "
@@ -240,6 +246,25 @@ class FaultInjector:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
         self._refuse_if_cut_off(request)  # cut while the request waited: its response is lost with the link
         return response
+
+    def _entries(self, request: Request) -> list[tuple[str | None, int | None]]:
+        """The (topic, partition) pairs the request has entries for (partition None for per-topic entries), that
+        `when` topic and partition select on."""
+        version = request.header.api_version
+        shape = shape_for(request.header.api_key, version)
+        if request.schema is None or shape is None or not any(level.kind == TOPIC for level in shape):
+            return []
+        depth = target_depth(shape, PARTITION if any(level.kind == PARTITION for level in shape) else TOPIC)
+        entries: list[tuple[str | None, int | None]] = []
+
+        def collect(keys: list[tuple[str, Any]]) -> bool:
+            entries.append((next((k for kind, k in keys if kind == TOPIC), None),
+                            next((k for kind, k in keys if kind == PARTITION), None)))
+            return False
+
+        answering = Answering(version, request.schema.response[version], self._topics())
+        prune(answering, request.body, shape, depth, collect, remove=False)
+        return entries
 
     def _refuse_if_cut_off(self, request: Request) -> None:
         refusal = self.links.refusal(request.header.api_key, request.body)
