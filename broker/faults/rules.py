@@ -4,8 +4,9 @@ A rule names an API (by Kafka's name or key), optionally the topic (and partitio
 the request's source: "replica" for the requests a follower broker sends its leader (a Fetch or an
 OffsetForLeaderEpoch carrying a replica id of 0 or more), "client" for every other request, and optionally `when`:
 request fields that must be as given (client id, version, acks, group, transactional id, producer id, isolation
-level, and a topic or topic and partition the request has entries for). `skip` lets that many matching requests
-through untouched first: skip=2 fails the third.
+level, a topic or topic and partition the request has entries for, and a least or greatest offset one of them
+carries: a Fetch's fetch offset, an OffsetCommit's committed offset, a DeleteRecords offset). `skip` lets that
+many matching requests through untouched first: skip=2 fails the third.
 """
 from __future__ import annotations
 
@@ -79,9 +80,13 @@ def request_source(api_key: int, request: Any) -> str:
 # What a rule's `when` may select on, and where each is in a request (its header, or a body field of that name).
 WHEN_FIELDS = {"client_id": None, "version": None, "acks": "acks", "group": "group_id",
                "transactional_id": "transactional_id", "producer_id": "producer_id",
-               "isolation_level": "isolation_level", "topic": None, "partition": None}
-# The `when` fields met by any of a request's entries (facts["entries"]: (topic, partition) pairs) rather than once.
-ENTRY_FIELDS = ("topic", "partition")
+               "isolation_level": "isolation_level", "topic": None, "partition": None, "min_offset": None,
+               "max_offset": None}
+# The `when` fields met by one of a request's entries (facts["entries"]: (topic, partition, offset) triples)
+# rather than by the request.
+ENTRY_FIELDS = ("topic", "partition", "min_offset", "max_offset")
+# The offset fields of the partition entries that carry one, in the APIs that have them.
+ENTRY_OFFSET_FIELDS = ("fetch_offset", "committed_offset", "offset")
 _NAMED_VALUES = {("acks", "all"): -1, ("isolation_level", "read_uncommitted"): 0,
                  ("isolation_level", "read_committed"): 1}
 
@@ -94,7 +99,7 @@ def when_of(when: dict[str, Any] | None) -> dict[str, Any]:
         if name not in WHEN_FIELDS:
             raise FaultError(f"unknown request field {name!r} in when: expected {', '.join(WHEN_FIELDS)}")
         value = _NAMED_VALUES.get((name, value), value) if isinstance(value, str) else value
-        if name in ("version", "acks", "producer_id", "isolation_level", "partition"):
+        if name in ("version", "acks", "producer_id", "isolation_level", "partition", "min_offset", "max_offset"):
             try:
                 value = int(value)
             except (TypeError, ValueError):
@@ -121,10 +126,19 @@ def _selects(source: str | None, when: dict[str, Any], facts: dict[str, Any]) ->
         return False
     if not all(facts.get(name) == value for name, value in when.items() if name not in ENTRY_FIELDS):
         return False
-    if "topic" not in when:
+    if not any(name in when for name in ENTRY_FIELDS):
         return True
-    partition = when.get("partition")
-    return any(topic == when["topic"] and partition in (None, index) for topic, index in facts.get("entries", ()))
+    return any(_entry_selected(when, *entry) for entry in facts.get("entries", ()))
+
+
+def _entry_selected(when: dict[str, Any], topic: str | None, partition: int | None, offset: int | None) -> bool:
+    if "topic" in when and topic != when["topic"]:
+        return False
+    if "partition" in when and partition != when["partition"]:
+        return False
+    if "min_offset" in when and (offset is None or offset < when["min_offset"]):
+        return False
+    return "max_offset" not in when or (offset is not None and offset <= when["max_offset"])
 
 
 def _name(api_key: int | None) -> str | None:

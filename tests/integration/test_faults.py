@@ -890,3 +890,24 @@ def test_when_topic_and_partition_select_for_every_rule_fault(minikafka_broker):
     assert values_of(broker, "routed", 1) == [b"one"]
     with pytest.raises(ControlError, match="when partition needs its topic"):
         broker.faults.add_latency(10, api="Fetch", when={"partition": 0})
+
+
+def test_when_min_and_max_offset_select_the_commits_and_fetches_carrying_them(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("ranged")
+    fault = broker.faults.fail_requests("OffsetCommit", "OFFSET_METADATA_TOO_LARGE", count=None,
+                                        when={"topic": "ranged", "min_offset": 5, "max_offset": 9})
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="ranged-g",
+                             enable_auto_commit=False)
+    try:
+        for offset in (4, 10):  # outside the range: committed
+            consumer.commit({TopicPartition("ranged", 0): OffsetAndMetadata(offset, "", -1)})
+        assert fault.hits == 0
+        with pytest.raises(OffsetMetadataTooLargeError):
+            consumer.commit({TopicPartition("ranged", 0): OffsetAndMetadata(7, "", -1)})
+        assert fault.hits == 1
+        assert broker.state.committed_offsets("ranged-g") == {("ranged", 0): 10}
+    finally:
+        consumer.close()
+    with pytest.raises(ControlError, match="when min_offset must be a number"):
+        broker.faults.add_latency(1, api="Fetch", when={"min_offset": "x"})

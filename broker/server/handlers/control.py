@@ -8,7 +8,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
   latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
   that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level; topic
-  and partition: the request has entries for them, and an error rule then answers those entries only), and
+  and partition: the request has entries for them, and an error rule then answers those entries only; min_offset
+  and max_offset: an entry carries a fetch, committed or DeleteRecords offset in that range), and
   "skip": how many matching requests go through untouched before the rule applies; a link
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
