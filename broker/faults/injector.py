@@ -109,7 +109,10 @@ class FaultInjector:
         if "topic" in checked_when:  # answered per topic-partition, as the rule's own topic and partition are
             if topic is not None:
                 raise FaultError("give the topic once: as topic, or in when")
-            topic, partition = checked_when.pop("topic"), checked_when.pop("partition", None)
+            topic, partition = checked_when["topic"], checked_when.get("partition")
+            if "min_offset" not in checked_when and "max_offset" not in checked_when:
+                del checked_when["topic"]  # else kept: the offset must be one of that topic-partition's entries
+                checked_when.pop("partition", None)
         if partition is not None and topic is None:
             raise FaultError("a partition needs its topic")
         kinds = entry_kinds(api_key)
