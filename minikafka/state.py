@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from minikafka.control_client import ControlClient, ControlError
 from minikafka.protocol.schema_loading import quiet_schema_loading
+from minikafka.request_recording import DEFAULT_RECORDING_SIZE, Recording
 
 DEFAULT_TIMEOUT_S = 15.0
 GROUP_WAIT_INTERVAL_S = 0.05
@@ -385,6 +386,11 @@ class State:
                                        f"{control.address[0]}:{control.address[1]} last saw: {seen}")
                 if not isinstance(seen, str):
                     time.sleep(min(remaining, LEADER_RETRY_S))
+
+    def recording(self, size: int = DEFAULT_RECORDING_SIZE) -> Recording:
+        """Record the requests every broker answers from now on, keeping the last `size` of them (see
+        minikafka.request_recording)."""
+        return Recording(self._controls, size)
 
     def wait_for_records(self, topic: str, count: int, timeout: float = DEFAULT_TIMEOUT_S) -> int:
         """Until the topic holds at least `count` readable records (high watermark minus log start offset, summed

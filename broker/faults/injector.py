@@ -28,7 +28,6 @@ from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurit
 from minikafka.broker.faults.marker_holds import KIND as MARKER_HOLD_KIND
 from minikafka.broker.faults.marker_holds import MarkerHold, MarkerHolds
 from minikafka.broker.faults.rules import (
-    ENTRY_OFFSET_FIELDS,
     DropRule,
     ErrorRule,
     FaultError,
@@ -47,11 +46,11 @@ from minikafka.broker.faults.shaping import (
     Answering,
     Shape,
     build_error_response,
-    entry_key,
     entry_kinds,
     has_top_error,
     overwrite_topic_errors,
     prune,
+    request_entries,
     shape_for,
     splice,
     target_depth,
@@ -253,30 +252,8 @@ class FaultInjector:
         return response
 
     def _entries(self, request: Request) -> list[tuple[str | None, int | None, int | None]]:
-        """The (topic, partition, offset) of each entry of the request (partition None for per-topic entries,
-        offset None where it carries none), that `when` topic, partition and offsets select on."""
-        version = request.header.api_version
-        shape = shape_for(request.header.api_key, version)
-        if request.schema is None or shape is None or not any(level.kind == TOPIC for level in shape):
-            return []
-        target = target_depth(shape, PARTITION if any(level.kind == PARTITION for level in shape) else TOPIC)
-        answering = Answering(version, request.schema.response[version], self._topics())
-        entries: list[tuple[str | None, int | None, int | None]] = []
-
-        def walk(holder: Any, depth: int, topic: str | None) -> None:
-            level = shape[depth]
-            for entry in getattr(holder, level.request, None) or ():
-                key = entry_key(answering, level.kind, entry)
-                topic_here = key if level.kind == TOPIC else topic
-                if depth == target:
-                    offset = next((getattr(entry, name) for name in ENTRY_OFFSET_FIELDS
-                                   if isinstance(getattr(entry, name, None), int)), None)
-                    entries.append((topic_here, key if level.kind == PARTITION else None, offset))
-                elif not isinstance(entry, (str, int)):
-                    walk(entry, depth + 1, topic_here)
-
-        walk(request.body, 0, None)
-        return entries
+        """The (topic, partition, offset) entries `when` topic, partition and offsets select on."""
+        return request_entries(request, self._topics())
 
     def _refuse_if_cut_off(self, request: Request) -> None:
         refusal = self.links.refusal(request.header.api_key, request.body)

@@ -85,8 +85,7 @@ WHEN_FIELDS = {"client_id": None, "version": None, "acks": "acks", "group": "gro
 # The `when` fields met by one of a request's entries (facts["entries"]: (topic, partition, offset) triples)
 # rather than by the request.
 ENTRY_FIELDS = ("topic", "partition", "min_offset", "max_offset")
-# The offset fields of the partition entries that carry one, in the APIs that have them.
-ENTRY_OFFSET_FIELDS = ("fetch_offset", "committed_offset", "offset")
+
 _NAMED_VALUES = {("acks", "all"): -1, ("isolation_level", "read_uncommitted"): 0,
                  ("isolation_level", "read_committed"): 1}
 

@@ -34,6 +34,10 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   them (high watermark minus log start offset, summed; transaction markers count, as they take offsets), or
   "timeout_ms" passes; woken by the changes that wake fetches and by metadata changes (leadership). Answers
   "records", "partitions" (those it leads) and "reached";
+- recording.start: open a request recording keeping the last "size" requests (10000 if not given); answers its
+  "id" and the "sequence" it reads after; recording.read: the recorded requests past "after" (a sequence), each
+  with its sequence, waiting up to "timeout_ms" (pushed by the next recorded request) while there are none; answers
+  "entries" and "sequence"; recording.stop: close recording "id" (with the last one, the record is dropped);
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -64,6 +68,7 @@ from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.replication.delayed_fetch import fetch_key
 from minikafka.broker.server.broker_services import BrokerServices
 from minikafka.broker.server.metrics import broker_families
+from minikafka.broker.server.request_recording import RECORDING_KEY
 from minikafka.protocol.control import CONTROL_API_KEY
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -368,6 +373,30 @@ async def _topic_wait_records(services: BrokerServices, request: dict[str, Any],
     return {"records": count, "partitions": led(), "reached": count >= at_least}
 
 
+async def _recording_start(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo
+                           ) -> dict[str, Any]:
+    try:
+        recording_id, sequence = services.recorder.start(_optional_int(request, "size"))
+    except ValueError as exc:
+        raise ControlRefused(str(exc)) from None
+    return {"id": recording_id, "sequence": sequence}
+
+
+async def _recording_read(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                          ) -> dict[str, Any]:
+    recorder, after = services.recorder, int(request.get("after", 0))
+    if recorder.sequence <= after and int(request.get("timeout_ms", 0)) > 0:
+        await services.purgatory.wait_any([RECORDING_KEY], int(request["timeout_ms"]) / 1000, conn.stream,
+                                          lambda: recorder.sequence > after)
+    return {"entries": recorder.read(after), "sequence": recorder.sequence}
+
+
+async def _recording_stop(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo
+                          ) -> dict[str, Any]:
+    services.recorder.stop(int(request["id"]))
+    return {}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -404,6 +433,9 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "group.wait_committed": _group_wait_committed,
     "group.wait_generation": _group_wait_generation,
     "topic.wait": _topic_wait,
+    "recording.start": _recording_start,
+    "recording.read": _recording_read,
+    "recording.stop": _recording_stop,
     "topic.wait_records": _topic_wait_records,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
