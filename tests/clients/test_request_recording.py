@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from kafka import KafkaProducer
 
+import minikafka
 from minikafka.control_client import ControlError
 
 
@@ -70,3 +72,33 @@ def test_a_recording_keeps_the_last_size_requests_and_stops(broker_factory):
         broker.recording(size=0)
     with broker.recording() as again:  # a new recording starts after what the last one saw
         assert all(entry["sequence"] > last for entry in again.entries)
+
+
+def test_cluster_recording_merges_every_brokers_requests(tmp_path, unique_topic):
+    with minikafka.Cluster(brokers=2, data_dir=tmp_path / "cluster") as cluster:
+        cluster.state.create_topic(unique_topic, partitions=2, replication_factor=2)
+        cluster.wait_for_topic(unique_topic, 2)
+        with cluster.recording() as rec:
+            producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "client.id": "spread"})
+            for p in (0, 1):
+                producer.produce(unique_topic, b"v", partition=p)
+            assert producer.flush(30) == 0
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "recorded-g",
+                                 "client.id": "joiner", "auto.offset.reset": "earliest"})
+            try:
+                consumer.subscribe([unique_topic])
+                joined = None
+                deadline = time.monotonic() + 30
+                while joined is None and time.monotonic() < deadline:
+                    consumer.poll(0.1)
+                    joined = next(iter(rec.filter(api="SyncGroup", client_id="joiner")), None)
+                assert joined is not None, rec.entries[-5:]
+                assert joined["group_id"] == "recorded-g" and joined["member_id"]
+                assert joined["errors"] == []
+            finally:
+                consumer.close()
+            produces = rec.filter(api="Produce", client_id="spread")
+            leaders = {cluster.wait_for_leader(unique_topic, p).node_id for p in (0, 1)}
+            # Each partition's Produce was recorded by the broker leading it; two leaders, two nodes.
+            assert sorted(p[1] for e in produces for p in e["partitions"]) == [0, 1]
+            assert len({e["node"] for e in produces}) == len(leaders)
