@@ -15,25 +15,32 @@ for a ZooKeeper-mode cluster (a ZooKeeper server of its own, any broker controll
 `zookeeper`, where ZooKeeper is not installed. To run one test in both modes, parametrize it with
 `pytest.param(..., marks=pytest.mark.minikafka(zookeeper=True))`.
 When a test fails, its report names each node's log file (brokers, a cluster's controller or ZooKeeper server) and
-shows the log's last lines.
+shows the log's last lines, and shows the last requests the fixture's brokers answered (the `minikafka_broker` and
+`minikafka_cluster` fixtures record the last REPORTED_REQUESTS of them while the test runs; see
+minikafka.request_recording).
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from minikafka.broker_handle import Broker
 from minikafka.cluster_handle import Cluster
 from minikafka.node_handle import NodeHandle
+from minikafka.request_recording import Recording
 from minikafka.zookeeper_server import ZooKeeperNotInstalled, ZooKeeperServer
 
 LOG_TAIL_LINES = 40
+REPORTED_REQUESTS = 30
+_RECORDINGS = pytest.StashKey[list[Recording]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,7 +106,7 @@ def minikafka_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     options = _marker_options(request)
     base = _base_dir(request, tmp_path_factory, request.node.name)
     with Broker(data_dir=base / "data", log_path=base / "broker.log", in_process=options.in_process,
-                config=options.config) as broker:
+                config=options.config) as broker, _recorded(request, broker.recording(REPORTED_REQUESTS)):
         yield broker
 
 
@@ -125,8 +132,26 @@ def minikafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
                           zookeeper=options.zookeeper)
     except ZooKeeperNotInstalled as exc:
         pytest.skip(str(exc))
-    with cluster:
+    with cluster, _recorded(request, cluster.recording(REPORTED_REQUESTS)):
         yield cluster
+
+
+def _recorded(request: pytest.FixtureRequest, recording: Recording) -> Recording:
+    """The recording a failed test's report shows the last requests of."""
+    request.node.stash.setdefault(_RECORDINGS, []).append(recording)
+    return recording
+
+
+def _request_line(entry: dict[str, Any]) -> str:
+    software = f" ({entry['client_software_name']} {entry['client_software_version']})" \
+        if entry.get("client_software_name") else ""
+    partitions = sorted({f"{p[0]}-{p[1]}" if p[1] is not None else str(p[0]) for p in entry["partitions"]})
+    fields = "".join(f" {name}={entry[name]}" for name in ("acks", "group_id", "member_id", "transactional_id")
+                     if name in entry)
+    when = time.strftime("%H:%M:%S", time.localtime(entry["time"])) + f".{int(entry['time'] % 1 * 1000):03d}"
+    return (f"{when} {entry['node']} {entry['api']} v{entry['version']} from {entry['client_id']}{software}"
+            f"{' ' + ','.join(partitions) if partitions else ''}{fields} -> "
+            f"{','.join(entry['errors']) or 'NONE'} in {entry['latency_ms']:.1f} ms")
 
 
 def _nodes_of(item: pytest.Item) -> list[NodeHandle]:
@@ -164,4 +189,9 @@ def pytest_runtest_makereport(item: pytest.Item,
         nodes: list[NodeHandle | ZooKeeperServer] = [*_nodes_of(item), *_zookeepers_of(item)]
         if nodes:
             report.sections.append(("minikafka broker logs", "\n\n".join(_log_section(n) for n in nodes)))
+        entries = [entry for recording in item.stash.get(_RECORDINGS, []) for entry in recording.entries]
+        if entries:
+            entries.sort(key=lambda entry: entry["time"])
+            report.sections.append(("minikafka last requests",
+                                     "\n".join(_request_line(e) for e in entries[-REPORTED_REQUESTS:])))
     return report

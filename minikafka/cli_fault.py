@@ -17,8 +17,11 @@
     minikafka fault shutdown
 
 error, latency and drop-response take --when NAME=VALUE[,NAME=VALUE...] (request fields that must be as given:
-client_id, version, acks (a number or all), group, transactional_id, producer_id, isolation_level) and --skip N (let
-N matching requests through first: --skip 2 applies to the third). `fault list` shows how often each has hit.
+client_id, version, acks (a number or all), group, transactional_id, producer_id, isolation_level; topic, and
+partition with it, for requests with entries for them: an error then fails those entries only; min_offset and
+max_offset, for requests with an entry carrying such an offset: fetch, committed or DeleteRecords offsets) and
+--skip N (let N matching requests through first: --skip 2 applies to the third). `fault list` shows how often each
+has hit.
 
 drop-response carries out the next requests of an API, then closes the connection instead of answering: the
 client does not learn that its request was done, as when a response is lost. cut-link partitions the network
@@ -112,7 +115,8 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
                              "or only those from clients (default: both)")
     parser.add_argument("--when", type=_when, metavar="NAME=VALUE[,NAME=VALUE...]",
                         help="only requests whose fields are as given (client_id, version, acks, group, "
-                             "transactional_id, producer_id, isolation_level)")
+                             "transactional_id, producer_id, isolation_level; topic and partition: requests "
+                             "with entries for them; min_offset, max_offset: an entry's offset in that range)")
     parser.add_argument("--skip", type=int, default=0, help="let this many matching requests through first")
 
 

@@ -116,7 +116,9 @@ class Faults:
         request is served normally. Failed requests are not carried out: nothing is appended or committed.
         `source` ("replica" or "client") limits the fault to requests from follower brokers or from clients, and
         `when` to requests whose fields are as given: `client_id`, `version`, `acks` (-1 or "all"), `group`,
-        `transactional_id`, `producer_id`, `isolation_level` (0, 1, or their names); e.g.
+        `transactional_id`, `producer_id`, `isolation_level` (0, 1, or their names), `topic` and `partition`
+        (the same as the `topic` and `partition` arguments here; for latency and drop-response faults, requests
+        with entries for them); e.g.
         `when={"client_id": "billing", "acks": "all"}`. With a topic, a request counts as matching (for `skip`,
         `count` and `hits`) when it has entries of that topic (partition).
         """

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from minikafka.control_client import ControlClient, ControlError
 from minikafka.protocol.schema_loading import quiet_schema_loading
+from minikafka.request_recording import DEFAULT_RECORDING_SIZE, Recording
 
 DEFAULT_TIMEOUT_S = 15.0
 # An offset wait asks the leader to hold the answer this long at most, so a leader that moves is followed; the
@@ -24,6 +25,8 @@ DEFAULT_TIMEOUT_S = 15.0
 OFFSET_WAIT_SLICE_S = 5.0
 CONTROL_MARGIN_S = 5.0
 LEADER_RETRY_S = 0.05
+# With several brokers a records wait asks each in turn, for this long at most.
+RECORDS_WAIT_SLICE_S = 0.1
 
 
 T = TypeVar("T")
@@ -382,6 +385,47 @@ class State:
                                        f"{control.address[0]}:{control.address[1]} last saw: {seen}")
                 if not isinstance(seen, str):
                     time.sleep(min(remaining, LEADER_RETRY_S))
+
+    def recording(self, size: int = DEFAULT_RECORDING_SIZE) -> Recording:
+        """Record the requests every broker answers from now on, keeping the last `size` of them (see
+        minikafka.request_recording)."""
+        return Recording(self._controls, size)
+
+    def wait_for_records(self, topic: str, count: int, timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        """Until the topic holds at least `count` readable records (high watermark minus log start offset, summed
+        over its partitions; transaction markers count, as they take offsets); returns that number then. Each
+        broker counts the partitions it leads and answers when that reaches its share (what the others lack) or
+        its slice ends; with several brokers each is asked in turn in short slices. TimeoutError naming what was
+        last seen otherwise."""
+        deadline = time.monotonic() + timeout
+        # Per broker address, the records of the partitions it leads, and those partitions.
+        seen: dict[tuple[str, int], tuple[int, list[int]]] = {}
+        failures: dict[tuple[str, int], object] = {}
+        while True:
+            controls = self._controls()
+            for control in controls:
+                others = sum(n for address, (n, _) in seen.items() if address != control.address)
+                remaining = max(0.0, deadline - time.monotonic())
+                wait_s = min(remaining, OFFSET_WAIT_SLICE_S if len(controls) == 1 else RECORDS_WAIT_SLICE_S)
+                try:
+                    answer = control.with_timeout(wait_s + CONTROL_MARGIN_S).call(
+                        "topic.wait_records", topic=topic, at_least=count - others, timeout_ms=int(wait_s * 1000))
+                except (ControlError, OSError) as exc:  # a broker going down or not up yet
+                    seen.pop(control.address, None)
+                    failures[control.address] = exc
+                    continue
+                failures.pop(control.address, None)
+                seen[control.address] = (int(answer["records"]), answer["partitions"])
+            total = sum(n for n, _ in seen.values())
+            led = [p for _, partitions in seen.values() for p in partitions]
+            if total >= count and len(led) == len(set(led)):  # no partition counted twice as its leader moved
+                return total
+            if time.monotonic() >= deadline:
+                down = "".join(f"; {address[0]}:{address[1]} failed: {exc}" for address, exc in failures.items())
+                raise TimeoutError(f"waited {timeout:g} s for {count} record(s) in topic {topic!r}; last seen: "
+                                   f"{total}{down}")
+            if not seen:
+                time.sleep(min(max(0.0, deadline - time.monotonic()), LEADER_RETRY_S))  # no broker answering now
 
     def _wait_at_leader(self, op: str, field: str, fields: dict[str, object], at_least: int, timeout: float,
                         what: str) -> int:

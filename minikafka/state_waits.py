@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from minikafka.node_handle import DEFAULT_WAIT_S
+from minikafka.request_recording import DEFAULT_RECORDING_SIZE
 
 if TYPE_CHECKING:
+    from minikafka.request_recording import Recording
     from minikafka.state import GroupState, State
 
 
@@ -36,6 +38,17 @@ class StateWaits:
         """Until every broker knows the topic (with at least `partitions` partitions) and each partition has a
         leader: the moment after a topic is created (by any tool or by auto-creation) when clients can use it."""
         self.state.wait_for_topic(topic, partitions, timeout)
+
+    def recording(self, size: int = DEFAULT_RECORDING_SIZE) -> Recording:
+        """Record the requests the broker (every broker of the cluster) answers: `with broker.recording() as rec:`,
+        then `rec.entries`, `rec.filter(api=..., topic=...)`, `rec.wait_for(api=..., **fields)`,
+        `rec.dump_jsonl(path)` (see minikafka.request_recording)."""
+        return self.state.recording(size)
+
+    def wait_for_records(self, topic: str, count: int, timeout: float = DEFAULT_WAIT_S) -> int:
+        """Until the topic holds at least `count` readable records over all its partitions (transaction markers
+        count, as they take offsets); returns how many it holds then."""
+        return self.state.wait_for_records(topic, count, timeout)
 
     def wait_for_high_watermark(self, topic: str, partition: int, offset: int,
                                 timeout: float = DEFAULT_WAIT_S) -> int:

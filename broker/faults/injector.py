@@ -50,6 +50,7 @@ from minikafka.broker.faults.shaping import (
     has_top_error,
     overwrite_topic_errors,
     prune,
+    request_entries,
     shape_for,
     splice,
     target_depth,
@@ -103,6 +104,14 @@ class FaultInjector:
         if code == ErrorCode.NONE:
             raise FaultError("error code NONE is not an error")
         _check_count(count)
+        checked_when = when_of(when)
+        if "topic" in checked_when:  # answered per topic-partition, as the rule's own topic and partition are
+            if topic is not None:
+                raise FaultError("give the topic once: as topic, or in when")
+            topic, partition = checked_when["topic"], checked_when.get("partition")
+            if "min_offset" not in checked_when and "max_offset" not in checked_when:
+                del checked_when["topic"]  # else kept: the offset must be one of that topic-partition's entries
+                checked_when.pop("partition", None)
         if partition is not None and topic is None:
             raise FaultError("a partition needs its topic")
         kinds = entry_kinds(api_key)
@@ -114,7 +123,7 @@ class FaultInjector:
         if topic is None and not kinds and not has_top_error(api_key):
             raise FaultError(f"{api_key.api_name} responses carry no error code to inject")
         selected = source_of(source, api_key)
-        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, when_of(when),
+        rule = ErrorRule(next(self._ids), api_key, code, count, topic, partition, selected, checked_when,
                          skip=skip_of(skip))
         self.error_rules.append(rule)
         log.warning("fault added: %s", rule.describe())
@@ -231,6 +240,7 @@ class FaultInjector:
             header = request.header
             facts = request_facts(header.client_id, header.api_version, request.body,
                                   request_source(header.api_key, request.body))
+            facts["entries"] = self._entries(request)
             response = await self._respond(request, handler, facts)
             if response is not None and self._take_drop(header.api_key, facts):
                 raise CloseConnection(f"dropped the {ApiKey(request.header.api_key).api_name} response to "
@@ -240,6 +250,10 @@ class FaultInjector:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
         self._refuse_if_cut_off(request)  # cut while the request waited: its response is lost with the link
         return response
+
+    def _entries(self, request: Request) -> list[tuple[str | None, int | None, int | None]]:
+        """The (topic, partition, offset) entries `when` topic, partition and offsets select on."""
+        return request_entries(request, self._topics())
 
     def _refuse_if_cut_off(self, request: Request) -> None:
         refusal = self.links.refusal(request.header.api_key, request.body)

@@ -4,7 +4,9 @@ A rule names an API (by Kafka's name or key), optionally the topic (and partitio
 the request's source: "replica" for the requests a follower broker sends its leader (a Fetch or an
 OffsetForLeaderEpoch carrying a replica id of 0 or more), "client" for every other request, and optionally `when`:
 request fields that must be as given (client id, version, acks, group, transactional id, producer id, isolation
-level). `skip` lets that many matching requests through untouched first: skip=2 fails the third.
+level, a topic or topic and partition the request has entries for, and a least or greatest offset one of them
+carries: a Fetch's fetch offset, an OffsetCommit's committed offset, a DeleteRecords offset). `skip` lets that
+many matching requests through untouched first: skip=2 fails the third.
 """
 from __future__ import annotations
 
@@ -78,7 +80,12 @@ def request_source(api_key: int, request: Any) -> str:
 # What a rule's `when` may select on, and where each is in a request (its header, or a body field of that name).
 WHEN_FIELDS = {"client_id": None, "version": None, "acks": "acks", "group": "group_id",
                "transactional_id": "transactional_id", "producer_id": "producer_id",
-               "isolation_level": "isolation_level"}
+               "isolation_level": "isolation_level", "topic": None, "partition": None, "min_offset": None,
+               "max_offset": None}
+# The `when` fields met by one of a request's entries (facts["entries"]: (topic, partition, offset) triples)
+# rather than by the request.
+ENTRY_FIELDS = ("topic", "partition", "min_offset", "max_offset")
+
 _NAMED_VALUES = {("acks", "all"): -1, ("isolation_level", "read_uncommitted"): 0,
                  ("isolation_level", "read_committed"): 1}
 
@@ -91,12 +98,14 @@ def when_of(when: dict[str, Any] | None) -> dict[str, Any]:
         if name not in WHEN_FIELDS:
             raise FaultError(f"unknown request field {name!r} in when: expected {', '.join(WHEN_FIELDS)}")
         value = _NAMED_VALUES.get((name, value), value) if isinstance(value, str) else value
-        if name in ("version", "acks", "producer_id", "isolation_level"):
+        if name in ("version", "acks", "producer_id", "isolation_level", "partition", "min_offset", "max_offset"):
             try:
                 value = int(value)
             except (TypeError, ValueError):
                 raise FaultError(f"when {name} must be a number, got {value!r}") from None
         checked[name] = value
+    if "partition" in checked and "topic" not in checked:
+        raise FaultError("when partition needs its topic")
     return checked
 
 
@@ -112,7 +121,23 @@ def request_facts(client_id: str | None, version: int, body: Any, source: str) -
 
 
 def _selects(source: str | None, when: dict[str, Any], facts: dict[str, Any]) -> bool:
-    return source in (None, facts["source"]) and all(facts.get(name) == value for name, value in when.items())
+    if source not in (None, facts["source"]):
+        return False
+    if not all(facts.get(name) == value for name, value in when.items() if name not in ENTRY_FIELDS):
+        return False
+    if not any(name in when for name in ENTRY_FIELDS):
+        return True
+    return any(_entry_selected(when, *entry) for entry in facts.get("entries", ()))
+
+
+def _entry_selected(when: dict[str, Any], topic: str | None, partition: int | None, offset: int | None) -> bool:
+    if "topic" in when and topic != when["topic"]:
+        return False
+    if "partition" in when and partition != when["partition"]:
+        return False
+    if "min_offset" in when and (offset is None or offset < when["min_offset"]):
+        return False
+    return "max_offset" not in when or (offset is not None and offset <= when["max_offset"])
 
 
 def _name(api_key: int | None) -> str | None:

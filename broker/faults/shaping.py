@@ -17,6 +17,7 @@ from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from minikafka.broker.metadata.metadata_cache import MetadataCache
+    from minikafka.broker.network.request_channel import Request
 
 INJECTED_MESSAGE = "injected by minikafka fault injection"
 
@@ -282,3 +283,34 @@ def overwrite_topic_errors(response: Any, topic: str, code: ErrorCode) -> bool:
             entry.partitions = []
             hit = True
     return hit
+
+
+# The offset fields of the partition entries that carry one, in the APIs that have them.
+ENTRY_OFFSET_FIELDS = ("fetch_offset", "committed_offset", "offset")
+
+
+def request_entries(request: Request, topics: MetadataCache) -> list[tuple[str | None, int | None, int | None]]:
+    """The (topic, partition, offset) of each entry of the request (partition None for per-topic entries, offset
+    None where it carries none: a Fetch's fetch offset, a committed offset, a DeleteRecords offset)."""
+    version = request.header.api_version
+    shape = shape_for(request.header.api_key, version)
+    if request.schema is None or shape is None or not any(level.kind == TOPIC for level in shape):
+        return []
+    target = target_depth(shape, PARTITION if any(level.kind == PARTITION for level in shape) else TOPIC)
+    answering = Answering(version, request.schema.response[version], topics)
+    entries: list[tuple[str | None, int | None, int | None]] = []
+
+    def walk(holder: Any, depth: int, topic: str | None) -> None:
+        level = shape[depth]
+        for entry in getattr(holder, level.request, None) or ():
+            key = entry_key(answering, level.kind, entry)
+            topic_here = key if level.kind == TOPIC else topic
+            if depth == target:
+                offset = next((getattr(entry, name) for name in ENTRY_OFFSET_FIELDS
+                               if isinstance(getattr(entry, name, None), int)), None)
+                entries.append((topic_here, key if level.kind == PARTITION else None, offset))
+            elif not isinstance(entry, (str, int)):
+                walk(entry, depth + 1, topic_here)
+
+    walk(request.body, 0, None)
+    return entries

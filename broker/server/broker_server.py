@@ -85,6 +85,7 @@ from minikafka.broker.server.handlers import controller_requests
 from minikafka.broker.server.handlers.transactions import write_markers_locally
 from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
+from minikafka.broker.server.request_recording import RequestRecorder
 from minikafka.broker.server.share.default_state_persister import DefaultStatePersister
 from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.internal_topics import (
@@ -126,6 +127,7 @@ class BrokerServer:
         self._controller_security = controller_security(config) \
             if not config.zookeeper_mode and local_controller is None else None
         self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache, self._peer_security)
+        self.recorder = RequestRecorder(self.purgatory)
         self.metadata: MetadataSource
         if config.zookeeper_mode:
             self.metadata = self._zk_metadata_source(config)

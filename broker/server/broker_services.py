@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from minikafka.broker.server.dynamic_broker_config import DynamicBrokerConfig
     from minikafka.broker.server.forwarding import ForwardingManager
     from minikafka.broker.server.producer_id_manager import ProducerIdManager
+    from minikafka.broker.server.request_recording import RequestRecorder
     from minikafka.broker.server.share.persister import Persister
     from minikafka.config import BrokerConfig
     from minikafka.storage.log_config import LogConfig
@@ -76,6 +77,7 @@ class BrokerServices(Protocol):
     client_quotas: QuotaManagers
     api_versions: ApiVersionManager
     faults: FaultInjector
+    recorder: RequestRecorder
     authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything is allowed
     disk_quota: DiskQuota
     metrics: BrokerMetrics

@@ -80,11 +80,16 @@ class KafkaApis:
             assert taken.body is not None  # a Kafka API's request is decoded
             return await handler(ctx, taken.body)
 
+        recorder = self._services.recorder
+        recorded = recorder.begin(request, self._services.metadata_cache, ctx.conn.connection_id, ctx.conn.peer) \
+            if recorder.active else None
         try:
             response = await self._services.faults.handle(request, dispatch)
         finally:
             metrics.requests_in_flight -= 1
         took_ms = 1000 * (time.monotonic() - started)
+        if recorded is not None:
+            recorder.finish(recorded, response, took_ms)
         metrics.request_answered(self.request_names[header.api_key], header.api_version, took_ms)
         if header.api_key == ApiKey.FETCH:
             metrics.request_answered(fetch_request_name(request.body, header.api_version), header.api_version,

@@ -856,3 +856,58 @@ def test_cli_fault_error_with_source_and_the_readme_line(minikafka_broker):
     assert readme.returncode == 0, readme.stderr
     assert readme.stdout == (b"Added fault 2: Produce fails with NOT_LEADER_OR_FOLLOWER for orders-0 "
                              b"for the next 3 request(s)\n")
+
+
+def test_when_topic_and_partition_select_for_every_rule_fault(minikafka_broker):
+    """when topic (and partition) selects the requests with entries for it: a drop-response to orders-0 leaves a
+    produce to orders-1 answered; an error rule given them in when answers that partition's entries only."""
+    broker = minikafka_broker
+    broker.state.create_topic("routed", partitions=2)
+    dropped = broker.faults.drop_responses("Produce", when={"topic": "routed", "partition": 0})
+    assert dropped.description["when"] == {"topic": "routed", "partition": 0}
+    producer = kp_producer(broker, client_id="router", retries=5, enable_idempotence=False,
+                           max_in_flight_requests_per_connection=1)
+    try:
+        producer.send("routed", b"one", partition=1).get(timeout=30)  # not selected
+        assert dropped.hits == 0
+        producer.send("routed", b"zero", partition=0).get(timeout=30)  # written, answer dropped, written again
+    finally:
+        producer.close()
+    assert dropped.hits == 1
+    assert (values_of(broker, "routed", 0), values_of(broker, "routed", 1)) == ([b"zero", b"zero"], [b"one"])
+    out = subprocess.run([sys.executable, "-m", "minikafka", "fault", "error", "--api", "Produce", "--error",
+                          "NOT_ENOUGH_REPLICAS", "--when", "topic=routed,partition=1,client_id=billing",
+                          "--bootstrap-server", broker.bootstrap_servers], capture_output=True, text=True, check=True)
+    failing = next(f for f in broker.faults.list() if f.get("kind") == "error")
+    assert (failing["topic"], failing["partition"], failing["when"]) == ("routed", 1, {"client_id": "billing"}), out
+    billing = kp_producer(broker, client_id="billing", retries=0)
+    try:
+        billing.send("routed", b"passes", partition=0).get(timeout=30)
+        with pytest.raises(KafkaError, match="NotEnoughReplicas"):
+            billing.send("routed", b"refused", partition=1).get(timeout=30)
+    finally:
+        billing.close()
+    assert values_of(broker, "routed", 1) == [b"one"]
+    with pytest.raises(ControlError, match="when partition needs its topic"):
+        broker.faults.add_latency(10, api="Fetch", when={"partition": 0})
+
+
+def test_when_min_and_max_offset_select_the_commits_and_fetches_carrying_them(minikafka_broker):
+    broker = minikafka_broker
+    broker.state.create_topic("ranged")
+    fault = broker.faults.fail_requests("OffsetCommit", "OFFSET_METADATA_TOO_LARGE", count=None,
+                                        when={"topic": "ranged", "min_offset": 5, "max_offset": 9})
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="ranged-g",
+                             enable_auto_commit=False)
+    try:
+        for offset in (4, 10):  # outside the range: committed
+            consumer.commit({TopicPartition("ranged", 0): OffsetAndMetadata(offset, "", -1)})
+        assert fault.hits == 0
+        with pytest.raises(OffsetMetadataTooLargeError):
+            consumer.commit({TopicPartition("ranged", 0): OffsetAndMetadata(7, "", -1)})
+        assert fault.hits == 1
+        assert broker.state.committed_offsets("ranged-g") == {("ranged", 0): 10}
+    finally:
+        consumer.close()
+    with pytest.raises(ControlError, match="when min_offset must be a number"):
+        broker.faults.add_latency(1, api="Fetch", when={"min_offset": "x"})

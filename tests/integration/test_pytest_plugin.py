@@ -1,6 +1,7 @@
 """The pytest plugin as a user meets it: installed, fixtures available, options honoured, failures name the log."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -55,6 +56,10 @@ def test_marker_config(minikafka_broker):
 
 
 def test_fails_and_names_the_log(minikafka_broker):
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=minikafka_broker.bootstrap_servers, client_id="failing")
+    admin.list_topics()
+    admin.close()
     assert False, "deliberate failure"
 '''
 
@@ -112,6 +117,9 @@ def test_fixtures_options_and_failure_report(tmp_path):
     log_path = Path(log_line.split(" log: ", 1)[1])
     assert log_path.exists() and "test_fails_and_names_the_log" in str(log_path)
     assert "started" in out.split("minikafka broker logs", 1)[1]
+    # ...and the last requests its broker answered: the inner test's Metadata, from kafka-python.
+    requests = out.split("minikafka last requests", 1)[1]
+    assert re.search(r" Metadata v\d+ from failing \(kafka-python [\d.]+\) -> NONE in ", requests), requests
     # Two tests shared one session broker; the function broker was a subprocess.
     sessions = printed(out, "SESSION")
     assert len(sessions) == 2 and sessions[0] == sessions[1]

@@ -170,5 +170,70 @@ def test_wait_for_group_with_a_generation_follows_a_rebalance(broker_factory, un
         stop.set()
         for thread in threads:
             thread.join(30)
+def test_wait_for_records_counts_every_partition(broker_factory, unique_topic):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=3, replication_factor=1)
+    with pytest.raises(TimeoutError, match=rf"for 6 record\(s\) in topic '{unique_topic}'; last seen: 0$"):
+        broker.wait_for_records(unique_topic, 6, timeout=0.3)
+    produce(broker.bootstrap_servers, unique_topic, 2, partition=0).flush(30)
+    writer = threading.Thread(target=lambda: [produce(broker.bootstrap_servers, unique_topic, 2, partition=p
+                                                      ).flush(30) for p in (1, 2)])
+    writer.start()
+    try:
+        assert broker.wait_for_records(unique_topic, 6, timeout=30) == 6
+    finally:
+        writer.join(30)
+    with pytest.raises(TimeoutError, match=r"last seen: 6$"):
+        broker.wait_for_records(unique_topic, 7, timeout=0.3)
+
+
+def test_wait_for_records_sums_the_leaders_of_a_cluster(tmp_path, unique_topic):
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster") as cluster:
+        cluster.state.create_topic(unique_topic, partitions=3, replication_factor=2)
+        cluster.wait_for_topic(unique_topic, 3)
+        assert len({cluster.wait_for_leader(unique_topic, p).node_id for p in range(3)}) > 1  # counts to sum
+        writer = threading.Thread(target=lambda: [produce(cluster.bootstrap_servers, unique_topic, 3, partition=p
+                                                          ).flush(30) for p in range(3)])
+        writer.start()
+        try:
+            assert cluster.wait_for_records(unique_topic, 9, timeout=30) == 9
+        finally:
+            writer.join(30)
+        assert sum(cluster.state.partition(unique_topic, p).high_watermark for p in range(3)) == 9
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_wait_for_group_generation_at_least(broker_factory, unique_topic, protocol):
+    broker = broker_factory()
+    broker.state.create_topic(unique_topic, partitions=2, replication_factor=1)
+    group, stop = f"gen-{protocol}", threading.Event()
+    consumers: list[Consumer] = []
+
+    def join() -> None:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                             "group.protocol": protocol, "auto.offset.reset": "earliest"})
+        consumer.subscribe([unique_topic])
+        consumers.append(consumer)
+
+    def poll() -> None:
+        while not stop.is_set():
+            for consumer in list(consumers):
+                consumer.poll(0.05)
+
+    poller = threading.Thread(target=poll)
+    join()
+    poller.start()
+    try:
+        first = broker.wait_for_group(group, state="Stable", members=1, generation_at_least=1, timeout=30)
+        assert first.group_type == protocol and len(first.members) == 1
+        with pytest.raises(TimeoutError, match=rf"group '{group}' to be generation >= 2; last seen: Stable with 1 "
+                                               r"member\(s\), generation 1$"):
+            broker.wait_for_group(group, generation_at_least=2, timeout=0.3)
+        join()
+        both = broker.wait_for_group(group, state="Stable", members=2, generation_at_least=2, timeout=30)
+        assert sorted(tp for m in both.members for tp in m.assignment) == [(unique_topic, 0), (unique_topic, 1)]
+    finally:
+        stop.set()
+        poller.join(30)
         for consumer in consumers:
             consumer.close()

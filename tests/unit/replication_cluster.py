@@ -38,6 +38,7 @@ from minikafka.broker.server import handlers
 from minikafka.broker.server.api_version_manager import ApiVersionManager
 from minikafka.broker.server.client_quota_manager import QuotaManagers
 from minikafka.broker.server.kafka_apis import KafkaApis
+from minikafka.broker.server.request_recording import RequestRecorder
 from minikafka.config import BrokerConfig
 from minikafka.protocol.codec import SCHEMAS
 from minikafka.protocol.control_plane import AlterPartitionResponse
@@ -92,6 +93,7 @@ class ReplicatingBroker:
         self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
         self.disk_quota = DiskQuota([data_dir])
         self.faults = FaultInjector(self.purgatory, self.disk_quota, lambda: self.metadata_cache)
+        self.recorder = RequestRecorder(self.purgatory)
         self.client_quotas = QuotaManagers.over(dict)  # no client quotas
         self.authorizer = None  # no authorizer: every request is allowed
         self.log_manager = LogManager([data_dir], node_id, "replication-tests", LogConfig(), self.disk_quota)

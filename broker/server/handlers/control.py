@@ -7,7 +7,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   end offset;
 - fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
   latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
-  that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level), and
+  that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level; topic
+  and partition: the request has entries for them, and an error rule then answers those entries only; min_offset
+  and max_offset: an entry carries a fetch, committed or DeleteRecords offset in that range), and
   "skip": how many matching requests go through untouched before the rule applies; a link
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
@@ -28,6 +30,14 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - topic.wait: until this broker's metadata has the "topic" (with at least "partitions" partitions, if given) and a
   leader for each of its partitions, or "timeout_ms" passes; woken by each change of the metadata it applies.
   Answers "reached" and "seen" (what is missing);
+- topic.wait_records: until the partitions of "topic" this broker leads hold "at_least" readable records between
+  them (high watermark minus log start offset, summed; transaction markers count, as they take offsets), or
+  "timeout_ms" passes; woken by the changes that wake fetches and by metadata changes (leadership). Answers
+  "records", "partitions" (those it leads) and "reached";
+- recording.start: open a request recording keeping the last "size" requests (10000 if not given); answers its
+  "id" and the "sequence" it reads after; recording.read: the recorded requests past "after" (a sequence), each
+  with its sequence, waiting up to "timeout_ms" (pushed by the next recorded request) while there are none; answers
+  "entries" and "sequence"; recording.stop: close recording "id" (with the last one, the record is dropped);
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
@@ -58,6 +68,7 @@ from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.replication.delayed_fetch import fetch_key
 from minikafka.broker.server.broker_services import BrokerServices
 from minikafka.broker.server.metrics import broker_families
+from minikafka.broker.server.request_recording import RECORDING_KEY
 from minikafka.protocol.control import CONTROL_API_KEY
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -340,6 +351,57 @@ async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: C
     return {"seen": seen(), "reached": seen() == "ready"}
 
 
+async def _topic_wait_records(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                              ) -> dict[str, Any]:
+    topic, at_least = str(request["topic"]), int(request["at_least"])
+    replica_manager = services.replica_manager
+
+    def led() -> list[int]:
+        info = services.metadata_cache.topics.get(topic)
+        return sorted(p for p in (info.partitions if info is not None else ())
+                      if (partition := replica_manager.get_partition(topic, p)) is not None and partition.is_leader)
+
+    def records() -> int:
+        return sum(max(0, partition.high_watermark - partition.log_start_offset) for p in led()
+                   if (partition := replica_manager.get_partition(topic, p)) is not None)
+
+    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while records() < at_least and trio.current_time() < deadline:
+        watched = led()  # woken again when leadership moves, to watch the partitions it leads then
+
+        def done(watched: list[int] = watched) -> bool:
+            return records() >= at_least or led() != watched
+
+        keys = [METADATA_CHANGE_KEY, *(fetch_key((topic, p)) for p in watched)]
+        await services.purgatory.wait_any(keys, deadline - trio.current_time(), conn.stream, done)
+    count = records()
+    return {"records": count, "partitions": led(), "reached": count >= at_least}
+
+
+async def _recording_start(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo
+                           ) -> dict[str, Any]:
+    try:
+        recording_id, sequence = services.recorder.start(_optional_int(request, "size"))
+    except ValueError as exc:
+        raise ControlRefused(str(exc)) from None
+    return {"id": recording_id, "sequence": sequence}
+
+
+async def _recording_read(services: BrokerServices, request: dict[str, Any], conn: ConnectionInfo
+                          ) -> dict[str, Any]:
+    recorder, after = services.recorder, int(request.get("after", 0))
+    if recorder.sequence <= after and int(request.get("timeout_ms", 0)) > 0:
+        await services.purgatory.wait_any([RECORDING_KEY], int(request["timeout_ms"]) / 1000, conn.stream,
+                                          lambda: recorder.sequence > after)
+    return {"entries": recorder.read(after), "sequence": recorder.sequence}
+
+
+async def _recording_stop(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo
+                          ) -> dict[str, Any]:
+    services.recorder.stop(int(request["id"]))
+    return {}
+
+
 async def _sessions_expire(services: BrokerServices, request: dict[str, Any],
                            _conn: ConnectionInfo) -> dict[str, Any]:
     expired = services.expire_sessions(request.get("user"))
@@ -376,6 +438,10 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "group.wait_committed": _group_wait_committed,
     "topic.wait": _topic_wait,
     "group.wait": _group_wait,
+    "recording.start": _recording_start,
+    "recording.read": _recording_read,
+    "recording.stop": _recording_stop,
+    "topic.wait_records": _topic_wait_records,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
