@@ -33,6 +33,33 @@ _BYTES = {"bytes_in": "kafka_server_brokertopicmetrics_bytesin_total",
           "bytes_out": "kafka_server_brokertopicmetrics_bytesout_total"}
 
 
+class ServedBroker:
+    """The broker of this very process (`minikafka serve --ui-port`), as the page reads it: over its own plaintext
+    listener, through the control API, as a Broker handle's State does."""
+
+    running = True
+
+    def __init__(self, host: str, port: int, node_id: int) -> None:
+        self.host, self.port, self.node_id = host, port, node_id
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def faults(self) -> Any:
+        from minikafka.control_client import ControlClient
+        from minikafka.faults import Faults
+
+        return Faults(ControlClient(self.bootstrap_servers))
+
+    def new_state(self) -> Any:
+        from minikafka.control_client import ControlClient
+        from minikafka.state import State
+
+        return State(lambda: self.bootstrap_servers, lambda: [ControlClient(self.bootstrap_servers)])
+
+
 class StatusPageData:
     """The JSON documents of the page, read through a handle's `state` (and its brokers for the actions)."""
 

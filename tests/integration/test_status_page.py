@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -154,3 +158,33 @@ def test_page_in_a_browser_kills_a_broker_and_shows_the_isr_shrink(tmp_path: Pat
             assert driver.save_screenshot(str(shot))
         finally:
             driver.quit()
+
+
+def test_serve_ui_port_serves_the_page_of_the_broker_it_runs(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--port", "0", "--data-dir",
+                             str(tmp_path / "data"), "--ui-port", "0", "--log-level", "WARNING"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        bootstrap = url = None
+        deadline = time.monotonic() + DEADLINE_S
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline() if proc.stdout else ""
+            if not line:
+                break
+            if found := re.match(r"minikafka listening on (\S+)", line):
+                bootstrap = found.group(1)
+            if found := re.match(r"minikafka status page at (\S+)", line):
+                url = found.group(1)
+        assert bootstrap is not None and url is not None and url.startswith("http://127.0.0.1:")
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        producer.send("served", b"x").get(timeout=30)
+        producer.close()
+        topics = {t["name"]: t for t in get(url, "api/topics")["topics"]}
+        assert topics["served"]["partitions"][0]["high_watermark"] == 1
+        assert get(url, "api/cluster")["brokers"][0]["running"] is True
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(DEADLINE_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(DEADLINE_S)
