@@ -85,7 +85,7 @@ def test_json_endpoints_show_what_state_shows() -> None:
 
         faults = get(url, "api/faults")["faults"]
         assert [f["id"] for f in faults] == [fault.id]
-        assert faults[0]["hits"] == fault.hits >= 1
+        assert fault.hits >= faults[0]["hits"] >= 1  # the count the broker keeps, read later by the handle
 
         metrics = get(url, "api/metrics")["brokers"]
         assert metrics[0]["node_id"] == broker.node_id
