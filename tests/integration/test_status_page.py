@@ -188,3 +188,24 @@ def test_serve_ui_port_serves_the_page_of_the_broker_it_runs(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait(DEADLINE_S)
+
+
+def test_cluster_ui_port_serves_the_page_and_its_kill_button(tmp_path: Path) -> None:
+    from tests.integration.test_cluster_handle import READY_LINE, cluster_command, read_until
+
+    with cluster_command("--brokers", "2", "--ui-port", "0", "--data-dir", str(tmp_path / "data")) as (proc,
+                                                                                                     node_pids):
+        assert proc.stdout is not None
+        text = read_until(proc.stdout, b"minikafka status page at ", DEADLINE_S)
+        text += read_until(proc.stdout, b"\n", DEADLINE_S) if not text.endswith(b"\n") else b""
+        pids = {int(m.group(2)): int(m.group(3)) for m in map(READY_LINE.search, text.decode().splitlines()) if m}
+        node_pids += pids.values()
+        url = re.search(r"minikafka status page at (\S+)", text.decode())
+        assert url is not None and sorted(pids) == [1, 2]
+        shown = get(url.group(1), "api/cluster")
+        assert [(b["node_id"], b["running"]) for b in shown["brokers"]] == [(1, True), (2, True)]
+        assert shown["can_kill"] is True
+        assert post(url.group(1), "api/brokers/2/kill")[0] == 200
+        assert [b["running"] for b in get(url.group(1), "api/cluster")["brokers"]] == [True, False]
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
