@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from minikafka.acl import Acl
     from minikafka.controller_handle import Controller
     from minikafka.state import State
+    from minikafka.status_page import StatusPage
 
 # Test-friendly defaults, as Kafka's own test harness sets them; `config` overrides them.
 TEST_DEFAULTS = {
@@ -59,7 +60,7 @@ class Broker(StateWaits, NodeHandle):
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None,
                  log_dirs: int = 1, security: str | HandleSecurity = "PLAINTEXT",
                  users: Mapping[str, str] | None = None, ssl_client_auth: str = "none",
-                 acls: Sequence[Acl] | None = None) -> None:
+                 acls: Sequence[Acl] | None = None, ui: bool = False, ui_port: int | None = None) -> None:
         """
         port: the listener's port (default: a free one, kept across restarts).
         data_dir: log.dirs (default: a temporary dir, removed on close unless keep_data).
@@ -73,6 +74,8 @@ class Broker(StateWaits, NodeHandle):
         ssl_client_auth: none, requested or required (mutual TLS; `client_config` then brings a certificate).
         acls: turn Kafka's StandardAuthorizer on (a SASL listener only), `admin` its super user, with these ACLs
           (`minikafka.Acl`) created at the first start; `add_acls` / `remove_acls` change them later.
+        ui: serve the status page (minikafka.status_page) from this process once started, at `ui_url` (on
+          `ui_port`, default a free one).
         """
         owned = [name for name in (config or {}) if name in OWNED_PROPERTIES]
         if owned:
@@ -93,6 +96,9 @@ class Broker(StateWaits, NodeHandle):
                              "logs in to the controller with it")
         self._faults: Faults | None = None
         self._state: State | None = None
+        self._ui = ui or ui_port is not None
+        self._ui_port = ui_port
+        self._status_page: StatusPage | None = None
 
     def start(self) -> Broker:
         """Start the broker (see NodeHandle.start); a SASL broker's users get their SCRAM credentials at the first
@@ -100,7 +106,18 @@ class Broker(StateWaits, NodeHandle):
         super().start()
         self.security.add_scram_credentials(self.bootstrap_servers)
         self.security.add_initial_acls(self.bootstrap_servers)
+        if self._ui and self._status_page is None:
+            from minikafka.status_page import StatusPage
+
+            self._status_page = StatusPage(self, self._ui_port)
         return self
+
+    @property
+    def ui_url(self) -> str:
+        """Where the status page is served (Broker(ui=True), once started)."""
+        if self._status_page is None:
+            raise RuntimeError("no status page: make the handle with ui=True and start it")
+        return self._status_page.url
 
     def properties(self) -> dict[str, str]:
         protocol = self.security.protocol
@@ -128,6 +145,9 @@ class Broker(StateWaits, NodeHandle):
     def close(self) -> None:
         """Stop the broker, release its port and delete its temporary data dir (unless keep_data)."""
         try:
+            if self._status_page is not None:
+                self._status_page.close()
+                self._status_page = None
             if self._state is not None:
                 self._state.close()
                 self._state = None
@@ -177,13 +197,17 @@ class Broker(StateWaits, NodeHandle):
     def state(self) -> State:
         """Topics, partitions (leader, ISR, HW, LEO), records and groups as this broker knows them, read over the
         network."""
+        if self._state is None:
+            self._state = self.new_state()
+        return self._state
+
+    def new_state(self) -> State:
+        """A State of its own (its own client connections, closed by its `close()`), e.g. for another thread."""
         from minikafka.state import State  # lazy: its dataclasses would add a quarter to `import minikafka`
 
-        if self._state is None:
-            self._state = State(lambda: self.bootstrap_servers, lambda: [self._control()],
-                                client_settings=self.security.client_config(self.bootstrap_servers, None,
-                                                                            "kafka-python", "PLAIN"))
-        return self._state
+        return State(lambda: self.bootstrap_servers, lambda: [self._control()],
+                     client_settings=self.security.client_config(self.bootstrap_servers, None, "kafka-python",
+                                                                 "PLAIN"))
 
     def __repr__(self) -> str:
         where = self.bootstrap_servers if self._bound else "stopped"

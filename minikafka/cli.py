@@ -46,6 +46,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node-id", type=int, help="node.id (default 1)")
     p.add_argument("--metrics-port", type=int, help="serve Kafka's metrics for Prometheus on this port, on the "
                                                     "listener's host (metrics.port; 0 picks a free port)")
+    p.add_argument("--ui-port", type=int, metavar="PORT",
+                   help="serve the status page on 127.0.0.1:PORT (0 picks a free port; needs the `ui` extra and a "
+                   "PLAINTEXT listener, which the page reads the broker through)")
     p.add_argument("--security", type=str.upper, choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
                    help="secure the listener for a laptop: certificates made next to the data dir (DIR-tls), "
                         "SASL/PLAIN users from --user; prints the CA and a client config (Kafka's properties)")
@@ -110,7 +113,7 @@ def _security_overrides(args: argparse.Namespace, overrides: dict[str, object]) 
     return {"listeners": f"{protocol}://{host}:{port}", **security.broker_properties(protocol)}
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig, ui_port: int | None = None) -> None:
     """Run the node until it stops: on SIGINT/SIGTERM (a broker's controlled shutdown first), or by itself (a
     control-API shutdown)."""
     import trio
@@ -131,27 +134,39 @@ async def _serve(config: BrokerConfig) -> None:
         await node.run(task_status=task_status)
         nursery.cancel_scope.cancel()
 
-    async with trio.open_nursery() as nursery:
-        await nursery.start(stop_on_signal)
-        try:
-            await nursery.start(run_node)
-        except RuntimeError:  # the node returned before it was ready: a signal stopped its start-up
-            if not node.stopping:
-                raise
-            return
-        # What start-up built (modules, configs, the logs' state) lives as long as the process: out of the cyclic
-        # collector's way, a full collection scans only what came after it, and pauses a few ms instead of tens.
-        gc.freeze()
-        address = node.controller_address
-        if address is not None:
-            print(f"minikafka controller listening on {address[0]}:{address[1]}", flush=True)
-        if node.metrics_address is not None:
-            print(f"minikafka metrics on http://{node.metrics_address[0]}:{node.metrics_address[1]}/metrics",
-                  flush=True)
-        if node.broker is not None:
-            for host, port in node.broker.bound_addresses:
-                print(f"minikafka listening on {host}:{port}", flush=True)
-        print(data_line(config), flush=True)
+    page = None  # the status page (--ui-port), served on a thread of its own
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(stop_on_signal)
+            try:
+                await nursery.start(run_node)
+            except RuntimeError:  # the node returned before it was ready: a signal stopped its start-up
+                if not node.stopping:
+                    raise
+                return
+            # What start-up built (modules, configs, the logs' state) lives as long as the process: out of the
+            # cyclic collector's way, a full collection scans only what came after it, and pauses a few ms instead
+            # of tens.
+            gc.freeze()
+            address = node.controller_address
+            if address is not None:
+                print(f"minikafka controller listening on {address[0]}:{address[1]}", flush=True)
+            if node.metrics_address is not None:
+                print(f"minikafka metrics on http://{node.metrics_address[0]}:{node.metrics_address[1]}/metrics",
+                      flush=True)
+            if node.broker is not None:
+                for host, port in node.broker.bound_addresses:
+                    print(f"minikafka listening on {host}:{port}", flush=True)
+            print(data_line(config), flush=True)
+            if ui_port is not None and node.broker is not None:
+                from minikafka.status_page import ServedBroker, StatusPage
+
+                host, port = node.broker.bound_addresses[0]
+                page = StatusPage(ServedBroker(host, port, config.node_id), ui_port)
+                print(f"minikafka status page at {page.url}", flush=True)
+    finally:
+        if page is not None:
+            page.close()
 
 
 def data_line(config: BrokerConfig) -> str:
@@ -173,6 +188,11 @@ def serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"minikafka: {exc}", file=sys.stderr)
         return 2
+    if args.ui_port is not None and any(config.security_protocol(e.listener) != "PLAINTEXT"
+                                        for e in config.listeners):
+        print("minikafka: --ui-port reads the broker through a PLAINTEXT listener; this one is secured",
+              file=sys.stderr)
+        return 2
     _raise_open_file_limit()
     for name in config.unknown_properties():
         logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
@@ -185,7 +205,7 @@ def serve(args: argparse.Namespace) -> int:
     # What stops a node from starting, said in one line: a port, a config, the controller, a data dir, ZooKeeper.
     start_errors = (OSError, ConfigError, RegistrationError, KafkaStorageError, ZooKeeperClientTimeoutError)
     try:
-        trio.run(_serve, config)
+        trio.run(_serve, config, args.ui_port)
     except BaseExceptionGroup as group:
         _, rest = group.split(start_errors)
         if rest is not None:

@@ -78,6 +78,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                 "that elect their controller through it, no controller process")
     zookeeper.add_argument("--zookeeper-connect", metavar="HOST:PORT[/CHROOT]",
                            help="ZooKeeper mode on an existing ensemble (give each cluster a chroot of its own)")
+    p.add_argument("--ui-port", type=int, metavar="PORT",
+                   help="serve the status page on 127.0.0.1:PORT (0 picks a free port; needs the `ui` extra)")
     p.add_argument("--zookeeper-port", type=int, help="with --zookeeper: the server's port (default: a free port)")
 
 
@@ -247,7 +249,8 @@ def run(args: argparse.Namespace) -> int:
                           config=parse_key_values(args.override, "--override"),
                           controller_config=parse_key_values(args.controller_override, "--controller-override"),
                           start_timeout_s=args.start_timeout, zookeeper=args.zookeeper,
-                          zookeeper_connect=args.zookeeper_connect, zookeeper_port=args.zookeeper_port)
+                          zookeeper_connect=args.zookeeper_connect, zookeeper_port=args.zookeeper_port,
+                          ui_port=args.ui_port)
     except (CommandError, ValueError) as exc:
         print(f"minikafka: {exc}", file=sys.stderr)
         return 2
@@ -289,6 +292,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"minikafka: kept {cluster.data_dir} with every node's data and log; remove it when done",
                       file=sys.stderr)
             return 1
+        if args.ui_port is not None:
+            print(f"minikafka status page at {cluster.ui_url}", flush=True)
         exited: set[int] = set()
         zookeeper_exited = False
         while not stop_requested.wait(WATCH_INTERVAL_S):

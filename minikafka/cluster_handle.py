@@ -44,6 +44,7 @@ from minikafka.state_waits import StateWaits
 if TYPE_CHECKING:
     from minikafka.acl import Acl
     from minikafka.state import PartitionState, State
+    from minikafka.status_page import StatusPage
     from minikafka.zookeeper_server import ZooKeeperServer
     from minikafka.zookeeper_state import ZooKeeperState
 
@@ -96,7 +97,8 @@ class Cluster(StateWaits, StartedInWith):
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, zookeeper: bool = False,
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
                  log_dirs: int = 1, security: str = "PLAINTEXT", users: Mapping[str, str] | None = None,
-                 ssl_client_auth: str = "none", acls: Sequence[Acl] | None = None) -> None:
+                 ssl_client_auth: str = "none", acls: Sequence[Acl] | None = None, ui: bool = False,
+                 ui_port: int | None = None) -> None:
         """
         brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
         controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
@@ -169,6 +171,9 @@ class Cluster(StateWaits, StartedInWith):
         ]
         self._state: State | None = None
         self._zookeeper_state: ZooKeeperState | None = None
+        self._ui = ui or ui_port is not None
+        self._ui_port = ui_port
+        self._status_page: StatusPage | None = None
 
     @property
     def nodes(self) -> list[NodeHandle]:
@@ -235,6 +240,10 @@ class Cluster(StateWaits, StartedInWith):
                     on_ready(futures[future])
         if errors:
             raise errors[0]
+        if self._ui and self._status_page is None:
+            from minikafka.status_page import StatusPage
+
+            self._status_page = StatusPage(self, self._ui_port)
         return self
 
     def stop(self) -> None:
@@ -260,6 +269,9 @@ class Cluster(StateWaits, StartedInWith):
     def close(self) -> None:
         """Stop every node, release their ports and delete the temporary data (unless keep_data)."""
         try:
+            if self._status_page is not None:
+                self._status_page.close()
+                self._status_page = None
             if self._state is not None:
                 self._state.close()
                 self._state = None
@@ -389,12 +401,23 @@ class Cluster(StateWaits, StartedInWith):
     @property
     def state(self) -> State:
         """Cluster-wide state, asked of every reachable broker at each call (see minikafka.state)."""
+        if self._state is None:
+            self._state = self.new_state()
+        return self._state
+
+    def new_state(self) -> State:
+        """A State of its own (its own client connections, closed by its `close()`), e.g. for another thread."""
         from minikafka.state import State  # lazy: its dataclasses would add a quarter to `import minikafka`
 
-        if self._state is None:
-            self._state = State(lambda: self.bootstrap_servers, lambda: [b._control() for b in self._reachable()],
-                                client_settings=self.security.client_config("", None, "kafka-python", "PLAIN"))
-        return self._state
+        return State(lambda: self.bootstrap_servers, lambda: [b._control() for b in self._reachable()],
+                     client_settings=self.security.client_config("", None, "kafka-python", "PLAIN"))
+
+    @property
+    def ui_url(self) -> str:
+        """Where the status page is served (Cluster(ui=True), once started)."""
+        if self._status_page is None:
+            raise RuntimeError("no status page: make the handle with ui=True and start it")
+        return self._status_page.url
 
     # ---- waits --------------------------------------------------------------------------------------------------
 
