@@ -293,3 +293,42 @@ def filter_batches(buf: bytes | bytearray | memoryview, offset_map: OffsetMap,
         elif retain_empty:
             out.append(_empty_batch(header))
     return FilterResult(b"".join(out), bytes_read, messages_read, messages_retained)
+
+
+INT_MAX = (1 << 31) - 1
+
+
+class SegmentSizes(NamedTuple):
+    """What grouping needs of a segment: its base offset and the bytes of its log, offset index and time index."""
+
+    base_offset: int
+    log_bytes: int
+    offset_index_bytes: int
+    time_index_bytes: int
+
+
+def group_segments_by_size(segments: list[SegmentSizes], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[SegmentSizes]]:
+    """Consecutive segments cleaned into one, as Kafka's groupSegmentsBySize: a group's log stays within
+    segment.bytes, its indexes within segment.index.bytes, and its offsets within an int of its base offset."""
+    groups: list[list[SegmentSizes]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_bytes, index_bytes, time_bytes = (segments[i].log_bytes, segments[i].offset_index_bytes,
+                                              segments[i].time_index_bytes)
+        i += 1
+        while i < len(segments):
+            seg = segments[i]
+            last_offset = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable_offset - 1
+            if not (log_bytes + seg.log_bytes <= max_size and index_bytes + seg.offset_index_bytes <= max_index_size
+                    and time_bytes + seg.time_index_bytes <= max_index_size
+                    and (seg.log_bytes == 0 or last_offset - group[0].base_offset <= INT_MAX)):
+                break
+            group.append(seg)
+            log_bytes += seg.log_bytes
+            index_bytes += seg.offset_index_bytes
+            time_bytes += seg.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups

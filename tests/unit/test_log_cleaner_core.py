@@ -11,8 +11,10 @@ from minikafka.storage.log_cleaner import (
     DELETE_HORIZON_MASK,
     CleanedTransactionMetadata,
     OffsetMap,
+    SegmentSizes,
     build_offset_map,
     filter_batches,
+    group_segments_by_size,
 )
 from minikafka.storage.transaction_index import AbortedTxn
 
@@ -142,3 +144,17 @@ def test_gzip_batch_is_rewritten_with_its_codec() -> None:
     cleaned = clean(log, NOW)
     assert [h.compression for _, h in iter_batches(cleaned)] == [1, 0]
     assert contents(cleaned) == [(1, b"b", value), (2, b"a", b"2")]
+
+
+def test_segments_are_grouped_within_segment_and_index_bytes_and_an_int_of_offsets() -> None:
+    segs = [SegmentSizes(0, 400, 8, 12), SegmentSizes(10, 400, 8, 12), SegmentSizes(20, 300, 8, 12),
+            SegmentSizes(30, 500, 8, 12)]
+    bases = [[s.base_offset for s in g] for g in group_segments_by_size(segs, 1000, 1024, 40)]
+    assert bases == [[0, 10], [20, 30]]
+    # The time index limit (three 12-byte indexes pass 24 bytes) splits too.
+    bases = [[s.base_offset for s in g] for g in group_segments_by_size(segs, 10_000, 24, 40)]
+    assert bases == [[0, 10], [20, 30]]
+    # A group never spans more than an int of offsets past its base.
+    far = [SegmentSizes(0, 10, 8, 12), SegmentSizes(1 << 31, 10, 8, 12), SegmentSizes((1 << 31) + 5, 10, 8, 12)]
+    assert [[s.base_offset for s in g] for g in group_segments_by_size(far, 1000, 1024, (1 << 31) + 10)] == \
+        [[0], [1 << 31, (1 << 31) + 5]]
