@@ -14,8 +14,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import heapq
+import os
 import struct
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -34,7 +36,9 @@ from minikafka.protocol.record_batch import (
 )
 from minikafka.protocol.record_columns import Record, _decode
 
-from .transaction_index import AbortedTxn
+from .checkpoint import fsync_dir
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_prefix
+from .transaction_index import AbortedTxn, TransactionIndex
 
 # Kafka's DefaultRecordBatch attribute bit saying the base timestamp is the batch's delete horizon.
 DELETE_HORIZON_MASK = 0x40
@@ -332,3 +336,53 @@ def group_segments_by_size(segments: list[SegmentSizes], max_size: int, max_inde
             i += 1
         groups.append(group)
     return groups
+
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_SWAPPED_SUFFIXES = (LOG_SUFFIX, TXN_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def write_cleaned(directory: Path, base_offset: int, data: bytes, aborted: Iterable[AbortedTxn]) -> None:
+    """Write a cleaned segment's log and transaction index as `.cleaned` files, durably. A crash from here until
+    begin_swap has renamed them leaves the old segments in force (the loader deletes `.cleaned` files)."""
+    stem = directory / file_prefix(base_offset)
+    log_path = stem.with_name(stem.name + LOG_SUFFIX + CLEANED_SUFFIX)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX + CLEANED_SUFFIX))
+    txn_index.reset()
+    for txn in aborted:
+        txn_index.append(txn)
+    txn_index.flush()
+
+
+def begin_swap(directory: Path, base_offset: int) -> None:
+    """Rename the `.cleaned` files to `.swap`: from here a crash completes the swap on load."""
+    stem = file_prefix(base_offset)
+    for suffix in _SWAPPED_SUFFIXES:
+        cleaned = directory / (stem + suffix + CLEANED_SUFFIX)
+        if cleaned.exists():
+            os.replace(cleaned, directory / (stem + suffix + SWAP_SUFFIX))
+    fsync_dir(directory)
+
+
+def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[int]) -> None:
+    """Delete the files of the replaced segments and rename the `.swap` files into place (Kafka's
+    replaceSegments); the segment's offset and time indexes are rebuilt when it is opened."""
+    for base in replaced_bases:
+        for suffix in _SEGMENT_SUFFIXES:
+            (directory / (file_prefix(base) + suffix)).unlink(missing_ok=True)
+    stem = file_prefix(base_offset)
+    for suffix in _SWAPPED_SUFFIXES:
+        swap = directory / (stem + suffix + SWAP_SUFFIX)
+        if swap.exists():
+            os.replace(swap, directory / (stem + suffix))
+    fsync_dir(directory)

@@ -3,8 +3,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from minikafka.storage.log import Log
-from minikafka.storage.log_cleaner import CleanedTransactionMetadata, OffsetMap, build_offset_map, filter_batches
+from minikafka.storage.log_cleaner import (
+    CleanedTransactionMetadata,
+    OffsetMap,
+    begin_swap,
+    build_offset_map,
+    complete_swap,
+    filter_batches,
+    write_cleaned,
+)
 from minikafka.storage.log_config import LogConfig
 
 from .test_log_cleaner_core import NOW, RETENTION, batch, contents
@@ -57,6 +67,35 @@ def test_cleaned_file_means_the_swap_never_began(tmp_path: Path) -> None:
     try:
         assert [s.base_offset for s in log.segments] == [0, 2, 4]
         assert (directory / "00000000000000000000.log").read_bytes() == before
+        assert not [p.name for p in directory.iterdir() if p.name.endswith((".swap", ".cleaned"))]
+    finally:
+        log.close()
+
+
+def latest_values(directory: Path, log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
+    data = b"".join((directory / f"{s.base_offset:020d}.log").read_bytes() for s in log.segments)
+    return {key: (offset, value) for offset, key, value in contents(data)}
+
+
+@pytest.mark.parametrize("crash_after", ["write_cleaned", "begin_swap", "old_segment_deleted", "complete_swap"])
+def test_a_crash_at_any_step_of_a_cleaning_loads_a_valid_log(tmp_path: Path, crash_after: str) -> None:
+    directory, cleaned = three_segments(tmp_path)
+    write_cleaned(directory, 0, cleaned, [])
+    if crash_after != "write_cleaned":
+        begin_swap(directory, 0)
+    if crash_after == "old_segment_deleted":
+        (directory / "00000000000000000000.log").unlink()
+    if crash_after == "complete_swap":
+        complete_swap(directory, 0, [0, 2])
+    log = reopen(directory)
+    try:
+        swapped = crash_after != "write_cleaned"
+        assert [s.base_offset for s in log.segments] == ([0, 4] if swapped else [0, 2, 4])
+        assert log.log_end_offset == 5
+        assert latest_values(directory, log) == {b"a": (2, b"2"), b"b": (1, b"1"), b"c": (3, b"1"),
+                                                 b"d": (4, b"1")}
+        if swapped:
+            assert (directory / "00000000000000000000.log").read_bytes() == cleaned
         assert not [p.name for p in directory.iterdir() if p.name.endswith((".swap", ".cleaned"))]
     finally:
         log.close()
