@@ -99,3 +99,27 @@ def test_a_crash_at_any_step_of_a_cleaning_loads_a_valid_log(tmp_path: Path, cra
         assert not [p.name for p in directory.iterdir() if p.name.endswith((".swap", ".cleaned"))]
     finally:
         log.close()
+
+
+def test_an_open_log_swaps_a_cleaned_segment_in_and_keeps_appending(tmp_path: Path) -> None:
+    directory, cleaned = three_segments(tmp_path)
+    log = reopen(directory)
+    try:
+        write_cleaned(directory, 0, cleaned, [])
+        begin_swap(directory, 0)
+        segment = log.replace_segments(0, log.segments[:2], NOW)
+        assert (segment.base_offset, segment.next_offset) == (0, 4)
+        assert [s.base_offset for s in log.segments] == [0, 4]
+        log.append_as_leader(bytearray(batch(0, [(b"a", b"3")])), leader_epoch=0, now_ms=NOW)
+        assert log.log_end_offset == 6
+        assert latest_values(directory, log)[b"a"] == (5, b"3")
+        with pytest.raises(ValueError):
+            log.replace_segments(4, log.segments[1:], NOW)
+    finally:
+        log.close()
+    log = reopen(directory)
+    try:
+        assert [s.base_offset for s in log.segments] == [0, 4]
+        assert latest_values(directory, log) == {b"a": (5, b"3"), b"b": (1, b"1"), b"c": (3, b"1"), b"d": (4, b"1")}
+    finally:
+        log.close()
