@@ -37,7 +37,7 @@ from minikafka.protocol.record_batch import (
 from minikafka.protocol.record_columns import Record, _decode
 
 from .checkpoint import fsync_dir
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_prefix
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, file_prefix
 from .transaction_index import AbortedTxn, TransactionIndex
 
 # Kafka's DefaultRecordBatch attribute bit saying the base timestamp is the batch's delete horizon.
@@ -386,3 +386,54 @@ def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[in
         if swap.exists():
             os.replace(swap, directory / (stem + suffix))
     fsync_dir(directory)
+
+
+class CleanedGroup(NamedTuple):
+    """A cleaned segment left as `.swap` files, to be put in place of `replaced` (Log.replace_segments)."""
+
+    base_offset: int
+    replaced: list[LogSegment]
+    bytes_read: int
+    bytes_written: int
+    messages_read: int
+    messages_retained: int
+
+
+def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offset: int,
+                   first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int], now_ms: int,
+                   delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
+                   max_index_bytes: int) -> tuple[list[CleanedGroup], int]:
+    """One cleaning of a log (Kafka's Cleaner.doClean) over a snapshot of its inactive segments below
+    `first_uncleanable_offset`: maps the dirty section, rewrites every segment up to the end of what the map
+    covers, group by group, as `.swap` files. Returns the groups and the offset the cleaner checkpoint moves to.
+    Touches no live state: the owning thread swaps the groups in."""
+    offset_map = OffsetMap(dedupe_buffer_size)
+    end_offset = first_dirty_offset
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable_offset
+        if upper <= first_dirty_offset or segment.base_offset >= first_uncleanable_offset:
+            continue
+        full = build_offset_map(segment.read_bytes(0, segment.size), offset_map, first_dirty_offset,
+                                segment.txn_index.entries)
+        end_offset = offset_map.latest_offset + 1 if full else upper
+        if full:
+            break
+    cleanable = [s for s in segments if s.base_offset < end_offset]
+    sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index.entries * s.offset_index.entry_size,
+                          s.time_index.entries * s.time_index.entry_size)
+             for s in cleanable]
+    by_base = {s.base_offset: s for s in cleanable}
+    txn = CleanedTransactionMetadata([t for s in cleanable for t in s.txn_index.entries])
+    groups = []
+    for group in group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset):
+        replaced = [by_base[g.base_offset] for g in group]
+        result = filter_batches(b"".join(s.read_bytes(0, s.size) for s in replaced), offset_map, txn,
+                                last_batch_offset_of_producer, now_ms, delete_retention_ms)
+        # The aborted transactions whose markers this group kept, as Kafka indexes them in the cleaned segment.
+        txn_index = list(txn.cleaned_aborted)
+        txn.cleaned_aborted.clear()
+        write_cleaned(directory, replaced[0].base_offset, result.output, txn_index)
+        begin_swap(directory, replaced[0].base_offset)
+        groups.append(CleanedGroup(replaced[0].base_offset, replaced, result.bytes_read, len(result.output),
+                                   result.messages_read, result.messages_retained))
+    return groups, end_offset

@@ -11,6 +11,7 @@ from minikafka.storage.log_cleaner import (
     OffsetMap,
     begin_swap,
     build_offset_map,
+    clean_segments,
     complete_swap,
     filter_batches,
     write_cleaned,
@@ -121,5 +122,24 @@ def test_an_open_log_swaps_a_cleaned_segment_in_and_keeps_appending(tmp_path: Pa
     try:
         assert [s.base_offset for s in log.segments] == [0, 4]
         assert latest_values(directory, log) == {b"a": (5, b"3"), b"b": (1, b"1"), b"c": (3, b"1"), b"d": (4, b"1")}
+    finally:
+        log.close()
+
+
+def test_clean_segments_cleans_an_open_log_up_to_its_active_segment(tmp_path: Path) -> None:
+    directory, cleaned = three_segments(tmp_path)
+    log = reopen(directory)
+    try:
+        segments = log.segments
+        groups, end = clean_segments(directory, segments[:-1], 0, segments[-1].base_offset, {}, NOW, RETENTION,
+                                     1 << 20, 1 << 30, 10 << 20)
+        assert end == 4
+        [group] = groups
+        assert (group.base_offset, group.replaced, group.messages_read, group.messages_retained) == \
+            (0, segments[:2], 4, 3)
+        assert (group.bytes_read, group.bytes_written) == (segments[0].size + segments[1].size, len(cleaned))
+        log.replace_segments(group.base_offset, group.replaced, NOW)
+        assert (directory / "00000000000000000000.log").read_bytes() == cleaned
+        assert [s.base_offset for s in log.segments] == [0, 4]
     finally:
         log.close()
