@@ -11,16 +11,16 @@ batch stays (emptied if need be) so its sequence numbers survive.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import heapq
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from crc32c import crc32c
+from kafka import codec as kafka_codec
 from kafka.record.util import encode_varint
 
 from minikafka.protocol.compression import decompress
@@ -45,7 +45,13 @@ DELETE_HORIZON_MASK = 0x40
 # SkimpyOffsetMap's entry: an MD5 digest of the key and an 8-byte offset.
 HASH_SIZE = 16
 BYTES_PER_ENTRY = HASH_SIZE + 8
-GZIP = 1
+# A rewritten batch keeps its codec (Kafka's buildRetainedRecordsInto): codec id -> (available?, compress).
+_COMPRESSORS: dict[int, tuple[Callable[[], bool], Callable[[bytes], bytes]]] = {
+    1: (lambda: True, kafka_codec.gzip_encode),
+    2: (kafka_codec.has_snappy, kafka_codec.snappy_encode),
+    3: (kafka_codec.has_lz4, kafka_codec.lz4_encode),
+    4: (kafka_codec.has_zstd, kafka_codec.zstd_encode),
+}
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
@@ -233,12 +239,13 @@ def _rebuild(header: BatchHeader, records: list[tuple[int, int, bytes | None, by
     payload = b"".join(
         _encode_record(offset - header.base_offset, ts - base_timestamp, key, value, hdrs)
         for (offset, _t, key, value, hdrs), ts in zip(records, timestamps, strict=True))
-    if header.compression == GZIP:
-        payload = gzip.compress(payload)
-    elif header.compression:
-        raise UncleanableBatchError(
-            f"Batch at offset {header.base_offset} uses compression codec {header.compression}, "
-            "which this cleaner cannot rewrite")
+    if header.compression:
+        codec = _COMPRESSORS.get(header.compression)
+        if codec is None or not codec[0]():
+            raise UncleanableBatchError(
+                f"Batch at offset {header.base_offset} uses compression codec {header.compression}, "
+                "which this broker cannot write")
+        payload = codec[1](payload)
     return _write_batch(header, attributes, base_timestamp, max_timestamp, len(records), payload)
 
 

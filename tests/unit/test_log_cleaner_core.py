@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
@@ -137,12 +138,13 @@ def test_offset_map_fills_at_the_load_factor_of_its_slots() -> None:
     assert offset_map.get(b"k3") == 3 and offset_map.get(b"k9") == -1
 
 
-def test_gzip_batch_is_rewritten_with_its_codec() -> None:
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_compressed_batch_is_rewritten_with_its_codec(codec: int) -> None:
     value = b"1" * 500
-    log = batch(0, [(b"a", value), (b"b", value)], compression=1) + batch(2, [(b"a", b"2")])
-    assert [h.compression for _, h in iter_batches(log)] == [1, 0]
+    log = batch(0, [(b"a", value), (b"b", value)], compression=codec) + batch(2, [(b"a", b"2")])
+    assert [h.compression for _, h in iter_batches(log)] == [codec, 0]
     cleaned = clean(log, NOW)
-    assert [h.compression for _, h in iter_batches(cleaned)] == [1, 0]
+    assert [h.compression for _, h in iter_batches(cleaned)] == [codec, 0]
     assert contents(cleaned) == [(1, b"b", value), (2, b"a", b"2")]
 
 
