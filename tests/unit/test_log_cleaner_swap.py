@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from minikafka.protocol.record_batch import iter_batches
 from minikafka.storage.log import Log
 from minikafka.storage.log_cleaner import (
+    DELETE_HORIZON_MASK,
     CleanedTransactionMetadata,
     OffsetMap,
     begin_swap,
@@ -17,8 +19,10 @@ from minikafka.storage.log_cleaner import (
     write_cleaned,
 )
 from minikafka.storage.log_config import LogConfig
+from minikafka.storage.transaction_index import AbortedTxn
 
 from .test_log_cleaner_core import NOW, RETENTION, batch, contents
+from .test_log_transactions import COMMIT, end_txn, fill, open_log
 
 
 def three_segments(tmp_path: Path) -> tuple[Path, bytes]:
@@ -141,5 +145,35 @@ def test_clean_segments_cleans_an_open_log_up_to_its_active_segment(tmp_path: Pa
         log.replace_segments(group.base_offset, group.replaced, NOW)
         assert (directory / "00000000000000000000.log").read_bytes() == cleaned
         assert [s.base_offset for s in log.segments] == [0, 4]
+    finally:
+        log.close()
+
+
+def test_cleaning_a_transactional_log_drops_aborted_records_and_keeps_their_index(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    try:
+        fill(log)  # pid 1 aborts [0, 1] at 4; pid 2's [2, 3] committed at 5; pid 1 writes [6, 7] again
+        end_txn(log, 1, 0, COMMIT)  # at 8
+        log.producer_state.on_high_watermark_updated(9)
+        log.roll(NOW)
+        last_of_producer = {1: 7, 2: 3}
+
+        def clean_once(first_dirty: int) -> list[tuple[int, bool, int, bool]]:
+            segments = log.segments
+            [group], end = clean_segments(log.dir, segments[:-1], first_dirty, segments[-1].base_offset,
+                                          last_of_producer, NOW, RETENTION, 1 << 20, 1 << 30, 10 << 20)
+            assert end == 9
+            log.replace_segments(group.base_offset, group.replaced, NOW)
+            data = (log.dir / "00000000000000000000.log").read_bytes()
+            return [(h.base_offset, h.is_control, h.records_count, bool(h.attributes & DELETE_HORIZON_MASK))
+                    for _, h in iter_batches(data)]
+
+        # The aborted records go; pid 2's batch, superseded by pid 1's keys, stays empty as its last batch.
+        assert clean_once(0) == [(2, False, 0, False), (4, True, 1, False), (5, True, 1, False),
+                                 (6, False, 2, False), (8, True, 1, False)]
+        assert log.collect_aborted_transactions(0, 9) == [AbortedTxn(1, 0, 4, 2)]
+        # The next pass finds no record of the aborted transaction: its marker gets a delete horizon.
+        assert clean_once(9) == [(2, False, 0, False), (4, True, 1, True), (5, True, 1, False),
+                                 (6, False, 2, False), (8, True, 1, False)]
     finally:
         log.close()
