@@ -17,6 +17,7 @@ from minikafka.storage.log_cleaner import (
     filter_batches,
     group_segments_by_size,
 )
+from minikafka.storage.log_config import LogConfig
 from minikafka.storage.transaction_index import AbortedTxn
 
 NOW = 1_700_000_000_000
@@ -160,3 +161,10 @@ def test_segments_are_grouped_within_segment_and_index_bytes_and_an_int_of_offse
     far = [SegmentSizes(0, 10, 8, 12), SegmentSizes(1 << 31, 10, 8, 12), SegmentSizes((1 << 31) + 5, 10, 8, 12)]
     assert [[s.base_offset for s in g] for g in group_segments_by_size(far, 1000, 1024, (1 << 31) + 10)] == \
         [[0], [1 << 31, (1 << 31) + 5]]
+
+
+def test_min_compaction_lag_above_max_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"conflict topic config setting min.compaction.lag.ms \(5\) > "
+                                         r"max.compaction.lag.ms \(4\)"):
+        LogConfig.from_props({"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "4"})
+    assert LogConfig.from_props({"min.compaction.lag.ms": "4", "max.compaction.lag.ms": "4"}).max_compaction_lag_ms == 4
