@@ -49,6 +49,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .leader_epoch_cache import LeaderEpochCache
+from .log_cleaner import complete_swap
 from .log_config import LogConfig
 from .log_loader import load_segments, recover_segments
 from .log_offset_metadata import LogOffsetMetadata
@@ -778,6 +779,20 @@ class Log:
         for segment in deletable:
             segment.delete()
         return len(deletable)
+
+    def replace_segments(self, cleaned_base: int, replaced: list[LogSegment], now_ms: int) -> LogSegment:
+        """Put the cleaned segment whose files a cleaning left as `.swap` (storage/log_cleaner.py) in place of
+        `replaced`, consecutive segments below the active one (Kafka's replaceSegments). Readers still holding
+        the old segments keep reading them."""
+        first = self._segments.index(replaced[0])
+        if self._segments[first : first + len(replaced)] != replaced or first + len(replaced) >= len(self._segments):
+            raise ValueError(f"{self.name}: segments {replaced} are not consecutive inactive segments of this log")
+        for segment in replaced:
+            segment.delete()
+        complete_swap(self.dir, cleaned_base, [])
+        cleaned = LogSegment.open(self.dir, cleaned_base, self.config, now_ms)
+        self._segments[first : first + len(replaced)] = [cleaned]
+        return cleaned
 
     # ----------------------------------------------------------------- durability and lifecycle
 

@@ -85,7 +85,11 @@ class LogConfig:
         """
         base = defaults if defaults is not None else cls()
         changes = {_attr(name): _parse(name, value) for name, value in props.items()}
-        return dataclasses.replace(base, overrides=frozenset(props), **changes)
+        config = dataclasses.replace(base, overrides=frozenset(props), **changes)
+        if config.min_compaction_lag_ms > config.max_compaction_lag_ms:  # Kafka's LogConfig.validateValues
+            raise ValueError(f"conflict topic config setting min.compaction.lag.ms ({config.min_compaction_lag_ms}) "
+                             f"> max.compaction.lag.ms ({config.max_compaction_lag_ms})")
+        return config
 
     def value_string(self, name: str) -> str:
         """The config's value rendered as Kafka renders it in DescribeConfigs."""

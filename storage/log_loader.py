@@ -1,7 +1,12 @@
 """Opening a partition directory's segments after a start or a crash (Kafka's LogLoader).
 
-Stray files of a half-done operation (temporary checkpoints, deleted, cleaned or swapped segments) are removed,
-index files without a log are dropped, and the segments that may hold unflushed data are re-validated.
+Stray files of a half-done operation (temporary checkpoints, deleted or cleaned segments) are removed, index files
+without a log are dropped, and the segments that may hold unflushed data are re-validated.
+
+A log cleaning writes its new segment as `.cleaned` files, renames them all to `.swap`, then replaces the old
+segments. Found on load (as Kafka's LogLoader does): any `.cleaned` file means the swap never began, so it and every
+`.swap` file from that offset on are deleted; the remaining `.swap` log files finish their swap: the old segments
+within the swap segment's offsets are deleted and the swap files renamed (its offset and time indexes are rebuilt).
 """
 
 from __future__ import annotations
@@ -11,22 +16,27 @@ import os
 import re
 from pathlib import Path
 
-from minikafka.protocol.record_batch import BatchHeader
+from minikafka.protocol.record_batch import BatchHeader, iter_batches
 
-from .checkpoint import TMP_SUFFIX
+from .checkpoint import TMP_SUFFIX, fsync_dir
 from .index_file import CorruptIndexError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
-from .segment import LOG_SUFFIX, LogSegment
+from .segment import LOG_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, file_prefix
 
 logger = logging.getLogger("minikafka.storage.log")
 
-STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 _SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)")
+_KEPT_SWAP_SUFFIXES = (LOG_SUFFIX + SWAP_SUFFIX, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
 
 
 def load_segments(directory: Path, config: LogConfig, now_ms: int, partition_name: str) -> list[LogSegment]:
-    """Open every segment, deleting stray temporary files and index files without a log."""
+    """Open every segment, finishing interrupted swaps and deleting stray temporary files and index files
+    without a log."""
+    _complete_swaps(directory, partition_name)
     names = os.listdir(directory)
     bases = set()
     index_files = []
@@ -47,6 +57,32 @@ def load_segments(directory: Path, config: LogConfig, now_ms: int, partition_nam
             logger.info("%s: deleting index file %s, which has no log file", partition_name, name)
             (directory / name).unlink(missing_ok=True)
     return [LogSegment.open(directory, base, config, now_ms) for base in sorted(bases)]
+
+def _complete_swaps(directory: Path, partition_name: str) -> None:
+    names = os.listdir(directory)
+    cleaned = [int(name[:20]) for name in names if name.endswith(CLEANED_SUFFIX) and name[:20].isdigit()]
+    min_cleaned = min(cleaned, default=None)
+    swaps = sorted(int(name[:20]) for name in names if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name[:20].isdigit()
+                   and (min_cleaned is None or int(name[:20]) < min_cleaned))
+    for base in swaps:
+        swap_log = directory / (file_prefix(base) + LOG_SUFFIX + SWAP_SUFFIX)
+        data = swap_log.read_bytes()
+        next_offset = base
+        for _pos, header in iter_batches(data):
+            next_offset = header.last_offset + 1
+        logger.info("%s: completing the interrupted swap of %s (offsets %d to %d)", partition_name,
+                    swap_log.name, base, next_offset)
+        for name in os.listdir(directory):
+            match = _SEGMENT_FILE.fullmatch(name)
+            if match is not None and base <= int(match[1]) < max(next_offset, base + 1):
+                (directory / name).unlink(missing_ok=True)
+        for suffix in _KEPT_SWAP_SUFFIXES:
+            path = directory / (file_prefix(base) + suffix)
+            if path.exists():
+                os.replace(path, directory / (file_prefix(base) + suffix[: -len(SWAP_SUFFIX)]))
+    if swaps:
+        fsync_dir(directory)
+
 
 def recover_segments(segments: list[LogSegment], recovery_point: int, cache: LeaderEpochCache,
                      name: str) -> int | None:

@@ -358,6 +358,8 @@ def test_create_topic_errors(admin, unique_topic):
     assert admin.create_topic(unique_topic + "-cfg", 1, 1, {"no.such.config": "1"}) == INVALID_CONFIG
     assert admin.create_topic(unique_topic + "-val", 1, 1, {"retention.ms": "soon"}) == INVALID_CONFIG
     assert admin.create_topic(unique_topic + "-val", 1, 1, {"cleanup.policy": "shred"}) == INVALID_CONFIG
+    assert admin.create_topic(unique_topic + "-lag", 1, 1, {"cleanup.policy": "compact", "min.compaction.lag.ms": "5",
+                                                          "max.compaction.lag.ms": "4"}) == INVALID_CONFIG
     for illegal in ("bad/name", "..", "x" * 250):
         assert admin.create_topic(illegal, 1, 1) == INVALID_TOPIC_EXCEPTION, illegal
     assert {t for t in admin.topic_names() if not t.startswith("__")} == {unique_topic}  # internal topics aside

@@ -1,0 +1,446 @@
+"""The sans-IO core of log compaction: Kafka's offset map, cleaned transaction metadata and batch filter.
+
+A cleaning pass first reads the dirty section of a log into an `OffsetMap` (the hash of each record key to the last
+offset that key was written at, bounded as Kafka's SkimpyOffsetMap is by log.cleaner.dedupe.buffer.size), then
+rewrites the segments up to that section with `filter_batches`, which applies Kafka's MemoryRecords.filterTo with the
+retention rules of Kafka's Cleaner: the last record of each key stays at its original offset; a tombstone stays until
+its batch's delete horizon (set by the first cleaning that sees it to now + delete.retention.ms); records of aborted
+transactions go in the first pass; transaction markers go as CleanedTransactionMetadata allows; a producer's last
+batch stays (emptied if need be) so its sequence numbers survive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import os
+import struct
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+from kafka import codec as kafka_codec
+from kafka.record.util import encode_varint
+
+from minikafka.protocol.compression import decompress
+from minikafka.protocol.end_transaction_marker import ControlRecordType, parse_marker
+from minikafka.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    BatchHeader,
+    iter_batches,
+)
+from minikafka.protocol.record_columns import Record, _decode
+
+from .checkpoint import fsync_dir
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, file_prefix
+from .transaction_index import AbortedTxn, TransactionIndex
+
+# Kafka's DefaultRecordBatch attribute bit saying the base timestamp is the batch's delete horizon.
+DELETE_HORIZON_MASK = 0x40
+# SkimpyOffsetMap's entry: an MD5 digest of the key and an 8-byte offset.
+HASH_SIZE = 16
+BYTES_PER_ENTRY = HASH_SIZE + 8
+# A rewritten batch keeps its codec (Kafka's buildRetainedRecordsInto): codec id -> (available?, compress).
+_COMPRESSORS: dict[int, tuple[Callable[[], bool], Callable[[bytes], bytes]]] = {
+    1: (lambda: True, kafka_codec.gzip_encode),
+    2: (kafka_codec.has_snappy, kafka_codec.snappy_encode),
+    3: (kafka_codec.has_lz4, kafka_codec.lz4_encode),
+    4: (kafka_codec.has_zstd, kafka_codec.zstd_encode),
+}
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+
+
+class UncleanableBatchError(ValueError):
+    """A batch this cleaner cannot rewrite; the partition is marked uncleanable, as Kafka does on a cleaning error."""
+
+
+class OffsetMap:
+    """Key hash to the last offset written with that key, with Kafka's SkimpyOffsetMap capacity: memory // 24
+    slots, filled to at most log.cleaner.io.buffer.load.factor of them (Cleaner's maxDesiredMapSize)."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        self.slots = memory // BYTES_PER_ENTRY
+        if self.slots <= 0:
+            raise ValueError(f"Offset map memory of {memory} bytes holds no entry")
+        self.max_desired_size = int(self.slots * load_factor)
+        self._offsets: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def full(self) -> bool:
+        return len(self._offsets) >= self.max_desired_size
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._offsets[hashlib.md5(key).digest()] = offset
+        self.latest_offset = offset
+
+    def get(self, key: bytes) -> int:
+        """The last offset of `key`, -1 if the map has none."""
+        return self._offsets.get(hashlib.md5(key).digest(), -1)
+
+    def clear(self) -> None:
+        self._offsets.clear()
+        self.latest_offset = -1
+
+
+class CleanedTransactionMetadata:
+    """Which transactions a pass over a log has seen, to tell the records of aborted transactions and the markers
+    that may go (Kafka's CleanedTransactionMetadata). Batches must be shown in offset order."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._aborted = [(txn.first_offset, txn.producer_id, txn) for txn in aborted]
+        heapq.heapify(self._aborted)
+        self._ongoing_committed: set[int] = set()
+        # producer id -> (its aborted transaction, whether a batch of it was seen)
+        self._ongoing_aborted: dict[int, tuple[AbortedTxn, bool]] = {}
+        self.cleaned_aborted: list[AbortedTxn] = []
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            _, producer_id, txn = heapq.heappop(self._aborted)
+            self._ongoing_aborted[producer_id] = (txn, False)
+
+    def on_control_batch_read(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+        """True when this marker may be removed: its transaction left no batch behind."""
+        self._consume_aborted_up_to(header.last_offset)
+        marker = parse_marker(memoryview(buf)[pos : pos + header.size], header)
+        if marker is None:
+            return False
+        producer_id = header.producer_id
+        if marker.control_type == ControlRecordType.ABORT:
+            ongoing = self._ongoing_aborted.pop(producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                # Records of the aborted transaction remain in this pass: keep the marker and its index entry.
+                self.cleaned_aborted.append(ongoing[0])
+                return False
+            return True
+        if marker.control_type == ControlRecordType.COMMIT:
+            if producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(producer_id)
+                return False
+            return True
+        return False
+
+    def on_batch_read(self, header: BatchHeader) -> bool:
+        """True when the batch belongs to an aborted transaction (its records may all go)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            self._ongoing_aborted[header.producer_id] = (ongoing[0], True)
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+
+def delete_horizon_ms(header: BatchHeader) -> int | None:
+    """The batch's delete horizon, if a cleaning has set one."""
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+
+
+def batch_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> list[Record]:
+    """The batch's records as (offset delta, timestamp delta, key, value, headers), decompressed if need be."""
+    view = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    if header.compression:
+        data = decompress(header.compression, view, 1 << 31)
+        return _decode(data, 0, len(data), header.records_count)
+    return _decode(view, 0, len(view), header.records_count)
+
+
+def build_offset_map(buf: bytes | bytearray | memoryview, offset_map: OffsetMap, start_offset: int,
+                     aborted: Iterable[AbortedTxn]) -> bool:
+    """Add the keys of the batches in `buf` at or past `start_offset` to the map, leaving out control batches and
+    aborted transactions as Kafka's buildOffsetMapForSegment does; True when the map filled up before the end."""
+    pending = sorted(aborted, key=lambda txn: txn.first_offset)
+    aborted_producers: set[int] = set()
+    for pos, header in iter_batches(buf):
+        while pending and pending[0].first_offset <= header.base_offset:
+            aborted_producers.add(pending.pop(0).producer_id)
+        if header.is_control:
+            marker = parse_marker(memoryview(buf)[pos : pos + header.size], header)
+            if marker is not None and marker.control_type == ControlRecordType.ABORT:
+                aborted_producers.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in aborted_producers:
+            continue
+        for offset_delta, _ts, key, _value, _headers in batch_records(buf, pos, header):
+            offset = header.base_offset + offset_delta
+            if key is None or offset < start_offset:
+                continue
+            if offset_map.full:
+                return True
+            offset_map.put(key, offset)
+    return False
+
+
+class FilterResult(NamedTuple):
+    """The rewritten bytes, and what a cleaning log line and the segment's indexes need."""
+
+    output: bytes
+    bytes_read: int
+    messages_read: int
+    messages_retained: int
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    encode_varint(value, out.append)
+    return bytes(out)
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                   headers: list[tuple[bytes, bytes | None]]) -> bytes:
+    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]
+    for field in (key, value):
+        parts.append(_varint(-1) if field is None else _varint(len(field)) + field)
+    parts.append(_varint(len(headers)))
+    for header_key, header_value in headers:
+        parts.append(_varint(len(header_key)) + header_key)
+        parts.append(_varint(-1) if header_value is None else _varint(len(header_value)) + header_value)
+    body = b"".join(parts)
+    return _varint(len(body)) + body
+
+
+def _write_batch(header: BatchHeader, attributes: int, base_timestamp: int, max_timestamp: int,
+                 records_count: int, payload: bytes) -> bytes:
+    size = HEADER_SIZE + len(payload)
+    batch = bytearray(size)
+    _HEADER.pack_into(batch, 0, header.base_offset, size - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
+                      attributes, header.last_offset_delta, base_timestamp, max_timestamp, header.producer_id,
+                      header.producer_epoch, header.base_sequence, records_count)
+    batch[HEADER_SIZE:] = payload
+    _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+def _rebuild(header: BatchHeader, records: list[tuple[int, int, bytes | None, bytes | None,
+                                                      list[tuple[bytes, bytes | None]]]],
+             horizon: int | None) -> bytes:
+    """The batch with only `records` (absolute offset, absolute timestamp, ...), its last offset kept so the
+    producer's last sequence survives (Kafka's buildRetainedRecordsInto)."""
+    log_append = header.timestamp_type == LOG_APPEND_TIME
+    timestamps = [header.max_timestamp if log_append else ts for _o, ts, _k, _v, _h in records]
+    base_timestamp = horizon if horizon is not None else timestamps[0]
+    attributes = header.attributes & ~DELETE_HORIZON_MASK
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
+    max_timestamp = header.max_timestamp if log_append else max(timestamps)
+    payload = b"".join(
+        _encode_record(offset - header.base_offset, ts - base_timestamp, key, value, hdrs)
+        for (offset, _t, key, value, hdrs), ts in zip(records, timestamps, strict=True))
+    if header.compression:
+        codec = _COMPRESSORS.get(header.compression)
+        if codec is None or not codec[0]():
+            raise UncleanableBatchError(
+                f"Batch at offset {header.base_offset} uses compression codec {header.compression}, "
+                "which this broker cannot write")
+        payload = codec[1](payload)
+    return _write_batch(header, attributes, base_timestamp, max_timestamp, len(records), payload)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """Kafka's writeEmptyHeader: the batch's offsets, producer and sequence kept, no records."""
+    attributes = header.attributes & ~(DELETE_HORIZON_MASK | 0x07)
+    return _write_batch(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
+
+
+def filter_batches(buf: bytes | bytearray | memoryview, offset_map: OffsetMap,
+                   txn: CleanedTransactionMetadata, last_batch_offset_of_producer: dict[int, int],
+                   now_ms: int, delete_retention_ms: int) -> FilterResult:
+    """Kafka's MemoryRecords.filterTo with the Cleaner's retention rules over the batches of `buf`."""
+    out: list[bytes] = []
+    bytes_read = messages_read = messages_retained = 0
+    for pos, header in iter_batches(buf):
+        bytes_read += header.size
+        if header.is_control:
+            can_discard = txn.on_control_batch_read(buf, pos, header)
+            horizon = delete_horizon_ms(header)
+            discard = can_discard and horizon is not None and horizon <= now_ms
+        else:
+            can_discard = discard = txn.on_batch_read(header)
+        last_of_producer = (header.has_producer_id
+                            and last_batch_offset_of_producer.get(header.producer_id) == header.last_offset)
+        retain_empty = last_of_producer
+        if discard and not retain_empty:
+            continue
+        marker_for_empty_txn = can_discard and header.is_control
+        records = batch_records(buf, pos, header)
+        messages_read += len(records)
+        retained = []
+        tombstones = False
+        horizon = delete_horizon_ms(header)
+        for offset_delta, ts_delta, key, value, hdrs in records:
+            offset = header.base_offset + offset_delta
+            timestamp = header.base_timestamp + ts_delta
+            if discard:
+                keep = False
+            elif header.is_control or offset > offset_map.latest_offset:
+                keep = True
+            elif key is None:
+                keep = False
+            else:
+                keep = offset >= offset_map.get(key) and (value is not None or horizon is None or now_ms < horizon)
+            if keep:
+                tombstones = tombstones or value is None
+                retained.append((offset, timestamp, key, value, hdrs))
+        if retained:
+            messages_retained += len(retained)
+            set_horizon = (tombstones or marker_for_empty_txn) and horizon is None
+            if len(retained) == len(records) and not set_horizon:
+                out.append(bytes(memoryview(buf)[pos : pos + header.size]))
+            else:
+                out.append(_rebuild(header, retained, now_ms + delete_retention_ms if set_horizon else horizon))
+        elif retain_empty:
+            out.append(_empty_batch(header))
+    return FilterResult(b"".join(out), bytes_read, messages_read, messages_retained)
+
+
+INT_MAX = (1 << 31) - 1
+
+
+class SegmentSizes(NamedTuple):
+    """What grouping needs of a segment: its base offset and the bytes of its log, offset index and time index."""
+
+    base_offset: int
+    log_bytes: int
+    offset_index_bytes: int
+    time_index_bytes: int
+
+
+def group_segments_by_size(segments: list[SegmentSizes], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[SegmentSizes]]:
+    """Consecutive segments cleaned into one, as Kafka's groupSegmentsBySize: a group's log stays within
+    segment.bytes, its indexes within segment.index.bytes, and its offsets within an int of its base offset."""
+    groups: list[list[SegmentSizes]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_bytes, index_bytes, time_bytes = (segments[i].log_bytes, segments[i].offset_index_bytes,
+                                              segments[i].time_index_bytes)
+        i += 1
+        while i < len(segments):
+            seg = segments[i]
+            last_offset = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable_offset - 1
+            if not (log_bytes + seg.log_bytes <= max_size and index_bytes + seg.offset_index_bytes <= max_index_size
+                    and time_bytes + seg.time_index_bytes <= max_index_size
+                    and (seg.log_bytes == 0 or last_offset - group[0].base_offset <= INT_MAX)):
+                break
+            group.append(seg)
+            log_bytes += seg.log_bytes
+            index_bytes += seg.offset_index_bytes
+            time_bytes += seg.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_SWAPPED_SUFFIXES = (LOG_SUFFIX, TXN_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def write_cleaned(directory: Path, base_offset: int, data: bytes, aborted: Iterable[AbortedTxn]) -> None:
+    """Write a cleaned segment's log and transaction index as `.cleaned` files, durably. A crash from here until
+    begin_swap has renamed them leaves the old segments in force (the loader deletes `.cleaned` files)."""
+    stem = directory / file_prefix(base_offset)
+    log_path = stem.with_name(stem.name + LOG_SUFFIX + CLEANED_SUFFIX)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX + CLEANED_SUFFIX))
+    txn_index.reset()
+    for txn in aborted:
+        txn_index.append(txn)
+    txn_index.flush()
+
+
+def begin_swap(directory: Path, base_offset: int) -> None:
+    """Rename the `.cleaned` files to `.swap`: from here a crash completes the swap on load."""
+    stem = file_prefix(base_offset)
+    for suffix in _SWAPPED_SUFFIXES:
+        cleaned = directory / (stem + suffix + CLEANED_SUFFIX)
+        if cleaned.exists():
+            os.replace(cleaned, directory / (stem + suffix + SWAP_SUFFIX))
+    fsync_dir(directory)
+
+
+def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[int]) -> None:
+    """Delete the files of the replaced segments and rename the `.swap` files into place (Kafka's
+    replaceSegments); the segment's offset and time indexes are rebuilt when it is opened."""
+    for base in replaced_bases:
+        for suffix in _SEGMENT_SUFFIXES:
+            (directory / (file_prefix(base) + suffix)).unlink(missing_ok=True)
+    stem = file_prefix(base_offset)
+    for suffix in _SWAPPED_SUFFIXES:
+        swap = directory / (stem + suffix + SWAP_SUFFIX)
+        if swap.exists():
+            os.replace(swap, directory / (stem + suffix))
+    fsync_dir(directory)
+
+
+class CleanedGroup(NamedTuple):
+    """A cleaned segment left as `.swap` files, to be put in place of `replaced` (Log.replace_segments)."""
+
+    base_offset: int
+    replaced: list[LogSegment]
+    bytes_read: int
+    bytes_written: int
+    messages_read: int
+    messages_retained: int
+
+
+def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offset: int,
+                   first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int], now_ms: int,
+                   delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
+                   max_index_bytes: int) -> tuple[list[CleanedGroup], int]:
+    """One cleaning of a log (Kafka's Cleaner.doClean) over a snapshot of its inactive segments below
+    `first_uncleanable_offset`: maps the dirty section, rewrites every segment up to the end of what the map
+    covers, group by group, as `.swap` files. Returns the groups and the offset the cleaner checkpoint moves to.
+    Touches no live state: the owning thread swaps the groups in."""
+    offset_map = OffsetMap(dedupe_buffer_size)
+    end_offset = first_dirty_offset
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable_offset
+        if upper <= first_dirty_offset or segment.base_offset >= first_uncleanable_offset:
+            continue
+        full = build_offset_map(segment.read_bytes(0, segment.size), offset_map, first_dirty_offset,
+                                segment.txn_index.entries)
+        end_offset = offset_map.latest_offset + 1 if full else upper
+        if full:
+            break
+    cleanable = [s for s in segments if s.base_offset < end_offset]
+    sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index.entries * s.offset_index.entry_size,
+                          s.time_index.entries * s.time_index.entry_size)
+             for s in cleanable]
+    by_base = {s.base_offset: s for s in cleanable}
+    txn = CleanedTransactionMetadata([t for s in cleanable for t in s.txn_index.entries])
+    groups = []
+    for group in group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset):
+        replaced = [by_base[g.base_offset] for g in group]
+        result = filter_batches(b"".join(s.read_bytes(0, s.size) for s in replaced), offset_map, txn,
+                                last_batch_offset_of_producer, now_ms, delete_retention_ms)
+        # The aborted transactions whose markers this group kept, as Kafka indexes them in the cleaned segment.
+        txn_index = list(txn.cleaned_aborted)
+        txn.cleaned_aborted.clear()
+        write_cleaned(directory, replaced[0].base_offset, result.output, txn_index)
+        begin_swap(directory, replaced[0].base_offset)
+        groups.append(CleanedGroup(replaced[0].base_offset, replaced, result.bytes_read, len(result.output),
+                                   result.messages_read, result.messages_retained))
+    return groups, end_offset
