@@ -36,18 +36,23 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+def write_synced(path: Path, data: bytes) -> None:
+    """Create or truncate `path` and write `data` to it, fsynced before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data` durably: write a temp file, fsync, rename, fsync the directory."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(tmp, data)
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as e:

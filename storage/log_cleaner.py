@@ -36,7 +36,7 @@ from minikafka.protocol.record_batch import (
 )
 from minikafka.protocol.record_columns import Record, _decode
 
-from .checkpoint import fsync_dir
+from .checkpoint import fsync_dir, write_synced
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, file_prefix
 from .transaction_index import AbortedTxn, TransactionIndex
 
@@ -355,15 +355,7 @@ def write_cleaned(directory: Path, base_offset: int, data: bytes, aborted: Itera
     """Write a cleaned segment's log and transaction index as `.cleaned` files, durably. A crash from here until
     begin_swap has renamed them leaves the old segments in force (the loader deletes `.cleaned` files)."""
     stem = directory / file_prefix(base_offset)
-    log_path = stem.with_name(stem.name + LOG_SUFFIX + CLEANED_SUFFIX)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(stem.with_name(stem.name + LOG_SUFFIX + CLEANED_SUFFIX), data)
     txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX + CLEANED_SUFFIX))
     txn_index.reset()
     for txn in aborted:
