@@ -14,7 +14,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
-  as with a wrong password: auth-failure), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
+  as with a wrong password: auth-failure; the wall clock steps by "ms", forwards or back, the timers untouched:
+  clock-jump, undone when cleared), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
   an error, latency or drop-response rule used up or cleared, with its hits);
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
@@ -42,7 +43,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
 - shutdown: a clean stop, as on SIGTERM;
-- metrics: the node's metrics, by their Prometheus names and labels (see metrics).
+- metrics: the node's metrics, by their Prometheus names and labels (see metrics);
+- clock.now, clock.advance: the node's clock, a manual one moved forwards (see network/clock_control.py).
 
 With an authorizer, the control API is the super users' (`super.users`) alone, as it can do anything to the
 broker: any other principal's request, whatever its operation, is answered {"ok": false, "error":
@@ -60,6 +62,7 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
+from minikafka.broker.network.clock_control import CLOCK_OPERATIONS
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.network_client import DisconnectedError
@@ -163,8 +166,10 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": services.faults.hold_transaction_markers(_optional_int(request, "to")).describe()}
     if kind == "auth-failure":
         return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
+    if kind == "clock-jump":
+        return {"fault": services.faults.jump_clock(int(request["ms"])).describe()}
     raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir, "
-                     "txn-markers-hold or auth-failure")
+                     "txn-markers-hold, auth-failure or clock-jump")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
@@ -446,6 +451,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
     "metrics": _metrics,
+    **CLOCK_OPERATIONS,
 }
 
 # Served by KafkaApis outside the Kafka API table: never advertised, raw frames in and out.

@@ -1,0 +1,237 @@
+"""Virtual time: a broker on a manual clock (`Broker(clock="manual")`) runs its timers on a clock the test advances,
+so a session timeout, retention.ms, segment.ms or a transaction timeout passes in milliseconds of real time, and
+exactly when the test says; and the clock-jump fault steps one broker's wall clock alone."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+
+import minikafka
+from minikafka.control_client import ControlError
+from minikafka.protocol.errors import ErrorCode as E
+from tests.helpers import admin_create_topic
+from tests.integration.test_docs_commands import ROOT, command_env, fenced_blocks
+from tests.raw_client import RawConnection
+
+SESSION_TIMEOUT_MS = 30_000
+
+
+@pytest.fixture
+def manual_broker(tmp_path) -> Iterator[Callable[..., minikafka.Broker]]:
+    """Starts brokers on a manual clock, with Kafka's properties (underscores for dots) over the handle's."""
+    started: list[minikafka.Broker] = []
+
+    def make(**properties: object) -> minikafka.Broker:
+        base = tmp_path / f"broker-{len(started) + 1}"
+        broker = minikafka.Broker(clock="manual", data_dir=base / "data", log_path=base / "broker.log",
+                                  config={k.replace("_", "."): v for k, v in properties.items()})
+        started.append(broker)
+        return broker.start()
+
+    yield make
+    for broker in started:
+        try:
+            broker.kill()
+        finally:
+            broker.close()
+
+
+def segment_bases(broker: minikafka.Broker, topic: str, partition: int = 0) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in Path(broker.data_dir, f"{topic}-{partition}").glob("*.log"))
+
+
+def produce_one_by_one(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    try:
+        for value in values:
+            producer.send(topic, value, partition=0).get(10)
+    finally:
+        producer.close()
+
+
+def read_timestamps(bootstrap: str, topic: str, count: int) -> list[int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        records = []
+        for record in consumer:
+            records.append(record)
+            if len(records) == count:
+                break
+        assert len(records) == count, f"read {len(records)} of {count} records of {topic}"
+        return [r.timestamp for r in records]
+    finally:
+        consumer.close()
+
+
+def join_and_sync(raw: RawConnection, group: str) -> str:
+    """A classic member joins alone (JoinGroup v3: its member id in one round trip), becomes leader and syncs its
+    assignment: the group is Stable with it, its session timer running."""
+    J = JoinGroupRequest[3]
+    joined = raw.request(J(group_id=group, session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=60_000,
+                           member_id="", protocol_type="consumer",
+                           protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+    assert joined.error_code == E.NONE and joined.leader == joined.member_id
+    S = SyncGroupRequest[2]
+    synced = raw.request(S(group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+                           assignments=[S.SyncGroupRequestAssignment(member_id=joined.member_id,
+                                                                     assignment=b"")]))
+    assert synced.error_code == E.NONE
+    return joined.member_id
+
+
+def test_a_member_that_stops_heartbeating_leaves_its_group_when_the_clock_passes_its_session_timeout(
+        manual_broker):
+    broker = manual_broker()
+    with RawConnection(broker.bootstrap_servers) as raw:
+        raw.find_coordinator("g")
+        member_id = join_and_sync(raw, "g")
+        group = broker.state.group("g")
+        assert (group.state, [m.member_id for m in group.members]) == ("Stable", [member_id])
+
+        # The member sends no heartbeat from here on. Short of its session timeout it stays in the group...
+        broker.clock.advance(SESSION_TIMEOUT_MS - 5_000)
+        group = broker.state.group("g")
+        assert (group.state, [m.member_id for m in group.members]) == ("Stable", [member_id])
+
+        # ... and once the clock passes it, the coordinator has expired it by the time advance returns.
+        broker.clock.advance(5_001)
+        group = broker.state.group("g")
+        assert (group.state, group.members) == ("Empty", [])
+
+
+def test_retention_ms_deletes_old_segments_when_the_clock_passes_it(manual_broker):
+    broker = manual_broker(log_retention_check_interval_ms=10_000)
+    admin_create_topic(broker.bootstrap_servers, "old", 1, **{"retention.ms": "60000", "segment.bytes": "1024"})
+    produce_one_by_one(broker.bootstrap_servers, "old", [b"v%03d" % i + b"x" * 300 for i in range(12)])
+    bases = segment_bases(broker, "old")
+    assert len(bases) > 2 and broker.state.partition("old", 0).log_start_offset == 0
+
+    broker.clock.advance(50_000)  # a retention check runs, but no record is older than retention.ms yet
+    assert segment_bases(broker, "old") == bases
+    assert broker.state.partition("old", 0).log_start_offset == 0
+
+    # The next check finds every segment past retention.ms, the active one too (rolled first, as Kafka does):
+    # the log is empty and starts at its end offset.
+    broker.clock.advance(11_000)
+    assert segment_bases(broker, "old") == [12]
+    state = broker.state.partition("old", 0)
+    assert (state.log_start_offset, state.high_watermark) == (12, 12)
+
+
+def test_segment_ms_rolls_the_active_segment_when_the_clock_passes_it(manual_broker):
+    broker = manual_broker(log_retention_check_interval_ms=10_000)
+    admin_create_topic(broker.bootstrap_servers, "rolled", 1, **{"segment.ms": "120000"})
+    produce_one_by_one(broker.bootstrap_servers, "rolled", [b"a", b"b", b"c"])
+    broker.clock.advance(110_000)  # a check runs: the active segment is younger than segment.ms
+    assert segment_bases(broker, "rolled") == [0]
+
+    broker.clock.advance(11_000)  # the next check finds it older: it is rolled, the next append goes to the new one
+    assert segment_bases(broker, "rolled") == [0, 3]
+    produce_one_by_one(broker.bootstrap_servers, "rolled", [b"d"])
+    assert segment_bases(broker, "rolled") == [0, 3]
+    assert broker.state.partition("rolled", 0).high_watermark == 4
+
+
+def test_an_open_transaction_is_aborted_when_the_clock_passes_its_timeout(manual_broker):
+    broker = manual_broker(transaction_state_log_replication_factor=1, transaction_state_log_min_isr=1)
+    admin_create_topic(broker.bootstrap_servers, "txn", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "slow",
+                         "transaction.timeout.ms": 60_000})
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce("txn", value=b"open-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        broker.state.wait_for_offset("txn", 0, 3)
+        assert broker.state.partition("txn", 0).last_stable_offset == 0  # the open transaction holds it
+
+        # Past transaction.timeout.ms and the coordinator's check interval (10 s): the coordinator aborts it,
+        # its abort marker is written, and the last stable offset moves past the marker.
+        broker.clock.advance(60_000 + 10_000)
+        assert broker.state.wait_for_offset("txn", 0, 4, offset="last_stable_offset", timeout=30) == 4
+        assert broker.state.partition("txn", 0).high_watermark == 4
+    finally:
+        del producer
+
+
+def test_log_append_time_comes_from_the_clock(manual_broker):
+    broker = manual_broker()
+    admin_create_topic(broker.bootstrap_servers, "stamped", 1, **{"message.timestamp.type": "LogAppendTime"})
+    produce_one_by_one(broker.bootstrap_servers, "stamped", [b"before"])
+    broker.clock.advance(300_000)
+    earliest = broker.clock.now()
+    assert earliest >= time.time() * 1000 + 299_000
+    produce_one_by_one(broker.bootstrap_servers, "stamped", [b"after"])
+    latest = broker.clock.now()
+    before, after = read_timestamps(broker.bootstrap_servers, "stamped", 2)
+    assert before < earliest - 299_000 and earliest <= after <= latest
+
+
+def test_a_clock_jump_steps_one_brokers_wall_clock_and_clearing_it_steps_back(broker_factory):
+    broker = broker_factory()
+    admin_create_topic(broker.bootstrap_servers, "stepped", 1, **{"message.timestamp.type": "LogAppendTime"})
+    hour_ms = 3_600_000
+    jump = broker.faults.jump_clock(-hour_ms)
+    assert jump.hits == 1 and jump.active
+    assert [f for f in broker.faults.list() if f["kind"] == "clock-jump"] == [
+        {"kind": "clock-jump", "id": jump.id, "ms": -hour_ms, "hits": 1}]
+    real_before = time.time() * 1000
+    produce_one_by_one(broker.bootstrap_servers, "stepped", [b"back"])
+    real_after = time.time() * 1000
+    jump.clear()
+    assert jump.hits == 1 and not jump.active
+    produce_one_by_one(broker.bootstrap_servers, "stepped", [b"now"])
+    real_end = time.time() * 1000
+    back, now = read_timestamps(broker.bootstrap_servers, "stepped", 2)
+    assert real_before - hour_ms - 1 <= back <= real_after - hour_ms + 1  # from the stepped clock
+    assert real_after - 1 <= now <= real_end + 1  # the clock back where it was
+
+
+def test_a_manual_clock_is_for_tests_only(broker, tmp_path):
+    with pytest.raises(ValueError, match="clock 'virtual'"):
+        minikafka.Broker(clock="virtual")
+    with pytest.raises(RuntimeError, match="system's clock"):
+        broker.clock.advance(1000)
+    with pytest.raises(ControlError, match="system's clock"):
+        broker._control().call("clock.advance", ms=1000)
+    assert broker._control().call("clock.now")["manual"] is False
+    served = subprocess.run([sys.executable, "-m", "minikafka", "serve", "--clock", "manual", "--port", "0",
+                             "--data-dir", str(tmp_path / "data")], capture_output=True, text=True, timeout=60)
+    assert served.returncode == 2
+    assert "--clock manual is for test harnesses" in served.stderr
+
+
+def test_a_manual_clock_advances_forwards_only(manual_broker):
+    broker = manual_broker()
+    start = broker.clock.now()
+    with pytest.raises(ValueError, match="forwards"):
+        broker.clock.advance(-1)
+    with pytest.raises(ControlError, match="forwards"):
+        broker._control().call("clock.advance", ms=-1)
+    assert broker.clock.advance(1_000_000) >= start + 1_000_000
+    assert broker.clock.advanced_ms == 1_000_000
+
+
+def test_the_documentations_example_passes(tmp_path):
+    """docs/virtual-time.md's example test, as a file of its own, passes under pytest."""
+    examples = [b for b in fenced_blocks(ROOT / "docs" / "virtual-time.md")
+                if b.language == "python" and re.search(r"^def test_", b.text, re.M)]
+    assert examples, "docs/virtual-time.md shows an example test"
+    for n, block in enumerate(examples):
+        (tmp_path / f"test_virtual_time_example_{n}.py").write_text(f"# {block.where}\n{block.text}\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
+                           "ignore::DeprecationWarning", "."], cwd=tmp_path, capture_output=True, timeout=240,
+                          env=command_env())
+    assert proc.returncode == 0, proc.stdout.decode()[-6000:] + proc.stderr.decode()[-2000:]
