@@ -12,6 +12,7 @@ from pathlib import Path
 
 from minikafka import (
     cli_acls,
+    cli_clock,
     cli_cluster,
     cli_fault,
     cli_format,
@@ -256,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_acls.add_parser(sub)
     cli_users.add_parser(sub)
     cli_fault.add_parser(sub)
+    cli_clock.add_parser(sub)
     cli_format.add_parser(sub)
     return parser
 
@@ -281,7 +283,8 @@ class _VersionAction(argparse.Action):
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
             "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
-            "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "format": cli_format.format_storage}
+            "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "clock": cli_clock.run,
+            "format": cli_format.format_storage}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -235,3 +235,23 @@ def test_the_documentations_example_passes(tmp_path):
                            "ignore::DeprecationWarning", "."], cwd=tmp_path, capture_output=True, timeout=240,
                           env=command_env())
     assert proc.returncode == 0, proc.stdout.decode()[-6000:] + proc.stderr.decode()[-2000:]
+
+
+def minikafka_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minikafka", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_command_line_reads_and_advances_the_clock_and_jumps_it(manual_broker):
+    broker = manual_broker()
+    advanced = minikafka_command("clock", "advance", "90000", "-b", broker.bootstrap_servers)
+    assert advanced.returncode == 0, advanced.stderr
+    assert "(manual clock, advanced 90000 ms)" in advanced.stdout
+    assert int(advanced.stdout.split()[0]) >= time.time() * 1000 + 89_000
+    jumped = minikafka_command("fault", "jump-clock", "--ms", "-100000", "-b", broker.bootstrap_servers)
+    assert jumped.returncode == 0, jumped.stderr
+    assert "wall clock stepped back by 100000 ms" in jumped.stdout
+    now = minikafka_command("clock", "now", "-b", broker.bootstrap_servers)
+    assert now.returncode == 0 and "advanced 90000 ms" in now.stdout
+    assert int(now.stdout.split()[0]) <= time.time() * 1000 - 9_000  # 90 s on, 100 s back
+    refused = minikafka_command("clock", "advance", "-5", "-b", broker.bootstrap_servers)
+    assert refused.returncode == 1 and "forwards" in refused.stderr
