@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
 import minikafka
 from minikafka.control_client import ControlError
 from minikafka.protocol.errors import ErrorCode as E
-from tests.helpers import admin_create_topic
+from tests.helpers import admin_create_topic, wait_until
 from tests.integration.test_docs_commands import ROOT, command_env, fenced_blocks
 from tests.raw_client import RawConnection
 
@@ -255,3 +256,19 @@ def test_the_command_line_reads_and_advances_the_clock_and_jumps_it(manual_broke
     assert int(now.stdout.split()[0]) <= time.time() * 1000 - 9_000  # 90 s on, 100 s back
     refused = minikafka_command("clock", "advance", "-5", "-b", broker.bootstrap_servers)
     assert refused.returncode == 1 and "forwards" in refused.stderr
+
+
+def test_a_wait_at_the_broker_is_not_cut_short_by_an_advance(manual_broker):
+    """The control API's waits are timed in real time: an advance while one waits does not time it out."""
+    broker = manual_broker()
+    admin_create_topic(broker.bootstrap_servers, "awaited", 1)
+    control = broker._control().with_timeout(90)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(control.call, "partition.wait", topic="awaited", partition=0, at_least=1,
+                              timeout_ms=60_000)
+        wait_until(lambda: broker._control().call("describe")["delayed_operations"] > 0,
+                   message="the wait to be parked at the broker")
+        broker.clock.advance(120_000)
+        produce_one_by_one(broker.bootstrap_servers, "awaited", [b"v"])
+        answer = waiting.result(timeout=90)
+    assert (answer["reached"], answer["value"]) == (True, 1)

@@ -17,6 +17,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   as with a wrong password: auth-failure; the wall clock steps by "ms", forwards or back, the timers untouched:
   clock-jump, undone when cleared), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
   an error, latency or drop-response rule used up or cleared, with its hits);
+- the waits below (partition.wait, group.wait_committed, group.wait, topic.wait, topic.wait_records) give up after
+  "timeout_ms" of real time: an advance of a manual clock meanwhile does not cut them short;
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
@@ -59,6 +61,7 @@ from typing import Any
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
+from minikafka.broker.clock.broker_clock import real_time
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
@@ -270,9 +273,9 @@ async def _partition_wait(services: BrokerServices, request: dict[str, Any], con
             raise ControlRefused(f"broker {services.node_id} does not lead {tp[0]}-{tp[1]}")
         return partition.high_watermark if what == "high_watermark" else partition.last_stable_offset()
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while (value := current()) < at_least and trio.current_time() < deadline:
-        await services.purgatory.wait_any([fetch_key(tp)], deadline - trio.current_time(), conn.stream,
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while (value := current()) < at_least and real_time() < deadline:
+        await services.purgatory.wait_any([fetch_key(tp)], deadline - real_time(), conn.stream,
                                           lambda: current() >= at_least)
     return {"value": value, "reached": value >= at_least}
 
@@ -296,9 +299,9 @@ async def _group_wait_committed(services: BrokerServices, request: dict[str, Any
         offset = current()
         return offset is not None and offset >= at_least
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while not reached() and trio.current_time() < deadline:
-        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - trio.current_time(),
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and real_time() < deadline:
+        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - real_time(),
                                           conn.stream, reached)
     return {"offset": current(), "reached": reached()}
 
@@ -330,9 +333,9 @@ async def _group_wait(services: BrokerServices, request: dict[str, Any], conn: C
             and (members is None or now["members"] == members) \
             and (generation_at_least is None or now["generation"] >= generation_at_least)
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while not reached() and trio.current_time() < deadline:
-        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - trio.current_time(), conn.stream, reached)
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and real_time() < deadline:
+        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - real_time(), conn.stream, reached)
     return {**seen(), "reached": reached()}
 
 
@@ -349,9 +352,9 @@ async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: C
             return f"{len(info.partitions)} partition(s)"
         return f"partition(s) {leaderless} without a leader" if leaderless else "ready"
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while seen() != "ready" and trio.current_time() < deadline:
-        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - trio.current_time(), conn.stream,
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while seen() != "ready" and real_time() < deadline:
+        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - real_time(), conn.stream,
                                           lambda: seen() == "ready")
     return {"seen": seen(), "reached": seen() == "ready"}
 
@@ -370,15 +373,15 @@ async def _topic_wait_records(services: BrokerServices, request: dict[str, Any],
         return sum(max(0, partition.high_watermark - partition.log_start_offset) for p in led()
                    if (partition := replica_manager.get_partition(topic, p)) is not None)
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while records() < at_least and trio.current_time() < deadline:
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while records() < at_least and real_time() < deadline:
         watched = led()  # woken again when leadership moves, to watch the partitions it leads then
 
         def done(watched: list[int] = watched) -> bool:
             return records() >= at_least or led() != watched
 
         keys = [METADATA_CHANGE_KEY, *(fetch_key((topic, p)) for p in watched)]
-        await services.purgatory.wait_any(keys, deadline - trio.current_time(), conn.stream, done)
+        await services.purgatory.wait_any(keys, deadline - real_time(), conn.stream, done)
     count = records()
     return {"records": count, "partitions": led(), "reached": count >= at_least}
 
