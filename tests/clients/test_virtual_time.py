@@ -18,6 +18,7 @@ from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
 
 import minikafka
 from minikafka.control_client import ControlError
+from minikafka.protocol.client_apis.messages import ConsumerGroupHeartbeatRequest
 from minikafka.protocol.errors import ErrorCode as E
 from tests.helpers import admin_create_topic, wait_until
 from tests.integration.test_docs_commands import ROOT, command_env, fenced_blocks
@@ -272,3 +273,51 @@ def test_a_wait_at_the_broker_is_not_cut_short_by_an_advance(manual_broker):
         produce_one_by_one(broker.bootstrap_servers, "awaited", [b"v"])
         answer = waiting.result(timeout=90)
     assert (answer["reached"], answer["value"]) == (True, 1)
+
+
+def test_a_consumer_protocol_member_is_fenced_when_the_clock_passes_its_session_timeout(manual_broker):
+    broker = manual_broker()
+    admin_create_topic(broker.bootstrap_servers, "t", 1)
+    session_ms = 45_000  # group.consumer.session.timeout.ms
+    R = ConsumerGroupHeartbeatRequest[1]
+    with RawConnection(broker.bootstrap_servers) as raw:
+        raw.find_coordinator("kip848")
+        joined = raw.request(R(group_id="kip848", member_id="m-1", member_epoch=0, instance_id=None, rack_id=None,
+                               rebalance_timeout_ms=60_000, subscribed_topic_names=["t"],
+                               subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]))
+        assert joined.error_code == E.NONE and joined.member_epoch == 1
+        group = broker.state.group("kip848")
+        assert [m.member_id for m in group.members] == ["m-1"]
+
+        broker.clock.advance(session_ms - 5_000)  # no heartbeat since: still a member
+        assert [m.member_id for m in broker.state.group("kip848").members] == ["m-1"]
+
+        broker.clock.advance(5_001)  # its session ran out: fenced and removed
+        assert broker.state.group("kip848").members == []
+        late = raw.request(R(group_id="kip848", member_id="m-1", member_epoch=1, instance_id=None, rack_id=None,
+                             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                             server_assignor=None, topic_partitions=None))
+        assert late.error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_list_offsets_by_time_after_a_clock_step_back(broker_factory):
+    """Records appended after the wall clock stepped back carry older LogAppendTimes than those before them; as in
+    Kafka, a lookup by time finds the first record at or after the time, and the latest timestamp stays the
+    largest."""
+    broker = broker_factory()
+    admin_create_topic(broker.bootstrap_servers, "stepped", 1, **{"message.timestamp.type": "LogAppendTime"})
+    produce_one_by_one(broker.bootstrap_servers, "stepped", [b"before"])
+    with broker.faults.jump_clock(-3_600_000):
+        produce_one_by_one(broker.bootstrap_servers, "stepped", [b"stepped back"])
+    produce_one_by_one(broker.bootstrap_servers, "stepped", [b"after"])
+    first, back, after = read_timestamps(broker.bootstrap_servers, "stepped", 3)
+    assert back < first - 3_500_000 and after > first  # a new producer and its connection take milliseconds
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        tp = TopicPartition("stepped", 0)
+        found = consumer.offsets_for_times({tp: back})[tp]
+        assert (found.offset, found.timestamp) == (0, first)  # the first record at or after `back`
+        found = consumer.offsets_for_times({tp: first + 1})[tp]
+        assert (found.offset, found.timestamp) == (2, after)
+    finally:
+        consumer.close()
