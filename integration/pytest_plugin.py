@@ -112,7 +112,8 @@ def minikafka_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     options = _marker_options(request)
     base = _base_dir(request, tmp_path_factory, request.node.name)
     with Broker(data_dir=base / "data", log_path=base / "broker.log", in_process=options.in_process,
-                config=options.config, clock=options.clock) as broker, _recorded(request, broker.recording(REPORTED_REQUESTS)):
+                config=options.config, clock=options.clock) as broker, \
+            _recorded(request, broker.recording(REPORTED_REQUESTS)):
         yield broker
 
 
