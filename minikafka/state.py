@@ -327,6 +327,23 @@ class State:
     def groups(self) -> list[str]:
         return sorted({g["group_id"] for g in self._with_admin(lambda admin: admin.list_groups())})
 
+    def coordinator(self, group_id: str) -> int:
+        """The node id of the group's coordinator now (FindCoordinator), waiting while its partition of
+        __consumer_offsets has no leader (for at most the state's timeout)."""
+        with quiet_schema_loading():
+            import kafka.errors as errors
+            from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+        def find(admin: Any) -> int:
+            # Asked afresh each time: kafka-python's own lookup keeps a coordinator it found, even a dead one.
+            response = admin._manager.run(admin._manager.send, FindCoordinatorRequest[3](key=group_id, key_type=0))
+            error = errors.for_code(response.error_code)
+            if error is not errors.NoError:
+                raise error(response.error_message or f"FindCoordinator of group {group_id!r}")
+            return int(response.node_id)
+
+        return self._with_admin(find)
+
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         offsets = self._with_admin(lambda admin: admin.list_group_offsets({group_id: None})).get(group_id, {})
         return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
