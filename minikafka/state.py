@@ -46,11 +46,18 @@ class PartitionState:
     # Where read_committed readers stop: the first offset of the oldest open transaction, else the HW (None as for
     # the HW)
     last_stable_offset: int | None = None
+    # replica id -> the bytes of that replica's log on its broker's disk (None as for `log_end_offsets`)
+    sizes: dict[int, int | None] = field(default_factory=dict)
 
     @property
     def log_end_offset(self) -> int | None:
         """The leader's log end offset."""
         return self.log_end_offsets.get(self.leader)
+
+    @property
+    def size_bytes(self) -> int | None:
+        """The bytes of the leader's log."""
+        return self.sizes.get(self.leader)
 
     @property
     def caught_up(self) -> bool:
@@ -183,12 +190,15 @@ class State:
                     "last_stable_offset": None, "log_start_offset": None}
         replicas = list(view["replicas"])
         ends: dict[int, int | None] = dict.fromkeys(replicas)
+        sizes: dict[int, int | None] = dict.fromkeys(replicas)
         for node, p in views:
             own = p["log_end_offsets"].get(str(node))
             if own is not None and node in ends:  # a broker the partition moved away from may still hold a log
                 ends[node] = own
+                sizes[node] = p.get("size_bytes")
         return PartitionState(topic, index, view["leader"], view["leader_epoch"], replicas, list(view["isr"]),
-                              view["high_watermark"], view["log_start_offset"], ends, view["last_stable_offset"])
+                              view["high_watermark"], view["log_start_offset"], ends, view["last_stable_offset"],
+                              sizes)
 
     def delayed_operations(self) -> int:
         """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""
