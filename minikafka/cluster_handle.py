@@ -341,6 +341,11 @@ class Cluster(StateWaits, StartedInWith):
                               f"ISR {state.isr})")
         return self.broker(state.leader)
 
+    def coordinator_of(self, group_id: str) -> Broker:
+        """The broker coordinating a group now (FindCoordinator of the running brokers); it knows the group once
+        it exists, as any group id has a coordinator."""
+        return self.broker(self.state.coordinator(group_id))
+
     def node(self, node: NodeHandle | int) -> NodeHandle:
         """A broker or the controller, by handle or node id."""
         if isinstance(node, NodeHandle):

@@ -46,11 +46,18 @@ class PartitionState:
     # Where read_committed readers stop: the first offset of the oldest open transaction, else the HW (None as for
     # the HW)
     last_stable_offset: int | None = None
+    # replica id -> the bytes of that replica's log on its broker's disk (None as for `log_end_offsets`)
+    sizes: dict[int, int | None] = field(default_factory=dict)
 
     @property
     def log_end_offset(self) -> int | None:
         """The leader's log end offset."""
         return self.log_end_offsets.get(self.leader)
+
+    @property
+    def size_bytes(self) -> int | None:
+        """The bytes of the leader's log."""
+        return self.sizes.get(self.leader)
 
     @property
     def caught_up(self) -> bool:
@@ -183,12 +190,15 @@ class State:
                     "last_stable_offset": None, "log_start_offset": None}
         replicas = list(view["replicas"])
         ends: dict[int, int | None] = dict.fromkeys(replicas)
+        sizes: dict[int, int | None] = dict.fromkeys(replicas)
         for node, p in views:
             own = p["log_end_offsets"].get(str(node))
             if own is not None and node in ends:  # a broker the partition moved away from may still hold a log
                 ends[node] = own
+                sizes[node] = p.get("size_bytes")
         return PartitionState(topic, index, view["leader"], view["leader_epoch"], replicas, list(view["isr"]),
-                              view["high_watermark"], view["log_start_offset"], ends, view["last_stable_offset"])
+                              view["high_watermark"], view["log_start_offset"], ends, view["last_stable_offset"],
+                              sizes)
 
     def delayed_operations(self) -> int:
         """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""
@@ -326,6 +336,23 @@ class State:
 
     def groups(self) -> list[str]:
         return sorted({g["group_id"] for g in self._with_admin(lambda admin: admin.list_groups())})
+
+    def coordinator(self, group_id: str) -> int:
+        """The node id of the group's coordinator now (FindCoordinator), waiting while its partition of
+        __consumer_offsets has no leader (for at most the state's timeout)."""
+        with quiet_schema_loading():
+            import kafka.errors as errors
+            from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+        def find(admin: Any) -> int:
+            # Asked afresh each time: kafka-python's own lookup keeps a coordinator it found, even a dead one.
+            response = admin._manager.run(admin._manager.send, FindCoordinatorRequest[3](key=group_id, key_type=0))
+            error = errors.for_code(response.error_code)
+            if error is not errors.NoError:
+                raise error(response.error_message or f"FindCoordinator of group {group_id!r}")
+            return int(response.node_id)
+
+        return self._with_admin(find)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         offsets = self._with_admin(lambda admin: admin.list_group_offsets({group_id: None})).get(group_id, {})

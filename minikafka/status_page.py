@@ -6,13 +6,14 @@ HTML that polls the JSON endpoints below (documented in docs/status-page.md); th
 `state` reads, so the page shows exactly what a test sees:
 
     GET  /api/cluster        brokers (running, controller) and the controller's node id
-    GET  /api/topics         partitions: leader, replicas, ISR, HW, LEO per replica, LSO, under-replicated
+    GET  /api/topics         partitions: leader, replicas, ISR, HW, LEO per replica, LSO, size, under-replicated
     GET  /api/groups         groups: state, members, assignment, committed offset and lag per partition
     GET  /api/transactions   transactional ids: state, producer id and epoch, partitions
     GET  /api/faults         each broker's active faults with their hit counts
     GET  /api/metrics        per broker: request counts and latency per API, bytes in and out
     POST /api/brokers/{id}/kill, /api/brokers/{id}/restart, /api/brokers/{id}/pause-fetching,
          /api/links/{a}/{b}/cut   (a cluster's buttons; each answers the action done)
+    POST /api/faults/{id}/{fault id}/clear, /api/faults/clear   (heal one fault, or every fault of every broker)
 """
 from __future__ import annotations
 
@@ -97,6 +98,7 @@ class StatusPageData:
                 "log_start_offset": p.log_start_offset, "last_stable_offset": p.last_stable_offset,
                 "log_end_offset": p.log_end_offset,
                 "log_end_offsets": {str(r): end for r, end in p.log_end_offsets.items()},
+                "size_bytes": p.size_bytes,
                 "under_replicated": len(p.isr) < len(p.replicas)} for p in partitions]})
         return {"topics": topics}
 
@@ -150,6 +152,24 @@ class StatusPageData:
                                for key, prom in _BYTES.items()}})
         return {"brokers": brokers}
 
+    def clear_fault(self, node_id: int, fault_id: int) -> dict[str, Any]:
+        """A heal button: undo one active fault of a broker; KeyError when it has no such fault."""
+        from minikafka.faults import Fault
+
+        broker = next((b for b in self._brokers() if b.node_id == node_id), None)
+        if broker is None:
+            raise KeyError(f"no broker {node_id}")
+        description = next((f for f in broker.faults.list() if f.get("id") == fault_id), None)
+        if description is None:
+            raise KeyError(f"broker {node_id} has no active fault {fault_id}")
+        Fault(broker.faults, description).clear()
+        return {"action": "clear-fault", "node_id": node_id, "fault": description}
+
+    def heal(self) -> dict[str, Any]:
+        """The heal-everything button: undo every fault of every running broker (cut links, paused fetching...)."""
+        cleared = sum(b.faults.clear() for b in self._brokers() if b.running)
+        return {"action": "heal", "cleared": cleared}
+
     def act(self, action: str, node_id: int, other: int | None = None) -> dict[str, Any]:
         """A button's action on a cluster's broker; KeyError for an unknown node, ValueError for a lone broker."""
         cluster = self.handle
@@ -183,14 +203,14 @@ def build_app(handle: Handle) -> Any:
     data = StatusPageData(handle)
     assets = resources.files("minikafka") / "status_page_assets"
 
-    def reader(method: str) -> Any:
-        def read() -> dict[str, Any]:
-            with data.lock:
-                result: dict[str, Any] = getattr(data, method)()
-                return result
+    def locked(method: Any, *args: Any) -> dict[str, Any]:
+        with data.lock:
+            result: dict[str, Any] = method(*args)
+            return result
 
+    def reader(method: str) -> Any:
         async def endpoint(request: Request) -> Response:
-            return JSONResponse(await run_in_threadpool(read))
+            return JSONResponse(await run_in_threadpool(locked, getattr(data, method)))
         return endpoint
 
     async def page(request: Request) -> Response:
@@ -204,6 +224,10 @@ def build_app(handle: Handle) -> Any:
         try:
             if "b" in params:
                 result = await run_in_threadpool(data.act, "cut-link", int(params["a"]), int(params["b"]))
+            elif "fault_id" in params:
+                result = await run_in_threadpool(data.clear_fault, params["node_id"], params["fault_id"])
+            elif request.url.path == "/api/faults/clear":
+                result = await run_in_threadpool(data.heal)
             else:
                 result = await run_in_threadpool(data.act, params["action"], int(params["node_id"]))
         except (KeyError, ValueError) as e:
@@ -214,7 +238,9 @@ def build_app(handle: Handle) -> Any:
               *(Route(f"/api/{name}", reader(name)) for name in
                 ("cluster", "topics", "groups", "transactions", "faults", "metrics")),
               Route("/api/brokers/{node_id:int}/{action}", act, methods=["POST"]),
-              Route("/api/links/{a:int}/{b:int}/cut", act, methods=["POST"])]
+              Route("/api/links/{a:int}/{b:int}/cut", act, methods=["POST"]),
+              Route("/api/faults/{node_id:int}/{fault_id:int}/clear", act, methods=["POST"]),
+              Route("/api/faults/clear", act, methods=["POST"])]
     app = Starlette(routes=routes)
     app.state.data = data
     return app

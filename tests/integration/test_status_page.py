@@ -72,6 +72,7 @@ def test_json_endpoints_show_what_state_shows() -> None:
             assert shown["log_end_offset"] == expected.log_end_offset
             assert shown["last_stable_offset"] == expected.last_stable_offset
             assert shown["under_replicated"] is False
+            assert shown["size_bytes"] == expected.size_bytes > 0  # the leader's log: 61 bytes a batch and more
         assert sum(p["high_watermark"] for p in topics["orders"]["partitions"]) == 5
 
         group = broker.state.group("billing")
@@ -86,11 +87,16 @@ def test_json_endpoints_show_what_state_shows() -> None:
         faults = get(url, "api/faults")["faults"]
         assert [f["id"] for f in faults] == [fault.id]
         assert fault.hits >= faults[0]["hits"] >= 1  # the count the broker keeps, read later by the handle
+        status, answer = post(url, f"api/faults/{broker.node_id}/{fault.id}/clear")  # its heal button
+        assert (status, answer["fault"]["id"]) == (200, fault.id)
+        assert get(url, "api/faults") == {"faults": []} and not fault.active
+        assert post(url, f"api/faults/{broker.node_id}/{fault.id}/clear")[0] == 400  # no longer there
 
         metrics = get(url, "api/metrics")["brokers"]
         assert metrics[0]["node_id"] == broker.node_id
         assert metrics[0]["requests_total"]["Produce"] >= 1
         assert metrics[0]["total_time_ms_count"]["Produce"] == metrics[0]["requests_total"]["Produce"]
+        assert metrics[0]["bytes_in"] >= 5 * len(b"v0") and metrics[0]["bytes_out"] >= 5 * len(b"v0")
         assert get(url, "api/transactions") == {"transactions": []}
 
         status, answer = post(url, "api/brokers/1/kill")  # a lone broker has no buttons
@@ -113,6 +119,14 @@ def test_cluster_buttons_kill_and_restart_a_broker() -> None:
         assert status == 200 and victim.running
         cluster.wait_for_isr("events", 0, 3)
         assert post(cluster.ui_url, "api/brokers/9/kill")[0] == 400
+        # Cut a link and pause a broker's fetching from the page, then heal everything with one button.
+        assert post(cluster.ui_url, "api/links/1/2/cut")[0] == 200
+        assert post(cluster.ui_url, "api/brokers/3/pause-fetching")[0] == 200
+        assert {f["node_id"] for f in get(cluster.ui_url, "api/faults")["faults"]} == {1, 2, 3}
+        status, answer = post(cluster.ui_url, "api/faults/clear")
+        assert status == 200 and answer["cleared"] >= 2  # clearing a cut at one end may heal the other end first
+        assert get(cluster.ui_url, "api/faults") == {"faults": []}
+        cluster.wait_for_replicas_caught_up("events")
 
 
 def _chromium() -> str | None:

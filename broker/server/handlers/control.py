@@ -120,6 +120,7 @@ async def _describe(services: BrokerServices, request: dict[str, Any], _conn: Co
                         if r != services.node_id}
                 ends[str(services.node_id)] = hosted.log_end_offset
                 state["log_end_offsets"] = ends
+                state["size_bytes"] = hosted.log.size_in_bytes
             partitions.append(state)
         topics.append({"name": name, "topic_id": str(topic.topic_id), "internal": is_internal(name),
                        "configs": cache.topic_configs(name), "partitions": partitions})
