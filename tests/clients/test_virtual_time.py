@@ -114,7 +114,8 @@ def test_a_member_that_stops_heartbeating_leaves_its_group_when_the_clock_passes
 
 def test_retention_ms_deletes_old_segments_when_the_clock_passes_it(manual_broker):
     broker = manual_broker(log_retention_check_interval_ms=10_000)
-    admin_create_topic(broker.bootstrap_servers, "old", 1, **{"retention.ms": "60000", "segment.bytes": "1024"})
+    admin_create_topic(broker.bootstrap_servers, "old", 1,
+                       **{"retention.ms": "60000", "internal.segment.bytes": "1024"})
     produce_one_by_one(broker.bootstrap_servers, "old", [b"v%03d" % i + b"x" * 300 for i in range(12)])
     bases = segment_bases(broker, "old")
     assert len(bases) > 2 and broker.state.partition("old", 0).log_start_offset == 0
