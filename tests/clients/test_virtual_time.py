@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
 
 import minikafka
@@ -322,3 +322,33 @@ def test_list_offsets_by_time_after_a_clock_step_back(broker_factory):
         assert (found.offset, found.timestamp) == (2, after)
     finally:
         consumer.close()
+
+
+def test_the_group_coordinators_records_carry_the_clocks_time(manual_broker):
+    broker = manual_broker()
+    admin_create_topic(broker.bootstrap_servers, "t", 1)
+    day_ms = 86_400_000
+    broker.clock.advance(day_ms)
+    floor = broker.clock.now()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="dated", enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition("t", 0)])
+        consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(0, "", -1)})
+    finally:
+        consumer.close()
+    ceiling = broker.clock.now()
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                           enable_auto_commit=False, consumer_timeout_ms=10_000)
+    try:
+        offsets = TopicPartition("__consumer_offsets", 0)  # offsets.topic.num.partitions=1 (the handle's)
+        reader.assign([offsets])
+        end = reader.end_offsets([offsets])[offsets]
+        stamps = []
+        for record in reader:
+            stamps.append(record.timestamp)
+            if record.offset >= end - 1:
+                break
+    finally:
+        reader.close()
+    assert stamps and all(floor <= ts <= ceiling for ts in stamps), (floor, stamps, ceiling)
+    assert floor >= time.time() * 1000 + day_ms - 60_000
