@@ -16,6 +16,7 @@ matters of bytes crossing the network, which a jump of one node's clock does not
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from types import TracebackType
 
 import trio
@@ -95,13 +96,13 @@ def real_time() -> float:
 
 
 class RealTimeDeadline:
-    """trio's move_on_at (or fail_at) for a deadline in real time (see real_time): on a manual clock, an advance
+    """trio's move_on_at (or fail_at) for a deadline in real time (see real_time) on a manual clock: an advance
     moves the deadline along, so a wait between processes is not cut short by the jump."""
 
     __slots__ = ("_clock", "_fail", "_real_deadline", "_scope")
 
-    def __init__(self, real_deadline: float, fail: bool = False) -> None:
-        self._clock = broker_clock()
+    def __init__(self, clock: BrokerClock, real_deadline: float, fail: bool = False) -> None:
+        self._clock = clock
         self._real_deadline = real_deadline
         self._fail = fail
         self._scope: trio.CancelScope | None = None
@@ -109,8 +110,7 @@ class RealTimeDeadline:
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope = trio.CancelScope(deadline=self._clock.trio_time(self._real_deadline))
         scope.__enter__()
-        if self._clock.manual:
-            self._clock.real_time_scopes.add(scope)
+        self._clock.real_time_scopes.add(scope)
         return scope
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -124,11 +124,13 @@ class RealTimeDeadline:
         return handled
 
 
-def move_on_at_real(real_deadline: float) -> RealTimeDeadline:
-    """trio.move_on_at with the deadline in real time (see RealTimeDeadline)."""
-    return RealTimeDeadline(real_deadline)
+def move_on_at_real(real_deadline: float) -> AbstractContextManager[trio.CancelScope]:
+    """trio.move_on_at with the deadline in real time: on the system's clock, trio's own (the times are the same)."""
+    clock = broker_clock()
+    return RealTimeDeadline(clock, real_deadline) if clock.manual else trio.move_on_at(real_deadline)
 
 
-def fail_at_real(real_deadline: float) -> RealTimeDeadline:
-    """trio.fail_at with the deadline in real time (see RealTimeDeadline)."""
-    return RealTimeDeadline(real_deadline, fail=True)
+def fail_at_real(real_deadline: float) -> AbstractContextManager[trio.CancelScope]:
+    """trio.fail_at with the deadline in real time: on the system's clock, trio's own (the times are the same)."""
+    clock = broker_clock()
+    return RealTimeDeadline(clock, real_deadline, fail=True) if clock.manual else trio.fail_at(real_deadline)
