@@ -352,3 +352,43 @@ def test_the_group_coordinators_records_carry_the_clocks_time(manual_broker):
         reader.close()
     assert stamps and all(floor <= ts <= ceiling for ts in stamps), (floor, stamps, ceiling)
     assert floor >= time.time() * 1000 + day_ms - 60_000
+
+
+def test_a_live_consumer_loses_its_membership_to_an_advance_and_rejoins(manual_broker):
+    """Client timers stay real: a kafka-python consumer heartbeating every second still misses the jump, is expired
+    with the others' session timeouts, and rejoins under a new member id at its next heartbeat."""
+    broker = manual_broker()
+    admin_create_topic(broker.bootstrap_servers, "t", 1)
+    consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="live",
+                             session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
+    try:
+        def joined() -> str | None:
+            """The member id of the consumer once the group is Stable with it alone and it has its partition."""
+            consumer.poll(timeout_ms=100)
+            try:
+                group = broker.state.group("live")
+            except KeyError:  # the coordinator has not heard of the group yet
+                return None
+            members = [m.member_id for m in group.members]
+            return members[0] if group.state == "Stable" and len(members) == 1 and consumer.assignment() else None
+
+        def member_other_than(previous: str | None) -> str:
+            found: list[str] = []
+
+            def check() -> bool:
+                member = joined()
+                if member is not None and member != previous:
+                    found.append(member)
+                return bool(found)
+
+            wait_until(check, message=f"the consumer to join its group (as another member than {previous})")
+            return found[0]
+
+        first = member_other_than(None)
+        broker.clock.advance(10_001)
+        # Expired by the time advance returns (the consumer may have rejoined already, under a new member id).
+        assert first not in [m.member_id for m in broker.state.group("live").members]
+        member_other_than(first)
+        assert consumer.assignment() == {TopicPartition("t", 0)}
+    finally:
+        consumer.close()
