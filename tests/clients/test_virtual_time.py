@@ -102,12 +102,12 @@ def test_a_member_that_stops_heartbeating_leaves_its_group_when_the_clock_passes
         assert (group.state, [m.member_id for m in group.members]) == ("Stable", [member_id])
 
         # The member sends no heartbeat from here on. Short of its session timeout it stays in the group...
-        broker.clock.advance(SESSION_TIMEOUT_MS - 5_000)
+        broker.clock.advance(SESSION_TIMEOUT_MS - 15_000)
         group = broker.state.group("g")
         assert (group.state, [m.member_id for m in group.members]) == ("Stable", [member_id])
 
         # ... and once the clock passes it, the coordinator has expired it by the time advance returns.
-        broker.clock.advance(5_001)
+        broker.clock.advance(15_001)
         group = broker.state.group("g")
         assert (group.state, group.members) == ("Empty", [])
 
@@ -115,18 +115,18 @@ def test_a_member_that_stops_heartbeating_leaves_its_group_when_the_clock_passes
 def test_retention_ms_deletes_old_segments_when_the_clock_passes_it(manual_broker):
     broker = manual_broker(log_retention_check_interval_ms=10_000)
     admin_create_topic(broker.bootstrap_servers, "old", 1,
-                       **{"retention.ms": "60000", "internal.segment.bytes": "1024"})
+                       **{"retention.ms": "600000", "internal.segment.bytes": "1024"})
     produce_one_by_one(broker.bootstrap_servers, "old", [b"v%03d" % i + b"x" * 300 for i in range(12)])
     bases = segment_bases(broker, "old")
     assert len(bases) > 2 and broker.state.partition("old", 0).log_start_offset == 0
 
-    broker.clock.advance(50_000)  # a retention check runs, but no record is older than retention.ms yet
+    broker.clock.advance(500_000)  # a retention check runs, but no record is older than retention.ms yet
     assert segment_bases(broker, "old") == bases
     assert broker.state.partition("old", 0).log_start_offset == 0
 
     # The next check finds every segment past retention.ms, the active one too (rolled first, as Kafka does):
     # the log is empty and starts at its end offset.
-    broker.clock.advance(11_000)
+    broker.clock.advance(101_000)
     assert segment_bases(broker, "old") == [12]
     state = broker.state.partition("old", 0)
     assert (state.log_start_offset, state.high_watermark) == (12, 12)
@@ -134,12 +134,12 @@ def test_retention_ms_deletes_old_segments_when_the_clock_passes_it(manual_broke
 
 def test_segment_ms_rolls_the_active_segment_when_the_clock_passes_it(manual_broker):
     broker = manual_broker(log_retention_check_interval_ms=10_000)
-    admin_create_topic(broker.bootstrap_servers, "rolled", 1, **{"segment.ms": "120000"})
+    admin_create_topic(broker.bootstrap_servers, "rolled", 1, **{"segment.ms": "600000"})
     produce_one_by_one(broker.bootstrap_servers, "rolled", [b"a", b"b", b"c"])
-    broker.clock.advance(110_000)  # a check runs: the active segment is younger than segment.ms
+    broker.clock.advance(500_000)  # a check runs: the active segment is younger than segment.ms
     assert segment_bases(broker, "rolled") == [0]
 
-    broker.clock.advance(11_000)  # the next check finds it older: it is rolled, the next append goes to the new one
+    broker.clock.advance(101_000)  # the next check finds it older: it is rolled, the next append goes to the new one
     assert segment_bases(broker, "rolled") == [0, 3]
     produce_one_by_one(broker.bootstrap_servers, "rolled", [b"d"])
     assert segment_bases(broker, "rolled") == [0, 3]
@@ -175,7 +175,7 @@ def test_log_append_time_comes_from_the_clock(manual_broker):
     produce_one_by_one(broker.bootstrap_servers, "stamped", [b"before"])
     broker.clock.advance(300_000)
     earliest = broker.clock.now()
-    assert earliest >= time.time() * 1000 + 299_000
+    assert earliest >= time.time() * 1000 + 290_000
     produce_one_by_one(broker.bootstrap_servers, "stamped", [b"after"])
     latest = broker.clock.now()
     before, after = read_timestamps(broker.bootstrap_servers, "stamped", 2)
@@ -290,10 +290,10 @@ def test_a_consumer_protocol_member_is_fenced_when_the_clock_passes_its_session_
         group = broker.state.group("kip848")
         assert [m.member_id for m in group.members] == ["m-1"]
 
-        broker.clock.advance(session_ms - 5_000)  # no heartbeat since: still a member
+        broker.clock.advance(session_ms - 15_000)  # no heartbeat since: still a member
         assert [m.member_id for m in broker.state.group("kip848").members] == ["m-1"]
 
-        broker.clock.advance(5_001)  # its session ran out: fenced and removed
+        broker.clock.advance(15_001)  # its session ran out: fenced and removed
         assert broker.state.group("kip848").members == []
         late = raw.request(R(group_id="kip848", member_id="m-1", member_epoch=1, instance_id=None, rack_id=None,
                              rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
