@@ -268,7 +268,8 @@ class NetworkClient:
     async def _response(self, connection: _Connection, in_flight: _InFlight, deadline: float,
                         timeout_ms: int) -> ApiMessage:
         """The response to a request written on `connection`; DisconnectedError (the connection closed) when it
-        did not come by `deadline` (`timeout_ms` after the request began) or the connection closed first."""
+        did not come by `deadline` (`timeout_ms` after the request began, in real time: see
+        minikafka.broker.clock) or the connection closed first."""
         with move_on_at_real(deadline):
             await in_flight.done.wait()
         if not in_flight.done.is_set():
