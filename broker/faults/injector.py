@@ -27,6 +27,16 @@ from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
 from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurity
 from minikafka.broker.faults.marker_holds import KIND as MARKER_HOLD_KIND
 from minikafka.broker.faults.marker_holds import MarkerHold, MarkerHolds
+from minikafka.broker.faults.network_rules import (
+    BANDWIDTH,
+    CLOSE_AFTER_BYTES,
+    CONNECTION_DELAY,
+    PARTIAL_FETCH,
+    REORDER,
+    NetworkRule,
+    cut_last_batch,
+)
+from minikafka.broker.faults.network_rules import KINDS as NETWORK_KINDS
 from minikafka.broker.faults.rules import (
     DropRule,
     ErrorRule,
@@ -56,8 +66,10 @@ from minikafka.broker.faults.shaping import (
     target_depth,
 )
 from minikafka.broker.network.request_channel import Request
+from minikafka.broker.network.response_faults import ByteBudget, ResponseFaults
 from minikafka.broker.network.socket_server import CloseConnection
 from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import Records
 from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -71,9 +83,10 @@ log = logging.getLogger("minikafka.faults")
 LATENCY_KEY = ("minikafka", "latency")
 SPENT_KEPT = 1000
 DROP_KIND = "drop-response"
-KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
+KINDS = ("error", "latency", DROP_KIND, *NETWORK_KINDS, "disk", "link", "fetch-pause", MARKER_HOLD_KIND,
+         AUTHENTICATION_FAILURE_KIND)
 
-Rule = ErrorRule | LatencyRule | DropRule
+Rule = ErrorRule | LatencyRule | DropRule | NetworkRule
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -88,6 +101,7 @@ class FaultInjector:
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
         self.drop_rules: list[DropRule] = []
+        self.network_rules: list[NetworkRule] = []
         self._spent: dict[int, Rule] = {}  # used up or cleared, oldest first
         self.links = LinkFaults(peer_security)
         self.fetch_pauses = FetchPauses()
@@ -152,6 +166,31 @@ class FaultInjector:
         log.warning("fault added: %s", rule.describe())
         return rule
 
+    def add_network_rule(self, kind: str, api: int | str | None = None, count: int | None = None,
+                         source: str | None = None, when: dict[str, Any] | None = None, skip: int | None = None,
+                         delay_ms: int | None = None, bytes_per_s: int | None = None,
+                         close_after_bytes: int | None = None) -> NetworkRule:
+        """A rule of a network kind (network_rules.KINDS), with the parameter that kind takes."""
+        _check_count(count)
+        needed = {CONNECTION_DELAY: ("delay_ms", delay_ms, 0), BANDWIDTH: ("bytes_per_s", bytes_per_s, 1),
+                  CLOSE_AFTER_BYTES: ("close_after_bytes", close_after_bytes, 1)}.get(kind)
+        if needed is not None:
+            name, value, least = needed
+            if value is None or int(value) < least:
+                raise FaultError(f"a {kind} fault needs {name} of at least {least}, got {value}")
+        api_key = None if api is None else api_key_of(api)
+        if kind == PARTIAL_FETCH:
+            if api_key not in (None, ApiKey.FETCH):
+                raise FaultError("a partial-fetch fault answers Fetch requests only")
+            api_key = ApiKey.FETCH
+        rule = NetworkRule(next(self._ids), kind, count, api_key, source_of(source, api_key), when_of(when),
+                           None if delay_ms is None else int(delay_ms),
+                           None if bytes_per_s is None else int(bytes_per_s),
+                           None if close_after_bytes is None else int(close_after_bytes), skip=skip_of(skip))
+        self.network_rules.append(rule)
+        log.warning("fault added: %s", rule.describe())
+        return rule
+
     async def cut_link(self, own_id: int, to: int, peer: tuple[str, int], both_ways: bool) -> CutLink:
         """Cut this node's link to node `to` (whose control API is at `peer`), and its link here too if both ways."""
         return await self.links.cut(next(self._ids), own_id, to, peer, both_ways)
@@ -191,6 +230,13 @@ class FaultInjector:
             cleared += len(self.drop_rules) - len(kept_drops)
             self._retire(r for r in self.drop_rules if r not in kept_drops)
             self.drop_rules = kept_drops
+        if kind is None or kind in NETWORK_KINDS:
+            kept_network = [r for r in self.network_rules
+                            if (rule_id is not None and r.id != rule_id) or kind not in (None, r.kind)]
+            cleared += len(self.network_rules) - len(kept_network)
+            self._retire(r for r in self.network_rules if r not in kept_network)
+            self.network_rules = kept_network
+            self._purgatory.check_and_complete(LATENCY_KEY)
         if kind in (None, "disk") and rule_id is None and self.disk_quota.clear():
             cleared += 1
         if kind in (None, "fetch-pause"):
@@ -222,7 +268,7 @@ class FaultInjector:
         return {**spent.describe(), "active": False}
 
     def describe(self) -> list[dict[str, Any]]:
-        rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules]
+        rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules, *self.network_rules]
         faults = [r.describe() for r in rules]
         faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
         faults += self.authentication_failures.describe()
@@ -234,18 +280,23 @@ class FaultInjector:
     async def handle(self, request: Request, handler: Handler) -> Any:
         """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
         self._refuse_if_cut_off(request)
-        if not (self.error_rules or self.latency_rules or self.drop_rules):
+        if not (self.error_rules or self.latency_rules or self.drop_rules or self.network_rules):
             response = await handler(request)
         else:
             header = request.header
             facts = request_facts(header.client_id, header.api_version, request.body,
                                   request_source(header.api_key, request.body))
             facts["entries"] = self._entries(request)
+            cut = self._take_partial_fetch(request, facts)
             response = await self._respond(request, handler, facts)
+            if cut is not None and cut():
+                self._hit(self.network_rules, cut.rule)
             if response is not None and self._take_drop(header.api_key, facts):
                 raise CloseConnection(f"dropped the {ApiKey(request.header.api_key).api_name} response to "
                                       f"{request.context.peer} after carrying out the request")
             delay_ms = self._take_latency(header.api_key, facts)
+            if response is not None:
+                delay_ms += self._shape_response(request, facts)
             if delay_ms:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
         self._refuse_if_cut_off(request)  # cut while the request waited: its response is lost with the link
@@ -332,12 +383,85 @@ class FaultInjector:
         self._hit(self.drop_rules, rule)
         return True
 
+    def _matching(self, kind: str, api_key: int, facts: dict[str, Any], connection_id: int) -> NetworkRule | None:
+        rule = next((r for r in self.network_rules if r.kind == kind and r.matches(api_key, facts, connection_id)),
+                    None)
+        return None if rule is None or rule.take_skip() else rule
+
+    def _take_partial_fetch(self, request: Request, facts: dict[str, Any]) -> _RecordsCut | None:
+        """A partial-fetch rule for this Fetch: its records cut as the response is built (ResponseFaults)."""
+        if request.header.api_key != ApiKey.FETCH:
+            return None
+        rule = self._matching(PARTIAL_FETCH, request.header.api_key, facts, request.context.connection_id)
+        if rule is None:
+            return None
+        cut = _RecordsCut(rule)
+        request.context.response_faults = ResponseFaults(cut_records=cut.records)
+        return cut
+
+    def _shape_response(self, request: Request, facts: dict[str, Any]) -> int:
+        """Leave the network rules matching this request on its connection for the socket server (reorder,
+        bandwidth, byte budget); the connection delay to hold the response back by, in ms."""
+        api_key, conn = request.header.api_key, request.context
+        faults = conn.response_faults or ResponseFaults()
+        delay_ms = 0
+        delayed = self._matching(CONNECTION_DELAY, api_key, facts, conn.connection_id)
+        if delayed is not None and delayed.delay_ms is not None:
+            delayed.take_connection(conn.connection_id, conn.peer)
+            self._hit(self.network_rules, delayed)
+            delay_ms = delayed.delay_ms
+        reordered = self._matching(REORDER, api_key, facts, conn.connection_id)
+        if reordered is not None:
+            reordered.take_connection(conn.connection_id, conn.peer)
+            faults.on_reordered = functools.partial(self._reordered, reordered)
+        paced = self._matching(BANDWIDTH, api_key, facts, conn.connection_id)
+        if paced is not None:
+            faults.bytes_per_s = paced.bytes_per_s
+            self._hit(self.network_rules, paced)
+        closing = self._matching(CLOSE_AFTER_BYTES, api_key, facts, conn.connection_id)
+        if closing is not None and closing.close_after_bytes is not None:
+            budget = closing.budgets.get(conn.connection_id)
+            if budget is None:
+                budget = closing.budgets[conn.connection_id] = ByteBudget(
+                    closing.close_after_bytes, functools.partial(self._closed, closing, conn.connection_id))
+            faults.budget = budget
+        if faults.on_reordered is not None or faults.shapes_writes:
+            conn.response_faults = faults
+        return delay_ms
+
+    def _reordered(self, rule: NetworkRule) -> None:
+        if rule in self.network_rules:
+            self._hit(self.network_rules, rule)
+
+    def _closed(self, rule: NetworkRule, connection_id: int) -> None:
+        rule.budgets.pop(connection_id, None)
+        if rule in self.network_rules:
+            self._hit(self.network_rules, rule)
+
     def _take_latency(self, api_key: int, facts: dict[str, Any]) -> int:
         rule = next((r for r in self.latency_rules if r.matches(api_key, facts)), None)
         if rule is None or rule.take_skip():
             return 0
         self._hit(self.latency_rules, rule)
         return rule.delay_ms
+
+
+class _RecordsCut:
+    """A partial-fetch rule's cut of one Fetch response's records; called after, whether it cut any."""
+
+    def __init__(self, rule: NetworkRule) -> None:
+        self.rule = rule
+        self.cut = 0
+
+    def records(self, records: Records) -> Records:
+        shorter = cut_last_batch(records)
+        if shorter is None:
+            return records
+        self.cut += 1
+        return shorter
+
+    def __call__(self) -> bool:
+        return self.cut > 0
 
 
 def _check_count(count: int | None) -> None:
