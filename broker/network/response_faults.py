@@ -68,8 +68,8 @@ class ShapedSendStream(trio.abc.SendStream):
             step = max(1, rate // PACING_STEPS_PER_S)
             for start in range(0, len(view), step):
                 chunk = view[start:start + step]
+                await trio.sleep(len(chunk) / rate)  # the time the chunk takes at the rate, before it arrives
                 await self._stream.send_all(chunk)
-                await trio.sleep(len(chunk) / rate)
         if cut:
             assert budget is not None
             budget.on_spent()
