@@ -10,7 +10,8 @@ import time
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
-from kafka import KafkaConsumer
+from confluent_kafka import Producer as ConfluentProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 
@@ -181,3 +182,43 @@ def test_cli_adds_lists_and_clears_the_network_faults(minikafka_broker):
     assert [f["kind"] for f in broker.faults.list()] == ["connection-delay", "reorder", "close-after-bytes",
                                                          "partial-fetch"]
     assert cli("clear") == "Cleared 4 fault(s).\n"
+
+
+def produce_pipelined(broker, client_id: str) -> None:
+    """Make a client pipeline its Produce requests: the broker holds each response back a while, so the client
+    sends the next ones (max.in.flight) before the first is answered."""
+    broker.state.create_topic("pipelined", partitions=4)
+    broker.faults.add_latency(100, api="Produce", when={"client_id": client_id})
+
+
+def test_librdkafka_matches_reordered_produce_responses_by_correlation_id(minikafka_broker):
+    broker = minikafka_broker
+    produce_pipelined(broker, "rdk")
+    fault = broker.faults.reorder_responses(api="Produce", when={"client_id": "rdk"})
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "rdk",
+                                  "linger.ms": 0, "batch.size": 2000, "max.in.flight": 5})
+    failed: list = []
+    for i in range(200):
+        producer.produce("pipelined", b"x" * 1000, partition=i % 4,
+                         on_delivery=lambda err, _msg: failed.append(err) if err else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert failed == []  # every response found its request by correlation id
+    assert fault.hits >= 1
+    assert broker.wait_for_records("pipelined", 200) == 200  # each record once
+
+
+def test_kafka_python_refuses_a_reordered_response_and_drops_the_connection(minikafka_broker):
+    broker = minikafka_broker
+    produce_pipelined(broker, "kp")
+    fault = broker.faults.reorder_responses(api="Produce", when={"client_id": "kp"}, count=1)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, client_id="kp", linger_ms=0,
+                             batch_size=1000, max_in_flight_requests_per_connection=5, retries=0)
+    try:
+        sent = [producer.send("pipelined", b"x" * 1000, partition=i % 4) for i in range(100)]
+        producer.flush(60)
+    finally:
+        producer.close()
+    errors = {type(future.exception).__name__ for future in sent if future.failed()}
+    assert errors == {"CorrelationIdError"}  # kafka-python expects responses in order, as Kafka sends them
+    assert fault.hits == 1
