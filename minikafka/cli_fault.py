@@ -215,20 +215,23 @@ def describe_fault(fault: dict[str, Any]) -> str:
         return _describe_network(fault, source)
     if fault["kind"] == "link":
         ways = "both ways" if fault["both_ways"] else "one way (this end)"
-        return f"link to node {fault['to']} cut, {ways}"
+        return f"link to node {fault['to']} cut, {ways}{_hits(fault)}"
     if fault["kind"] == "fetch-pause":
         if fault["topic"] is None:
-            return "replica fetching paused for every partition"
+            return f"replica fetching paused for every partition{_hits(fault)}"
         scope = fault["topic"] if fault["partition"] is None else f"{fault['topic']}-{fault['partition']}"
-        return f"replica fetching paused for {scope}"
+        return f"replica fetching paused for {scope}{_hits(fault)}"
     if fault["kind"] == "log-dir":
         return f"log dir {fault['path']} failed (offline until the broker restarts)"
     if fault["kind"] == "txn-markers-hold":
         to = "every broker" if fault["to"] is None else f"broker {fault['to']}"
-        return f"transaction markers to {to} held"
+        return f"transaction markers to {to} held{_hits(fault)}"
+    if fault["kind"] == "auth-failure":
+        who = "everyone" if fault["user"] is None else fault["user"]
+        return f"SASL authentications of {who} refused{_hits(fault)}"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
-    return f"disk quota {quota} bytes: {used} in use, {room}"
+    return f"disk quota {quota} bytes: {used} in use, {room}{_hits(fault)}"
 
 
 def _describe_network(fault: dict[str, Any], source: str) -> str:

@@ -33,15 +33,18 @@ from typing import Any
 
 from minikafka.control_client import ControlClient
 
-# The kinds that count the requests they hit, and how often `Fault.wait` asks the broker.
+# The kinds that count what they hit (every kind but a failed log dir), and how often `Fault.wait` asks the broker.
 COUNTED_KINDS = ("error", "latency", "drop-response", "connection-delay", "reorder", "bandwidth", "close-after-bytes",
-                 "partial-fetch")
+                 "partial-fetch", "disk", "link", "fetch-pause", "txn-markers-hold", "auth-failure")
 WAIT_POLL_S = 0.02
 
 
 class Fault:
-    """One fault; `clear()` (or leaving its `with` block) undoes it. An error, latency or drop-response fault counts
-    its `hits` (the requests it answered, held back or left unanswered), also once used up or cleared."""
+    """One fault; `clear()` (or leaving its `with` block) undoes it. It counts its `hits`, also once used up or
+    cleared: requests an error fault answered (a latency held back, a drop-response left unanswered), responses a
+    network fault delayed, swapped, paced or cut, connections a close-after-bytes closed, appends a full disk
+    refused, requests a cut link failed or refused at this end, partition fetches a pause held back, times
+    transaction markers were held, authentications refused. A failed log dir counts nothing."""
 
     def __init__(self, faults: Faults, description: dict[str, Any]) -> None:
         self._faults = faults
@@ -65,7 +68,7 @@ class Fault:
 
     @property
     def hits(self) -> int:
-        """How many requests it has answered (an error fault) or held back (a latency fault) so far."""
+        """How many times it has applied so far (see the class)."""
         return int(self._current()["hits"])
 
     @property
@@ -79,7 +82,7 @@ class Fault:
         return bool(self._current()["active"])
 
     def wait(self, hits: int = 1, timeout: float = 10.0) -> Fault:
-        """Until it has answered (or held back) `hits` requests; TimeoutError saying how many it had otherwise."""
+        """Until it has hit `hits` times; TimeoutError saying how many it had otherwise."""
         deadline = time.monotonic() + timeout
         while True:
             current = self._current()

@@ -8,9 +8,11 @@ a while, released early when cleared or at shutdown. A cut link (see `link_fault
 the node cut off; paused fetching (see `fetch_pauses`) stops this broker's replica fetchers. The disk quota is the
 broker's own object; the injector only lists and clears it with the other faults. A drop-response rule lets the
 request be carried out, then closes the connection instead of answering. Every fault has an id of one sequence,
-so one id names one fault whatever its kind. Error, latency and drop-response rules count their hits (requests
-they answered, held back or left unanswered); a rule used up or cleared is kept, inactive, among the last
-SPENT_KEPT, so a test can still read how often it fired.
+so one id names one fault whatever its kind. Every fault counts its hits (what it affected: requests answered,
+held back or left unanswered, responses delayed, swapped, paced or cut, connections closed, appends refused,
+requests across a cut link, partition fetches held back, transaction markers held, authentications refused); a
+fault used up or cleared is kept, inactive, as last described, among the last SPENT_KEPT, so a test can still read
+how often it fired.
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ class FaultInjector:
         self.latency_rules: list[LatencyRule] = []
         self.drop_rules: list[DropRule] = []
         self.network_rules: list[NetworkRule] = []
-        self._spent: dict[int, Rule] = {}  # used up or cleared, oldest first
+        self._spent: dict[int, dict[str, Any]] = {}  # faults used up or cleared, as last described, oldest first
         self.links = LinkFaults(peer_security)
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
@@ -191,6 +193,10 @@ class FaultInjector:
         log.warning("fault added: %s", rule.describe())
         return rule
 
+    def fill_disk(self, quota_bytes: int | None) -> dict[str, Any]:
+        """Cap the broker's log dirs at `quota_bytes` (None: what they hold now); the disk fault, with its id."""
+        return self.disk_quota.set(quota_bytes, next(self._ids))
+
     async def cut_link(self, own_id: int, to: int, peer: tuple[str, int], both_ways: bool) -> CutLink:
         """Cut this node's link to node `to` (whose control API is at `peer`), and its link here too if both ways."""
         return await self.links.cut(next(self._ids), own_id, to, peer, both_ways)
@@ -214,6 +220,7 @@ class FaultInjector:
         if kind is not None and kind not in KINDS:
             raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
+        others = {fault["id"]: fault for fault in self._other_faults() if fault.get("id") is not None}
         if kind in (None, "error"):
             kept = [r for r in self.error_rules if rule_id is not None and r.id != rule_id]
             cleared += len(self.error_rules) - len(kept)
@@ -249,31 +256,39 @@ class FaultInjector:
             cleared += await self.links.heal(rule_id)
         if cleared:
             log.warning("faults cleared: %d (%s)", cleared, kind or "all")
+            remaining = {fault.get("id") for fault in self._other_faults()}
+            self._keep_spent(fault for fault_id, fault in others.items() if fault_id not in remaining)
         return cleared
 
+    def _other_faults(self) -> list[dict[str, Any]]:
+        """The faults that are not rules, as they describe themselves now."""
+        faults = self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
+        faults += self.authentication_failures.describe()
+        disk = self.disk_quota.describe()
+        return faults if disk is None else faults + [disk]
+
     def _retire(self, rules: Iterable[Rule]) -> None:
-        for rule in rules:
-            self._spent[rule.id] = rule
+        self._keep_spent(rule.describe() for rule in rules)
+
+    def _keep_spent(self, faults: Iterable[dict[str, Any]]) -> None:
+        for fault in faults:
+            self._spent[fault["id"]] = fault
         while len(self._spent) > SPENT_KEPT:
             del self._spent[next(iter(self._spent))]
 
     def get(self, rule_id: int) -> dict[str, Any]:
-        """One fault by id, active or (an error or latency rule) used up or cleared, with "active" saying which."""
+        """One fault by id, active or used up or cleared, with "active" saying which."""
         for fault in self.describe():
             if fault.get("id") == rule_id:
                 return {**fault, "active": True}
         spent = self._spent.get(rule_id)
         if spent is None:
             raise FaultError(f"no fault {rule_id}")
-        return {**spent.describe(), "active": False}
+        return {**spent, "active": False}
 
     def describe(self) -> list[dict[str, Any]]:
         rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules, *self.network_rules]
-        faults = [r.describe() for r in rules]
-        faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
-        faults += self.authentication_failures.describe()
-        disk = self.disk_quota.describe()
-        return faults if disk is None else faults + [disk]
+        return [r.describe() for r in rules] + self._other_faults()
 
     # ---- the request hook ---------------------------------------------------------------------------------------
 

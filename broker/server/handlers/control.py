@@ -157,7 +157,7 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
                                           _optional_int(request, "close_after_bytes"))
         return {"fault": network.describe()}
     if kind == "disk":
-        return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
+        return {"fault": faults.fill_disk(_optional_int(request, "quota_bytes"))}
     if kind == "link":
         to = int(request["to"])
         peer = await _control_address(services, to)
