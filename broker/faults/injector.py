@@ -435,10 +435,10 @@ class FaultInjector:
             self._hit(self.network_rules, paced)
         closing = self._matching(CLOSE_AFTER_BYTES, api_key, facts, conn.connection_id)
         if closing is not None and closing.close_after_bytes is not None:
-            budget = closing.budgets.get(conn.connection_id)
+            budget = conn.byte_budgets.get(closing.id)
             if budget is None:
-                budget = closing.budgets[conn.connection_id] = ByteBudget(
-                    closing.close_after_bytes, functools.partial(self._closed, closing, conn.connection_id))
+                budget = conn.byte_budgets[closing.id] = ByteBudget(closing.close_after_bytes,
+                                                                    functools.partial(self._closed, closing))
             faults.budget = budget
         if faults.on_reordered is not None or faults.shapes_writes:
             conn.response_faults = faults
@@ -448,8 +448,7 @@ class FaultInjector:
         if rule in self.network_rules:
             self._hit(self.network_rules, rule)
 
-    def _closed(self, rule: NetworkRule, connection_id: int) -> None:
-        rule.budgets.pop(connection_id, None)
+    def _closed(self, rule: NetworkRule) -> None:
         if rule in self.network_rules:
             self._hit(self.network_rules, rule)
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.broker.faults.rules import Skipping, selects
-from minikafka.broker.network.response_faults import ByteBudget
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import Records
 from minikafka.protocol.file_records import FileRecords
@@ -50,7 +49,6 @@ class NetworkRule(Skipping):
     hits: int = 0
     skip: int = 0
     skipped: int = 0
-    budgets: dict[int, ByteBudget] = field(default_factory=dict)  # close-after-bytes: per connection
 
     def matches(self, api_key: int, facts: dict[str, Any], connection_id: int) -> bool:
         if self.api_key not in (None, api_key) or not selects(self.source, self.when, facts):
@@ -63,7 +61,7 @@ class NetworkRule(Skipping):
             self.connection_id, self.peer = connection_id, peer
 
     def describe(self) -> dict[str, Any]:
-        described = {name: value for name, value in vars(self).items() if name != "budgets"}
+        described = dict(vars(self))
         described["api_key"] = None if self.api_key is None else int(self.api_key)
         described["api"] = None if self.api_key is None else self.api_key.api_name
         return described

@@ -36,7 +36,7 @@ import trio
 
 from minikafka.broker.network.client_disconnect import unless_client_disconnects
 from minikafka.broker.network.file_send import send_pieces
-from minikafka.broker.network.response_faults import ConnectionCut, ResponseFaults, ShapedSendStream
+from minikafka.broker.network.response_faults import ByteBudget, ConnectionCut, ResponseFaults, ShapedSendStream
 from minikafka.broker.network.tls_stream import TlsStream
 from minikafka.broker.security.listener_security import ANONYMOUS, ListenerSecurity, ssl_principal
 from minikafka.broker.security.sasl_server_authenticator import AuthenticationClose, SaslServerAuthenticator
@@ -117,6 +117,8 @@ class ConnectionInfo:
         self.throttle_delays_response = False
         # What injected faults do to the response of the request being answered (set by the fault injector).
         self.response_faults: ResponseFaults | None = None
+        # The byte budgets of close-after-bytes faults on this connection, by fault id (gone with the connection).
+        self.byte_budgets: dict[int, ByteBudget] = {}
 
     @property
     def host(self) -> str:
