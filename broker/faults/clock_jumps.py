@@ -33,7 +33,6 @@ class ClockJumps:
     def __init__(self, clock: Callable[[], BrokerClock] = broker_clock) -> None:
         self._clock = clock
         self.jumps: list[ClockJump] = []
-        self.undone: dict[int, ClockJump] = {}
 
     def jump(self, fault_id: int, ms: int) -> ClockJump:
         """Step the wall clock by `ms` now."""
@@ -48,7 +47,6 @@ class ClockJumps:
         undone = [j for j in self.jumps if rule_id is None or j.id == rule_id]
         for jump in undone:
             self._clock().jump_wall_clock(-jump.ms)
-            self.undone[jump.id] = jump
         self.jumps = [j for j in self.jumps if j not in undone]
         return len(undone)
 

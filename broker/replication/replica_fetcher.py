@@ -128,13 +128,15 @@ class ReplicaFetcher:
 
     def __init__(self, fetcher_id: int, leader_id: int, leader_endpoint: tuple[str, int],
                  replica_manager: FollowerReplicas, config: ReplicationConfig,
-                 is_paused: Callable[[TopicPartition], bool], link_is_cut: LinkIsCut | None = None) -> None:
+                 is_paused: Callable[[TopicPartition], bool], link_is_cut: LinkIsCut | None = None,
+                 held_back: Callable[[TopicPartition], None] | None = None) -> None:
         self.fetcher_id = fetcher_id
         self.leader_id = leader_id
         self.leader_endpoint = leader_endpoint
         self._replica_manager = replica_manager
         self._config = config
         self._is_paused = is_paused
+        self._held_back = held_back  # told of each paused partition a fetch leaves out
         self._link_is_cut = link_is_cut
         self._backoff_s = config.replica_fetch_backoff_ms / 1000
         self.partition_states: dict[TopicPartition, PartitionFetchState] = {}
@@ -340,8 +342,14 @@ class ReplicaFetcher:
 
     async def _maybe_fetch(self, client: NetworkClient) -> None:
         now = trio.current_time()
-        ready = {tp: s for tp, s in self.partition_states.items()
-                 if s.is_ready_for_fetch(now) and not self._is_paused(tp)}
+        ready = {}
+        for tp, state in self.partition_states.items():
+            if not state.is_ready_for_fetch(now):
+                continue
+            if not self._is_paused(tp):
+                ready[tp] = state
+            elif self._held_back is not None:
+                self._held_back(tp)
         if not ready:
             await self._idle()
             return

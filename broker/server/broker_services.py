@@ -192,7 +192,11 @@ class RequestContext:
         return self.response_class(**fields)
 
     def records(self, data: Records) -> bytes:
-        """Record bytes for a response field, spliced in at encoding time rather than copied through it."""
+        """Record bytes for a response field, spliced in at encoding time rather than copied through it (and cut
+        short first where a partial-fetch fault says so)."""
+        faults = self.conn.response_faults
+        if faults is not None and faults.cut_records is not None:
+            data = faults.cut_records(data)
         if self.splicer is None:
             self.splicer = RecordsSplicer()
         return self.splicer.stand_in(data)

@@ -3,7 +3,6 @@ so a session timeout, retention.ms, segment.ms or a transaction timeout passes i
 exactly when the test says; and the clock-jump fault steps one broker's wall clock alone."""
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
@@ -21,7 +20,6 @@ from minikafka.control_client import ControlError
 from minikafka.protocol.client_apis.messages import ConsumerGroupHeartbeatRequest
 from minikafka.protocol.errors import ErrorCode as E
 from tests.helpers import admin_create_topic, wait_until
-from tests.integration.test_docs_commands import ROOT, command_env, fenced_blocks
 from tests.raw_client import RawConnection
 
 SESSION_TIMEOUT_MS = 30_000
@@ -225,19 +223,6 @@ def test_a_manual_clock_advances_forwards_only(manual_broker):
         broker._control().call("clock.advance", ms=-1)
     assert broker.clock.advance(1_000_000) >= start + 1_000_000
     assert broker.clock.advanced_ms == 1_000_000
-
-
-def test_the_documentations_example_passes(tmp_path):
-    """docs/virtual-time.md's example test, as a file of its own, passes under pytest."""
-    examples = [b for b in fenced_blocks(ROOT / "docs" / "virtual-time.md")
-                if b.language == "python" and re.search(r"^def test_", b.text, re.M)]
-    assert examples, "docs/virtual-time.md shows an example test"
-    for n, block in enumerate(examples):
-        (tmp_path / f"test_virtual_time_example_{n}.py").write_text(f"# {block.where}\n{block.text}\n")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
-                           "ignore::DeprecationWarning", "."], cwd=tmp_path, capture_output=True, timeout=240,
-                          env=command_env())
-    assert proc.returncode == 0, proc.stdout.decode()[-6000:] + proc.stderr.decode()[-2000:]
 
 
 def minikafka_command(*args: str) -> subprocess.CompletedProcess:

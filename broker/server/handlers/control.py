@@ -5,7 +5,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
   end offset;
-- fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
+- fault.add (kind error | latency | drop-response | connection-delay | reorder | bandwidth | close-after-bytes |
+  partial-fetch | disk | link | fetch-pause | log-dir | txn-markers-hold; the network kinds take "delay_ms",
+  "bytes_per_s" and "close_after_bytes" respectively, see broker/faults/network_rules; these rules and the error,
   latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
   that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level; topic
   and partition: the request has entries for them, and an error rule then answers those entries only; min_offset
@@ -16,7 +18,7 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
   as with a wrong password: auth-failure; the wall clock steps by "ms", forwards or back, the timers untouched:
   clock-jump, undone when cleared), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
-  an error, latency or drop-response rule used up or cleared, with its hits);
+  used up or cleared, with its hits);
 - the waits below (partition.wait, group.wait_committed, group.wait, topic.wait, topic.wait_records) give up after
   "timeout_ms" of real time: an advance of a manual clock meanwhile does not cut them short;
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
@@ -63,6 +65,7 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.broker.clock.broker_clock import real_time
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
+from minikafka.broker.faults.network_rules import KINDS as NETWORK_KINDS
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
 from minikafka.broker.network.clock_control import CLOCK_OPERATIONS
@@ -152,8 +155,15 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
                                            request.get("source"), request.get("when"),
                                            _optional_int(request, "skip"))
         return {"fault": dropped.describe()}
+    if kind in NETWORK_KINDS:
+        count = request.get("count")
+        network = faults.add_network_rule(kind, request.get("api"), None if count is None else int(count),
+                                          request.get("source"), request.get("when"), _optional_int(request, "skip"),
+                                          _optional_int(request, "delay_ms"), _optional_int(request, "bytes_per_s"),
+                                          _optional_int(request, "close_after_bytes"))
+        return {"fault": network.describe()}
     if kind == "disk":
-        return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
+        return {"fault": faults.fill_disk(_optional_int(request, "quota_bytes"))}
     if kind == "link":
         to = int(request["to"])
         peer = await _control_address(services, to)
@@ -172,8 +182,9 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
     if kind == "clock-jump":
         return {"fault": services.faults.jump_clock(int(request["ms"])).describe()}
-    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir, "
-                     "txn-markers-hold, auth-failure or clock-jump")
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, drop-response, "
+                     f"{', '.join(NETWORK_KINDS)}, disk, link, fetch-pause, log-dir, txn-markers-hold, auth-failure "
+                     "or clock-jump")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
