@@ -311,6 +311,7 @@ class BrokerServer:
         self.share_coordinator = self._share_coordinator()
         self.persister = DefaultStatePersister(self._broker_clients(f"broker-{self.node_id}-share-persister"),
                                                self.node_id)
+        self.group_coordinator.share.state_initializer = self.persister
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)
