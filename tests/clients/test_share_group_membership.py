@@ -8,7 +8,7 @@ import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
-from kafka.protocol.consumer.group import JoinGroupRequest
+from kafka.protocol.consumer.group import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
@@ -181,6 +181,19 @@ def test_describe_list_delete_and_type_conflicts_as_kafka(broker_factory, unique
                                                                      f"Group {group} is not a consumer group.")
             deleted = raw.request(DeleteGroupsRequest[2](groups_names=[group]))
             assert deleted.results[0].error_code == NON_EMPTY_GROUP
+            # A share group has no committed offsets: OffsetCommit and OffsetFetch answer as Kafka's ShareGroup.
+            C = OffsetCommitRequest[8]
+            P = C.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+            committed = raw.request(C(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                      group_instance_id=None, topics=[C.OffsetCommitRequestTopic(
+                                          name=unique_topic, partitions=[P(partition_index=0, committed_offset=1,
+                                                                           committed_leader_epoch=-1,
+                                                                           committed_metadata="")])]))
+            assert committed.topics[0].partitions[0].error_code == GROUP_ID_NOT_FOUND
+            F = OffsetFetchRequest[8]
+            (fetched,) = raw.request(F(groups=[F.OffsetFetchRequestGroup(group_id=group, topics=None)],
+                                       require_stable=False)).groups
+            assert fetched.error_code == GROUP_ID_NOT_FOUND
         unknown = describe_share_group(bootstrap, "no-such-group")
         assert (unknown.error_code, unknown.error_message) == (GROUP_ID_NOT_FOUND, "Group no-such-group not found.")
         invalid = member.send(0, None)

@@ -323,6 +323,18 @@ async def test_a_failed_initialization_takes_the_partitions_out_of_initializing(
     assert hb(coordinator, "a", 1)[1] is not None
 
 
+async def test_a_share_group_has_no_committed_offsets():
+    coordinator = make()
+    hb(coordinator, "a", 0, ["t1"])
+    offsets = coordinator.offset_manager
+    assert error_of(lambda: offsets.fetch_offsets("g", None)) == (E.GROUP_ID_NOT_FOUND,
+                                                                  "Group g is not a consumer group.")
+    assert error_of(lambda: offsets.delete_offsets("g", [("t1", [0])]))[0] == E.GROUP_ID_NOT_FOUND
+    with pytest.raises(KafkaError) as info:
+        await offsets.commit_offsets("g", "", None, -1, -1, [], 8)
+    assert info.value.code == E.GROUP_ID_NOT_FOUND
+
+
 async def test_delete_groups_deletes_an_empty_share_group_only():
     coordinator = make()
     _, initialize = hb(coordinator, "a", 0, ["t2"])
