@@ -4,6 +4,8 @@ member is fenced, a leaver's partitions go to the others, the group is described
 and a coordinator killed on a 3-broker cluster hands the group over with its members and epochs."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -127,6 +129,31 @@ def test_two_members_share_a_topic_and_epochs_advance(broker_factory, unique_top
     finally:
         a.close()
         b.close()
+
+
+def test_state_and_the_cli_show_share_groups(broker_factory, unique_topic):
+    broker = broker_factory(**FAST_SHARE_GROUPS)
+    bootstrap = broker.bootstrap_servers
+    topic_id = create_topic(bootstrap, unique_topic)
+    group = f"share-{uuid.uuid4()}"
+    member = ShareMember(bootstrap, group, [unique_topic])
+    try:
+        heartbeat_until([member], lambda: owned([member], topic_id) == list(range(PARTITIONS)), what="the assignment")
+        state = broker.state.group(group)
+        assert (state.group_type, state.state, state.protocol_type, state.assignor) == ("share", "Stable", "share",
+                                                                                        "simple")
+        assert (state.group_epoch, state.assignment_epoch, state.offsets) == (member.member_epoch,
+                                                                              member.member_epoch, {})
+        (described,) = state.members
+        assert (described.member_id, described.member_epoch) == (member.member_id, member.member_epoch)
+        assert described.assignment == [(unique_topic, p) for p in range(PARTITIONS)]
+        listed = subprocess.run([sys.executable, "-m", "minikafka", "groups", "list", "--type", "--state",
+                                 "--bootstrap-server", bootstrap], capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines()]
+        assert rows[0] == ["GROUP", "TYPE", "STATE"] and [group, "Share", "Stable"] in rows[1:], listed.stdout
+    finally:
+        member.close()
 
 
 def test_a_silent_member_is_fenced_after_the_session_timeout(broker_factory, unique_topic):
