@@ -349,6 +349,7 @@ class BrokerServer:
         for topic in {t for (t, _), state in change.partitions.items() if state is None}:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)
+                self.group_coordinator.share.on_topic_deleted(topic)
                 log.info("topic %s deleted", topic)
         self.purgatory.check_and_complete(METADATA_CHANGE_KEY)
 

@@ -91,8 +91,11 @@ class Persister:
         return Result(self.error)
 
 
+TOPICS = {"t1": TopicMetadata(T1, "t1", 4), "t2": TopicMetadata(T2, "t2", 2)}
+
+
 def topics() -> SubscribedTopicDescriber:
-    return SubscribedTopicDescriber([TopicMetadata(T1, "t1", 4), TopicMetadata(T2, "t2", 2)])
+    return SubscribedTopicDescriber(TOPICS.values())
 
 
 class Clock:
@@ -321,6 +324,27 @@ async def test_a_failed_initialization_takes_the_partitions_out_of_initializing(
     assert metadata is not None and not metadata.initializing_topics and not metadata.initialized_topics
     # The next heartbeat asks again.
     assert hb(coordinator, "a", 1)[1] is not None
+
+
+async def test_a_deleted_and_recreated_topic_is_initialized_again(monkeypatch):
+    coordinator = make()
+    _, initialize = hb(coordinator, "a", 0, ["t2"])
+    initialize_all(coordinator, initialize)
+    a, _ = hb(coordinator, "a", 1)
+    assert a.assignment == {T2: frozenset({0, 1})}
+    t3 = uuid.UUID(int=3)
+    monkeypatch.setitem(TOPICS, "t2", TopicMetadata(t3, "t2", 2))
+    coordinator.share.on_topic_deleted("t2")
+    group = coordinator.share.groups["g"]
+    assert group.state_metadata is not None and not group.state_metadata.initialized_topics
+    again, initialize = hb(coordinator, "a", a.member_epoch)
+    # The new topic's partitions are initialized, and meanwhile the old ones are no longer assigned.
+    assert initialize is not None and initialize.partitions == {t3: frozenset({0, 1})}
+    assert again.assignment == {}
+    epoch = again.member_epoch
+    assert hb(coordinator, "a", epoch)[0].member_epoch == epoch  # no epoch bump while nothing changes
+    initialize_all(coordinator, initialize)
+    assert hb(coordinator, "a", epoch)[0].assignment == {t3: frozenset({0, 1})}
 
 
 async def test_a_share_group_has_no_committed_offsets():

@@ -304,8 +304,11 @@ class ShareGroupCoordinator:
         if not group.members or group.state_metadata is None or not group.subscribed_topic_names:
             return False
         assigned = group.assigned_partitions()
+        describer = self.describe_topics()
         for topic_id, value in group.state_metadata.initialized_topics.items():
-            if value.name in group.subscribed_topic_names and assigned.get(topic_id) != set(value.partitions):
+            # A topic deleted (or deleted and made again under a new id) is not waiting to be assigned.
+            if (value.name in group.subscribed_topic_names and describer.topic_id(value.name) == topic_id
+                    and assigned.get(topic_id) != set(value.partitions)):
                 return True
         return False
 
@@ -503,6 +506,30 @@ class ShareGroupCoordinator:
                 for partition in sorted(ps):
                     nursery.start_soon(one, SharePartitionKey(group_id, topic_id, partition))
         return errors[0] if errors else ErrorCode.NONE
+
+    @changes_groups
+    def on_topic_deleted(self, topic: str) -> None:
+        """A topic was deleted: the share groups this coordinator serves forget its share partitions' state
+        metadata (Kafka's maybeCleanupShareGroupState; the share coordinator deletes the state itself)."""
+        describer = self.describe_topics()
+        for group_id, group in list(self.groups.items()):
+            metadata = group.state_metadata
+            if metadata is None or not self.group_manager.is_owned(group_id):
+                continue
+            gone = {t for t, v in (*metadata.initialized_topics.items(), *metadata.initializing_topics.items())
+                    if v.name == topic and describer.topic_name(t) is None}
+            gone |= {t for t, name in metadata.deleting_topics.items() if name == topic and
+                     describer.topic_name(t) is None}
+            if not gone:
+                continue
+            try:
+                self.group_manager.append_share_group_records(group_id, [rh.state_partition_metadata_record(
+                    group_id, {t: v for t, v in metadata.initializing_topics.items() if t not in gone},
+                    {t: v for t, v in metadata.initialized_topics.items() if t not in gone},
+                    {t: n for t, n in metadata.deleting_topics.items() if t not in gone})])
+            except KafkaError as exc:
+                log.warning("share group %s: forgetting deleted topic %s failed: %s", group_id, topic,
+                            exc.code.name)
 
     def share_partitions_to_delete(self, group_ids: list[str | None]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         """The initialized and initializing share partitions of the empty share groups among `group_ids` this
