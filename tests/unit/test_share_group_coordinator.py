@@ -106,10 +106,12 @@ class Clock:
         return self.now
 
 
-def make(log: MemoryLog | None = None, clock: Clock | None = None, **overrides) -> GroupCoordinator:
+def make(log: MemoryLog | None = None, clock: Clock | None = None, group_configs=lambda _g: {},
+         **overrides) -> GroupCoordinator:
     config = GroupCoordinatorConfig(num_partitions=3, share_session_timeout_ms=4000, share_heartbeat_interval_ms=500,
                                     **overrides)
-    coordinator = GroupCoordinator(config, log or MemoryLog(), clock or Clock(), describe_topics=topics)
+    coordinator = GroupCoordinator(config, log or MemoryLog(), clock or Clock(), describe_topics=topics,
+                                   group_configs=group_configs)
     coordinator.load()
     return coordinator
 
@@ -345,6 +347,25 @@ async def test_a_deleted_and_recreated_topic_is_initialized_again(monkeypatch):
     assert hb(coordinator, "a", epoch)[0].member_epoch == epoch  # no epoch bump while nothing changes
     initialize_all(coordinator, initialize)
     assert hb(coordinator, "a", epoch)[0].assignment == {t3: frozenset({0, 1})}
+
+
+async def test_partitions_still_initializing_after_the_retry_interval_are_initialized_again():
+    clock = Clock()
+    coordinator = make(clock=clock, share_initialize_retry_interval_ms=30000)
+    assert hb(coordinator, "a", 0, ["t2"])[1] is not None
+    clock.now += 29999
+    assert hb(coordinator, "a", 1)[1] is None
+    clock.now += 1
+    retried = hb(coordinator, "a", 1)[1]
+    assert retried is not None and retried.partitions == {T2: frozenset({0, 1})}
+
+
+async def test_a_groups_own_share_configs_take_the_place_of_the_brokers():
+    configs = {"g": {"share.heartbeat.interval.ms": "250", "share.session.timeout.ms": "1500"}}
+    coordinator = make(group_configs=lambda g: configs.get(g, {}))
+    assert hb(coordinator, "a", 0, ["t1"])[0].heartbeat_interval_ms == 250
+    assert hb(coordinator, "a", 0, ["t1"], group="other")[0].heartbeat_interval_ms == 500
+    assert coordinator.share.session_timeout_ms("g") == 1500
 
 
 async def test_a_share_group_has_no_committed_offsets():
