@@ -33,7 +33,7 @@ FAST_SHARE_GROUPS = {
     "group.share.min.heartbeat.interval.ms": 100,
 }
 GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, INVALID_REQUEST = 69, 25, 110, 42
-INCONSISTENT_GROUP_PROTOCOL, NON_EMPTY_GROUP = 23, 68
+INCONSISTENT_GROUP_PROTOCOL, NON_EMPTY_GROUP, UNSUPPORTED_VERSION = 23, 68, 35
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS, replication: int = 1) -> uuid.UUID:
@@ -81,6 +81,30 @@ def test_share_groups_are_on_by_default(broker):
     assert (finalized["share.version"], supported["share.version"]) == (1, (0, 1))
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert (ranges[76], ranges[77]) == ((1, 1), (1, 1))
+
+
+def test_at_share_version_0_the_share_group_apis_answer_unsupported_version(tmp_path, monkeypatch, unique_topic):
+    """The gate Kafka puts on share groups, with the cluster's finalized level changed under an in-process broker
+    (no UpdateFeatures is served yet to change it the way kafka-features.sh does)."""
+    from minikafka.broker.metadata import features
+
+    with minikafka.Broker(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log", in_process=True,
+                          config=FAST_SHARE_GROUPS) as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topic(bootstrap, unique_topic)
+        group = f"share-{uuid.uuid4()}"
+        member = ShareMember(bootstrap, group, [unique_topic])
+        try:
+            monkeypatch.setitem(features.FINALIZED_FEATURES, features.SHARE_VERSION, 0)
+            refused = member.heartbeat()
+            assert (refused.error_code, refused.error_message, refused.member_epoch) == (UNSUPPORTED_VERSION, None, 0)
+            assert describe_share_group(bootstrap, group).error_code == UNSUPPORTED_VERSION
+            monkeypatch.setitem(features.FINALIZED_FEATURES, features.SHARE_VERSION, 1)
+            joined = member.heartbeat()
+            assert (joined.error_code, joined.member_epoch) == (0, 1)
+            assert describe_share_group(bootstrap, group).group_state == "Stable"
+        finally:
+            member.close()
 
 
 def test_two_members_share_a_topic_and_epochs_advance(broker_factory, unique_topic):
