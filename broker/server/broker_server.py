@@ -388,9 +388,11 @@ class BrokerServer:
                                                    self.faults.marker_holds.is_held, local_broker_id=self.node_id,
                                                    write_locally=functools.partial(write_markers_locally, self))
 
+        def transaction_version() -> TransactionVersion:
+            return TransactionVersion(finalized_level(TRANSACTION_VERSION, self.metadata_cache.image.features))
+
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
-                                            self.producer_ids.generate_producer_id,
-                                            lambda: TransactionVersion(finalized_level(TRANSACTION_VERSION)))
+                                            self.producer_ids.generate_producer_id, transaction_version)
 
     def _share_coordinator(self) -> ShareCoordinator:
         config = self.config

@@ -9,6 +9,7 @@ import sys
 import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin.cluster import UpdateFeaturesRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
@@ -83,28 +84,33 @@ def test_share_groups_are_on_by_default(broker):
     assert (ranges[76], ranges[77]) == ((1, 1), (1, 1))
 
 
-def test_at_share_version_0_the_share_group_apis_answer_unsupported_version(tmp_path, monkeypatch, unique_topic):
-    """The gate Kafka puts on share groups, with the cluster's finalized level changed under an in-process broker
-    (no UpdateFeatures is served yet to change it the way kafka-features.sh does)."""
-    from minikafka.broker.metadata import features
+def test_at_share_version_0_the_share_group_apis_answer_unsupported_version(broker_factory, unique_topic):
+    """kafka-features.sh downgrade --feature share.version=0 (UpdateFeatures) switches share groups off, upgrade
+    on again."""
+    broker = broker_factory(**FAST_SHARE_GROUPS)
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic)
+    group = f"share-{uuid.uuid4()}"
+    member = ShareMember(bootstrap, group, [unique_topic])
 
-    with minikafka.Broker(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log", in_process=True,
-                          config=FAST_SHARE_GROUPS) as broker:
-        bootstrap = broker.bootstrap_servers
-        create_topic(bootstrap, unique_topic)
-        group = f"share-{uuid.uuid4()}"
-        member = ShareMember(bootstrap, group, [unique_topic])
-        try:
-            monkeypatch.setitem(features.FINALIZED_FEATURES, features.SHARE_VERSION, 0)
-            refused = member.heartbeat()
-            assert (refused.error_code, refused.error_message, refused.member_epoch) == (UNSUPPORTED_VERSION, None, 0)
-            assert describe_share_group(bootstrap, group).error_code == UNSUPPORTED_VERSION
-            monkeypatch.setitem(features.FINALIZED_FEATURES, features.SHARE_VERSION, 1)
-            joined = member.heartbeat()
-            assert (joined.error_code, joined.member_epoch) == (0, 1)
-            assert describe_share_group(bootstrap, group).group_state == "Stable"
-        finally:
-            member.close()
+    def set_share_version(level: int, upgrade_type: int) -> None:
+        R = UpdateFeaturesRequest[1]
+        with RawConnection(bootstrap) as raw:
+            response = raw.request(R(timeout_ms=30000, validate_only=False, feature_updates=[R.FeatureUpdateKey(
+                feature="share.version", max_version_level=level, upgrade_type=upgrade_type)]))
+        assert response.error_code == 0, response
+
+    try:
+        set_share_version(0, 2)  # a safe downgrade
+        refused = member.heartbeat()
+        assert (refused.error_code, refused.error_message, refused.member_epoch) == (UNSUPPORTED_VERSION, None, 0)
+        assert describe_share_group(bootstrap, group).error_code == UNSUPPORTED_VERSION
+        set_share_version(1, 1)  # an upgrade
+        joined = member.heartbeat()
+        assert (joined.error_code, joined.member_epoch) == (0, 1)
+        assert describe_share_group(bootstrap, group).group_state == "Stable"
+    finally:
+        member.close()
 
 
 def test_two_members_share_a_topic_and_epochs_advance(broker_factory, unique_topic):

@@ -652,7 +652,8 @@ def _consumer_protocol_enabled(ctx: RequestContext) -> bool:
     """Whether the consumer rebalance protocol is served: listed in group.coordinator.rebalance.protocols and
     group.version 1 finalized; otherwise its APIs answer UNSUPPORTED_VERSION before any other check, as Kafka."""
     return (_coordinator(ctx).config.consumer_protocol_enabled
-            and finalized_level(GROUP_VERSION) >= CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION)
+            and finalized_level(GROUP_VERSION, ctx.services.metadata_cache.image.features)
+            >= CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION)
 
 
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> object:

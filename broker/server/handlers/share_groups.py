@@ -53,7 +53,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request) -> object:
         return ctx.response(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
                             member_epoch=0, heartbeat_interval_ms=0, assignment=None)
 
-    if not share_groups_enabled():
+    if not share_groups_enabled(ctx.services.metadata_cache.image.features):
         return error(ErrorCode.UNSUPPORTED_VERSION, None)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
@@ -97,7 +97,7 @@ async def handle_share_group_describe(ctx: RequestContext, request) -> object:
         return G(error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0,
                  assignment_epoch=0, assignor_name="", members=[])
 
-    if not share_groups_enabled():
+    if not share_groups_enabled(ctx.services.metadata_cache.image.features):
         return ctx.response(throttle_time_ms=0, groups=[failed(g, ErrorCode.UNSUPPORTED_VERSION, None)
                                                         for g in request.group_ids])
 
