@@ -397,21 +397,25 @@ class ShareGroupCoordinator:
             deleting.pop(topic_id, None)
         self.group_manager.append_share_group_records(group.group_id, [rh.state_partition_metadata_record(
             group.group_id, _combine(initializing, changes), initialized, deleting)])
-        request = InitializeRequest(group.group_id, group.group_epoch, {t: v.partitions for t, v in changes.items()})
-        return request
+        return InitializeRequest(group.group_id, group.group_epoch, {t: v.partitions for t, v in changes.items()})
 
     def request_initialize(self, request: InitializeRequest) -> None:
         """Hand share partitions to the initializer task (after the heartbeat that recorded them is answered)."""
         self._send_initialize.send_nowait(request)
 
     async def run_initializer(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        """Initialize the share partitions handed over, one request after the other, until cancelled."""
-        task_status.started()
-        async for request in self._receive_initialize:
-            try:
-                await self._initialize(request)
-            except KafkaError as exc:
-                log.warning("initializing the share state of group %s failed: %s", request.group_id, exc.code.name)
+        """Initialize the share partitions handed over, each request in its own task (a share coordinator that
+        keeps one waiting holds up no other group), until cancelled."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            async for request in self._receive_initialize:
+                nursery.start_soon(self._initialize_logged, request)
+
+    async def _initialize_logged(self, request: InitializeRequest) -> None:
+        try:
+            await self._initialize(request)
+        except KafkaError as exc:
+            log.warning("initializing the share state of group %s failed: %s", request.group_id, exc.code.name)
 
     async def _initialize(self, request: InitializeRequest) -> None:
         initializer = self.state_initializer
