@@ -51,9 +51,10 @@ def owned(members: list[ShareMember], topic_id: uuid.UUID) -> list[int]:
     return sorted(p for m in members for p in m.assignment.get(topic_id, []))
 
 
-def share_state_start_offsets(bootstrap: str, group: str, topic_id: uuid.UUID, partitions: int) -> dict[int, int]:
-    """Each partition's share state start offset as the share coordinator holds it (ReadShareGroupStateSummary,
-    asked of the coordinator of each share partition); partitions it does not know are left out."""
+def share_states(bootstrap: str, group: str, topic_id: uuid.UUID, partitions: int) -> dict[int, tuple[int, int]]:
+    """Each partition's share state epoch and start offset as the share coordinator holds them
+    (ReadShareGroupStateSummary, asked of the coordinator of each share partition); a partition without state
+    answers the defaults (0, -1); partitions the coordinator cannot answer for are left out."""
     starts = {}
     for partition in range(partitions):
         key = coordinator_key(SharePartitionKey(group, topic_id, partition))
@@ -68,7 +69,7 @@ def share_state_start_offsets(bootstrap: str, group: str, topic_id: uuid.UUID, p
                                                                                        leader_epoch=0)])]))
         result = response.results[0].partitions[0]
         if result.error_code == 0:
-            starts[partition] = result.start_offset
+            starts[partition] = (result.state_epoch, result.start_offset)
     return starts
 
 
@@ -128,10 +129,9 @@ def test_two_members_share_a_topic_and_epochs_advance(broker_factory, unique_top
         assert first.assignment is not None and first.assignment.topic_partitions == []
         heartbeat_until([a], lambda: owned([a], topic_id) == list(range(PARTITIONS)), what="a to get everything")
         assert a.member_epoch == 2
-        # Every partition's share state is in __share_group_state, at the start offset share.auto.offset.reset
-        # decides (-1 until a first fetch).
-        wait_until(lambda: share_state_start_offsets(bootstrap, group, topic_id, PARTITIONS) == {
-            p: -1 for p in range(PARTITIONS)}, timeout=30, message="the share state of every partition")
+        # Every partition's share state is in __share_group_state, initialized at the group epoch that asked for it,
+        # at the start offset share.auto.offset.reset decides (-1 until a first fetch).
+        assert share_states(bootstrap, group, topic_id, PARTITIONS) == {p: (1, -1) for p in range(PARTITIONS)}
         heartbeat_until([a, b], lambda: len(a.assignment.get(topic_id, [])) == 2
                         and owned([a, b], topic_id) == list(range(PARTITIONS)), what="the partitions split")
         # Kafka 4.1's simple assignor: two each, none shared (the members do not outnumber the partitions).
@@ -210,7 +210,7 @@ def test_a_silent_member_is_fenced_after_the_session_timeout(broker_factory, uni
 def test_describe_list_delete_and_type_conflicts_as_kafka(broker_factory, unique_topic):
     broker = broker_factory(**FAST_SHARE_GROUPS)
     bootstrap = broker.bootstrap_servers
-    create_topic(bootstrap, unique_topic)
+    topic_id = create_topic(bootstrap, unique_topic)
     group = f"share-{uuid.uuid4()}"
     member = ShareMember(bootstrap, group, [unique_topic])
     try:
@@ -256,10 +256,14 @@ def test_describe_list_delete_and_type_conflicts_as_kafka(broker_factory, unique
         invalid = member.send(0, None)
         assert (invalid.error_code, invalid.error_message) == (INVALID_REQUEST,
                                                                "SubscribedTopicNames must be set in first request.")
+        wait_until(lambda: share_states(bootstrap, group, topic_id, PARTITIONS) == {
+            p: (1, -1) for p in range(PARTITIONS)}, timeout=30, message="the share state of every partition")
         assert member.leave().error_code == 0
         with RawConnection(address) as raw:
             assert raw.request(DeleteGroupsRequest[2](groups_names=[group])).results[0].error_code == 0
         assert describe_share_group(bootstrap, group).error_code == GROUP_ID_NOT_FOUND
+        # Its share state went first (DeleteShareGroupState): the coordinator answers the defaults again.
+        assert share_states(bootstrap, group, topic_id, PARTITIONS) == {p: (0, -1) for p in range(PARTITIONS)}
     finally:
         member.close()
 

@@ -387,6 +387,10 @@ async def test_delete_groups_deletes_an_empty_share_group_only():
     assert coordinator.delete_groups(["g"]) == [("g", E.NON_EMPTY_GROUP)]
     hb(coordinator, "a", -1)
     assert coordinator.share.share_partitions_to_delete(["g"]) == {"g": {T2: frozenset({0, 1})}}
+    # Recorded as deleting first: a deletion of the share state that fails is asked for again.
+    metadata = coordinator.share.groups["g"].state_metadata
+    assert metadata is not None and (metadata.initialized_topics, metadata.deleting_topics) == ({}, {T2: "t2"})
+    assert coordinator.share.share_partitions_to_delete(["g"]) == {"g": {T2: frozenset({0, 1})}}
     assert coordinator.delete_groups(["g"]) == [("g", E.NONE)]
     assert "g" not in coordinator.share.groups
 

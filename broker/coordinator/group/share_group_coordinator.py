@@ -535,15 +535,28 @@ class ShareGroupCoordinator:
                 log.warning("share group %s: forgetting deleted topic %s failed: %s", group_id, topic,
                             exc.code.name)
 
+    @changes_groups
     def share_partitions_to_delete(self, group_ids: list[str | None]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
-        """The initialized and initializing share partitions of the empty share groups among `group_ids` this
-        coordinator serves: DeleteGroups deletes their state in the share coordinator before the groups."""
-        partitions = {}
+        """The share partitions of the empty share groups among `group_ids` this coordinator serves, whose state
+        DeleteGroups deletes in the share coordinator before the groups (Kafka's sharePartitionDeleteRequests): the
+        initialized and initializing topics are first recorded as deleting, so a deletion that fails is tried again
+        by the next DeleteGroups; every partition of a deleting topic that still exists is deleted."""
+        describer = self.describe_topics()
+        partitions: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
         for group_id in group_ids:
             group = None if group_id is None else self.groups.get(group_id)
             if group is None or group.members or not self.group_manager.is_owned(group.group_id):
                 continue
             metadata = group.state_metadata
-            partitions[group.group_id] = {} if metadata is None else {
-                t: v.partitions for t, v in _combine(metadata.initialized_topics, metadata.initializing_topics).items()}
+            if metadata is None:
+                partitions[group.group_id] = {}
+                continue
+            deleting = {**metadata.deleting_topics,
+                        **{t: v.name for t, v in _combine(metadata.initialized_topics,
+                                                          metadata.initializing_topics).items()}}
+            if metadata.initialized_topics or metadata.initializing_topics:
+                self.group_manager.append_share_group_records(group.group_id, [rh.state_partition_metadata_record(
+                    group.group_id, {}, {}, deleting)])
+            partitions[group.group_id] = {t: frozenset(range(describer.num_partitions(t))) for t in deleting
+                                          if describer.num_partitions(t) > 0}
         return partitions

@@ -631,7 +631,9 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
         await _ensure_offsets_topic(ctx)
         # As Kafka: an empty share group's share state is deleted first; a group whose deletion fails stays.
         for share_group_id, partitions in _coordinator(ctx).share.share_partitions_to_delete(authorized).items():
-            state_error = await _coordinator(ctx).share.delete_share_state(share_group_id, partitions)
+            state_error = await _committed(ctx, share_group_id)
+            if state_error == ErrorCode.NONE:
+                state_error = await _coordinator(ctx).share.delete_share_state(share_group_id, partitions)
             if state_error != ErrorCode.NONE:
                 authorized.remove(share_group_id)
                 results.append((share_group_id, state_error))
