@@ -107,6 +107,8 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "group.share.record.lock.duration.ms": (int, 30000),
     "group.share.min.record.lock.duration.ms": (int, 15000),
     "group.share.max.record.lock.duration.ms": (int, 60000),
+    "group.share.max.size": (int, 200),
+    "group.share.initialize.retry.interval.ms": (int, 30000),
     "group.streams.min.session.timeout.ms": (int, 45000),
     "group.streams.max.session.timeout.ms": (int, 60000),
     "group.streams.min.heartbeat.interval.ms": (int, 5000),

@@ -99,8 +99,8 @@ class GroupMember:
     host: str
     group_instance_id: str | None
     assignment: list[tuple[str, int]]  # the partitions the member owns now, sorted
-    # Consumer protocol (KIP-848) only, None in a classic group: the member's epoch, and the partitions the
-    # coordinator's target assignment gives it (those it owns once reconciled).
+    # Consumer (KIP-848) and share (KIP-932) protocols only, None in a classic group: the member's epoch, and (consumer
+    # protocol only) the partitions the coordinator's target assignment gives it (those it owns once reconciled).
     member_epoch: int | None = None
     target_assignment: list[tuple[str, int]] | None = None
 
@@ -109,15 +109,17 @@ class GroupMember:
 class GroupState:
     group_id: str
     state: str  # Kafka's name: classic Empty, PreparingRebalance, CompletingRebalance, Stable, Dead; consumer
-    # protocol Empty, Assigning, Reconciling, Stable
-    protocol_type: str  # "consumer" for consumer groups of either protocol (DescribeGroups' protocol type)
+    # protocol Empty, Assigning, Reconciling, Stable; share Empty, Stable
+    protocol_type: str  # "consumer" for consumer groups of either protocol (DescribeGroups' protocol type), "share"
     protocol: str  # the classic group's chosen assignor (e.g. "range"), or a consumer group's server assignor
     members: list[GroupMember]
     offsets: dict[tuple[str, int], int]  # committed offset per (topic, partition)
-    # Which group protocol, as ListGroups v5 types it: "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848).
+    # Which group protocol, as ListGroups v5 types it: "classic" (JoinGroup/SyncGroup), "consumer" (KIP-848) or
+    # "share" (KIP-932).
     group_type: str = "classic"
-    # Consumer protocol only, None in a classic group: the group epoch, the epoch of its target assignment (the
-    # group epoch the assignor last ran at) and the server-side assignor (`uniform`, `range`).
+    # Consumer and share protocols only, None in a classic group: the group epoch, the epoch of its target
+    # assignment (the group epoch the assignor last ran at) and the server-side assignor (`uniform`, `range`,
+    # `simple`).
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     assignor: str | None = None
@@ -360,9 +362,14 @@ class State:
 
     def group(self, group_id: str) -> GroupState:
         """The group as its coordinator describes it, whichever its protocol: ConsumerGroupDescribe for a KIP-848
-        consumer group (epochs, assignments and target assignments), else DescribeGroups for a classic one; with
-        the group's committed offsets (OffsetFetch). KeyError if the coordinator knows no such group."""
+        consumer group (epochs, assignments and target assignments), ShareGroupDescribe for a KIP-932 share group
+        (epochs and assignments; no committed offsets), else DescribeGroups for a classic one; with the group's
+        committed offsets (OffsetFetch). KeyError if the coordinator knows no such group."""
         consumer_groups = self._with_admin(lambda admin: describe_consumer_groups(admin, [group_id]))
+        if group_id not in consumer_groups:
+            share_groups = self._with_admin(lambda admin: describe_share_groups(admin, [group_id]))
+            if group_id in share_groups:
+                return share_group_state(share_groups[group_id])
         offsets = self.committed_offsets(group_id)
         if group_id in consumer_groups:
             return consumer_group_state(consumer_groups[group_id], offsets)
@@ -576,10 +583,23 @@ def describe_consumer_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]
     """ConsumerGroupDescribe of each group at its coordinator, through a kafka-python admin client: the described
     groups (ConsumerGroupDescribeResponse's DescribedGroup) by id. A group the coordinator does not know as a
     consumer group (GROUP_ID_NOT_FOUND: a classic group, or none) is left out; other errors are raised."""
+    from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest
+
+    return _describe_modern_groups(admin, group_ids, ConsumerGroupDescribeRequest)
+
+
+def describe_share_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]:
+    """ShareGroupDescribe of each group at its coordinator, as describe_consumer_groups: groups that are not share
+    groups are left out, and so is every group while share groups are off (share.version 0)."""
+    from minikafka.protocol.client_apis.messages import ShareGroupDescribeRequest
+
+    return _describe_modern_groups(admin, group_ids, ShareGroupDescribeRequest, share_groups_may_be_off=True)
+
+
+def _describe_modern_groups(admin: Any, group_ids: list[str], request_class: Any,
+                            share_groups_may_be_off: bool = False) -> dict[str, Any]:
     with quiet_schema_loading():
         import kafka.errors as errors
-
-    from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest
 
     async def describe() -> dict[str, Any]:
         coordinators = await admin._find_coordinator_ids(group_ids)  # kafka-python has no public call for these
@@ -588,14 +608,15 @@ def describe_consumer_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]
             by_coordinator.setdefault(node_id, []).append(group_id)
         found: dict[str, Any] = {}
         for node_id, ids in by_coordinator.items():
-            request = ConsumerGroupDescribeRequest(group_ids=ids, include_authorized_operations=False)
+            request = request_class(group_ids=ids, include_authorized_operations=False)
             response = await admin._manager.send(request, node_id=node_id)
             for group in response.groups:
                 error = errors.for_code(group.error_code)
-                if error is errors.GroupIdNotFoundError:
+                if error is errors.GroupIdNotFoundError or (share_groups_may_be_off
+                                                            and error is errors.UnsupportedVersionError):
                     continue
                 if error is not errors.NoError:
-                    raise error(group.error_message or f"ConsumerGroupDescribe of group {group.group_id!r}")
+                    raise error(group.error_message or f"{request_class.__name__} of group {group.group_id!r}")
                 found[group.group_id] = group
         return found
 
@@ -616,6 +637,16 @@ def consumer_group_state(described: Any, offsets: dict[tuple[str, int], int]) ->
     return GroupState(described.group_id, described.group_state, "consumer", described.assignor_name, members,
                       offsets, "consumer", described.group_epoch, described.assignment_epoch,
                       described.assignor_name)
+
+
+def share_group_state(described: Any) -> GroupState:
+    """A GroupState from ShareGroupDescribe's description of a share group (no committed offsets: a share group's
+    progress is its share partitions' state)."""
+    members = [GroupMember(m.member_id, m.client_id, m.client_host, None, described_partitions(m.assignment),
+                           m.member_epoch)
+               for m in described.members]
+    return GroupState(described.group_id, described.group_state, "share", described.assignor_name, members, {},
+                      "share", described.group_epoch, described.assignment_epoch, described.assignor_name)
 
 
 def classic_group_state(group_id: str, described: dict[str, Any], offsets: dict[tuple[str, int], int]) -> GroupState:

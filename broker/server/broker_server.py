@@ -312,6 +312,7 @@ class BrokerServer:
         self.share_coordinator = self._share_coordinator()
         self.persister = DefaultStatePersister(self._broker_clients(f"broker-{self.node_id}-share-persister"),
                                                self.node_id)
+        self.group_coordinator.share.state_initializer = self.persister
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)
@@ -349,6 +350,7 @@ class BrokerServer:
         for topic in {t for (t, _), state in change.partitions.items() if state is None}:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)
+                self.group_coordinator.share.on_topic_deleted(topic)
                 log.info("topic %s deleted", topic)
         self.purgatory.check_and_complete(METADATA_CHANGE_KEY)
 
@@ -387,9 +389,11 @@ class BrokerServer:
                                                    self.faults.marker_holds.is_held, local_broker_id=self.node_id,
                                                    write_locally=functools.partial(write_markers_locally, self))
 
+        def transaction_version() -> TransactionVersion:
+            return TransactionVersion(finalized_level(TRANSACTION_VERSION, self.metadata_cache.image.features))
+
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
-                                            self.producer_ids.generate_producer_id,
-                                            lambda: TransactionVersion(finalized_level(TRANSACTION_VERSION)))
+                                            self.producer_ids.generate_producer_id, transaction_version)
 
     def _share_coordinator(self) -> ShareCoordinator:
         config = self.config
