@@ -277,8 +277,10 @@ class SharePartition:
     back an acknowledgement it could not persist."""
 
     def __init__(self, key: SharePartitionKey, leader_epoch: int, persister: Persister, *,
-                 delivery_count_limit: int = 5, max_record_locks: int = 2000) -> None:
+                 delivery_count_limit: int = 5, max_record_locks: int = 2000,
+                 topic_partition: tuple[str, int] = ("", -1)) -> None:
         self.key = key
+        self.topic_partition = topic_partition  # the log's name for the partition, where its leader reads it
         self.leader_epoch = leader_epoch
         self.persister = persister
         self.delivery_count_limit = delivery_count_limit
@@ -305,6 +307,19 @@ class SharePartition:
                                              delivery_count_limit=self.delivery_count_limit,
                                              max_record_locks=self.max_record_locks)
             return ErrorCode.NONE
+
+    async def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int, now_ms: int,
+                      lock_duration_ms: int) -> list[AcquiredRecords]:
+        """Acquire records read from the log (see SharePartitionState.acquire), never while a change is being
+        written: an acquisition is not persisted, so an undone change must not take it back."""
+        async with self._lock:
+            if self.state is None:
+                return []
+            return self.state.acquire(member_id, first_offset, last_offset, max_records, now_ms, lock_duration_ms)
+
+    async def update_log_start_offset(self, log_start_offset: int) -> tuple[ErrorCode, str | None]:
+        """The log lost records below log_start_offset: the share-partition's start offset follows, persisted."""
+        return await self._change(lambda state: state.update_log_start_offset(log_start_offset))
 
     async def acknowledge(self, member_id: str, batches: list[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
         """Apply and persist a member's acknowledgements: the error and its message for the member."""
