@@ -1,0 +1,245 @@
+"""Share groups' data path (KIP-932's ShareFetch and ShareAcknowledge) against real broker processes, through the
+raw-protocol share consumer of tests/share_consumer.py: members share one partition's records (never one record to
+two members while it is locked), RELEASE redelivers with the delivery count raised, REJECT and the delivery count
+limit archive, an acquisition lock that runs out (its member paused with SIGSTOP) gives the records to another, the
+end of a session or its connection releases what the member held, share.auto.offset.reset decides where a new
+share-partition starts, and on three brokers a kill -9 of the partition's leader keeps what was acknowledged done and
+what was released available. The share state is initialized as the group coordinator does on assignment
+(InitializeShareGroupState at the share coordinator)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import minikafka
+from minikafka.protocol.errors import ErrorCode
+from tests.clients.test_group_configs import SET, alter, describe
+from tests.helpers import produce_acked, wait_until
+from tests.share_consumer import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    Fetched,
+    ShareConsumer,
+    acknowledge_errors,
+    initialize_share_partitions,
+    topic_id,
+)
+
+TOPIC = "queue"
+GROUP = "workers"
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE_S = 60.0
+
+
+def set_group_config(addresses: list[str], group: str, name: str, value: str) -> None:
+    """IncrementalAlterConfigs on the group, then until every broker applies it."""
+    assert alter(addresses[0], group, (name, SET, value)) == (0, None)
+    for address in addresses:
+        wait_until(lambda address=address: describe(address, group, [name])[1][name][0] == value, DEADLINE_S)
+
+
+def ready_topic(bootstrap: str, count: int, *, group: str = GROUP, reset: str = "earliest",
+                partitions: int = 1, replication: int = 1) -> uuid.UUID:
+    """A topic with `count` records in partition 0 and the group's share state initialized for it, reading from
+    `reset` (the group config share.auto.offset.reset; `bootstrap` may list several brokers)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, partitions, replication)])[TOPIC].result(DEADLINE_S)
+    if count:
+        produce_acked(bootstrap, TOPIC, count * partitions, partitions=partitions, acks="all")
+    tid = topic_id(bootstrap.split(",")[0], TOPIC)
+    if reset != "latest":
+        set_group_config(bootstrap.split(","), group, "share.auto.offset.reset", reset)
+    wait_until(lambda: initialize_share_partitions(bootstrap.split(",")[0], group, tid, list(range(partitions)))
+               == [0] * partitions, DEADLINE_S)
+    return tid
+
+
+def fetch_until(consumer: ShareConsumer, tid: uuid.UUID, wanted: int, **kwargs: object) -> dict[int, tuple]:
+    """Fetch (in the consumer's session) until `wanted` records were acquired in all, within a deadline."""
+    got: dict[int, tuple] = {}
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < wanted:
+        assert time.monotonic() < deadline, f"acquired {sorted(got)} of {wanted}"
+        fetched = consumer.fetch([(tid, 0)], max_wait_ms=500, **kwargs)  # type: ignore[arg-type]
+        assert fetched.error_code == 0, fetched.response
+        assert fetched.partition_errors.get((tid, 0), 0) in (0, ErrorCode.UNKNOWN_SERVER_ERROR), fetched.response
+        got.update(fetched.records.get((tid, 0), {}))
+    return got
+
+
+def test_two_members_share_one_partition(broker) -> None:
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 30)
+    tp = (tid, 0)
+    with ShareConsumer(bootstrap, GROUP) as a, ShareConsumer(bootstrap, GROUP) as b:
+        first = fetch_until(a, tid, 10, max_records=10)
+        assert sorted(first) == list(range(10)) and {count for _, count in first.values()} == {1}
+        assert first[3][0] == b"value-000003"
+        second = fetch_until(b, tid, 20)
+        assert sorted(second) == list(range(10, 30))  # a's locked records are not b's
+        nothing = b.fetch([tp], max_wait_ms=200)
+        assert nothing.error_code == 0 and nothing.records == {}
+        # b cannot acknowledge a's records; a acknowledges them, with a per-offset type list too.
+        wrong = b.acknowledge({tp: [(0, 0, [ACCEPT])]})
+        assert acknowledge_errors(wrong) == {tp: ErrorCode.INVALID_RECORD_STATE}
+        assert acknowledge_errors(a.acknowledge({tp: [(0, 4, [ACCEPT]), (6, 6, [ACCEPT])]})) == {tp: 0}
+        again = a.acknowledge({tp: [(6, 6, [ACCEPT])]})  # acknowledged already, and still in flight (5 is not)
+        assert acknowledge_errors(again) == {tp: ErrorCode.INVALID_RECORD_STATE}
+        assert acknowledge_errors(a.acknowledge({tp: [(5, 5, [ACCEPT]), (7, 9, [ACCEPT] * 3)]})) == {tp: 0}
+        # Below the share-partition's start offset everything is done: nothing to say, as Kafka.
+        assert acknowledge_errors(a.acknowledge({tp: [(0, 0, [ACCEPT])]})) == {tp: 0}
+        # Acknowledgements that are not well formed fail their partition as a whole.
+        malformed = ([(12, 11, [ACCEPT])], [(10, 12, [ACCEPT, ACCEPT])], [(10, 10, [4])],
+                     [(12, 13, [ACCEPT]), (10, 11, [ACCEPT])])
+        for bad in malformed:
+            assert acknowledge_errors(b.acknowledge({tp: bad})) == {tp: ErrorCode.INVALID_REQUEST}
+        # Piggybacked on b's next fetch: its acknowledgement error per partition.
+        fetched = b.fetch([tp], {tp: [(10, 29, [ACCEPT])]}, max_wait_ms=200)
+        assert fetched.acknowledge_errors == {tp: 0} and fetched.records == {}
+
+
+def test_share_session_errors(broker) -> None:
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 5)
+    tp = (tid, 0)
+    with ShareConsumer(bootstrap, GROUP) as member:
+        assert member.fetch([tp], epoch=3).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert member.acknowledge({tp: [(0, 0, [ACCEPT])]}, epoch=-1).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert member.fetch([tp], {tp: [(0, 0, [ACCEPT])]}).error_code == ErrorCode.INVALID_REQUEST  # epoch 0
+        fetch_until(member, tid, 5)
+        assert member.fetch([tp], epoch=member.epoch + 1).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        assert member.acknowledge({}, epoch=0).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        assert member.fetch([tp], max_wait_ms=0).error_code == 0  # the session goes on at its own epoch
+    with ShareConsumer(bootstrap, GROUP, member_id="not-a-uuid") as bad:
+        assert bad.fetch([tp], max_wait_ms=0).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    with ShareConsumer(bootstrap, GROUP) as member:
+        unknown = member.fetch([(uuid.uuid4(), 0), (tid, 7)], max_wait_ms=0)
+        assert set(unknown.partition_errors.values()) == {ErrorCode.UNKNOWN_TOPIC_ID,
+                                                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_release_redelivers_and_reject_archives(broker) -> None:
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 10)
+    tp = (tid, 0)
+    with ShareConsumer(bootstrap, GROUP) as a, ShareConsumer(bootstrap, GROUP) as b:
+        assert sorted(fetch_until(a, tid, 10)) == list(range(10))
+        types = [ACCEPT, ACCEPT, RELEASE, RELEASE, REJECT, REJECT, ACCEPT, RELEASE, REJECT, ACCEPT]
+        assert acknowledge_errors(a.acknowledge({tp: [(0, 9, types)]})) == {tp: 0}
+        redelivered = fetch_until(b, tid, 3)
+        assert redelivered == {2: (b"value-000002", 2), 3: (b"value-000003", 2), 7: (b"value-000007", 2)}
+        assert b.fetch([tp], max_wait_ms=300).records == {}  # the rejected ones are archived: never again
+        fetched = b.fetch([tp], {tp: [(2, 3, [ACCEPT]), (7, 7, [ACCEPT])]}, max_wait_ms=300)
+        assert fetched.acknowledge_errors == {tp: 0} and fetched.records == {}
+
+
+def test_delivery_count_limit_archives(broker_factory) -> None:
+    broker = broker_factory(group_share_delivery_count_limit=2)
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 3)
+    tp = (tid, 0)
+    with ShareConsumer(bootstrap, GROUP) as member:
+        assert set(fetch_until(member, tid, 3).values()) == {(b"value-%06d" % i, 1) for i in range(3)}
+        assert acknowledge_errors(member.acknowledge({tp: [(0, 2, [RELEASE])]})) == {tp: 0}
+        second = fetch_until(member, tid, 3)
+        assert {count for _, count in second.values()} == {2}
+        assert acknowledge_errors(member.acknowledge({tp: [(0, 2, [RELEASE])]})) == {tp: 0}
+        assert member.fetch([tp], max_wait_ms=300).records == {}  # delivered twice: archived
+        produce_acked(bootstrap, TOPIC, 1, partitions=1, start=3)
+        assert fetch_until(member, tid, 1) == {3: (b"value-000003", 1)}
+
+
+def test_lock_timeout_releases_a_paused_members_records(broker_factory) -> None:
+    broker = broker_factory(group_share_min_record_lock_duration_ms=1000)
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 6)
+    set_group_config([bootstrap], GROUP, "share.record.lock.duration.ms", "2000")
+    code = ("import json, sys, time, uuid\n"
+            "from tests.share_consumer import ShareConsumer\n"
+            "c = ShareConsumer(sys.argv[1], sys.argv[2])\n"
+            "tid = uuid.UUID(sys.argv[3])\n"
+            "got = {}\n"
+            "while len(got) < 6:\n"
+            "    f = c.fetch([(tid, 0)], max_wait_ms=500)\n"
+            "    got.update(f.records.get((tid, 0), {}))\n"
+            "print(json.dumps({'offsets': sorted(got), 'lock_ms': f.acquisition_lock_timeout_ms}), flush=True)\n"
+            "time.sleep(600)\n")
+    worker = subprocess.Popen([sys.executable, "-c", code, bootstrap, GROUP, str(tid)], cwd=REPO,
+                              stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        line = worker.stdout.readline() if worker.stdout else b""
+        assert json.loads(line) == {"offsets": list(range(6)), "lock_ms": 2000}
+        os.killpg(worker.pid, signal.SIGSTOP)
+        with ShareConsumer(bootstrap, GROUP) as other:
+            taken = fetch_until(other, tid, 6)
+        assert taken == {i: (b"value-%06d" % i, 2) for i in range(6)}
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(30)
+
+
+def test_session_end_and_connection_close_release_records(broker) -> None:
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 8)
+    tp = (tid, 0)
+    with ShareConsumer(bootstrap, GROUP) as a:
+        fetch_until(a, tid, 8)
+        closed = a.close({tp: [(0, 3, [ACCEPT])]})  # the final request acknowledges, then ends the session
+        assert closed.error_code == 0 and acknowledge_errors(closed) == {tp: 0}
+        assert a.acknowledge({}, epoch=1).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    with ShareConsumer(bootstrap, GROUP) as b:
+        assert fetch_until(b, tid, 4) == {i: (b"value-%06d" % i, 2) for i in range(4, 8)}
+    # b's connection closed while it held 4..7: they are released once the broker sees it.
+    with ShareConsumer(bootstrap, GROUP) as c:
+        assert fetch_until(c, tid, 4) == {i: (b"value-%06d" % i, 3) for i in range(4, 8)}
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_share_auto_offset_reset(broker, reset: str) -> None:
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 5, reset=reset)
+    with ShareConsumer(bootstrap, GROUP) as member:
+        first: Fetched = member.fetch([(tid, 0)], max_wait_ms=500)
+        assert first.error_code == 0 and first.partition_errors == {(tid, 0): 0}
+        produce_acked(bootstrap, TOPIC, 2, partitions=1, start=5)
+        already = first.records.get((tid, 0), {})
+        got = {**already, **fetch_until(member, tid, (7 if reset == "earliest" else 2) - len(already))}
+    assert sorted(got) == (list(range(7)) if reset == "earliest" else [5, 6])
+
+
+def test_share_state_survives_a_leader_kill_9(tmp_path) -> None:
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster",
+                           config={"share.coordinator.state.topic.num.partitions": 3,
+                                   "min.insync.replicas": 2}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        tid = ready_topic(bootstrap, 20, replication=3)
+        tp = (tid, 0)
+        cluster.wait_for_isr(TOPIC, 0, 3)
+        leader = cluster.wait_for_leader(TOPIC, 0)
+        with ShareConsumer(leader.bootstrap_servers, GROUP) as member:
+            assert sorted(fetch_until(member, tid, 10, max_records=10)) == list(range(10))
+            # 0-4 done, 5-6 released, 7-9 still held when the leader dies.
+            assert acknowledge_errors(member.acknowledge({tp: [(0, 6, [ACCEPT] * 5 + [RELEASE] * 2)]})) == {tp: 0}
+            leader.kill()
+        new_leader = cluster.wait_for_leader(TOPIC, 0, not_on=leader)
+        got: dict[int, tuple] = {}
+        with ShareConsumer(new_leader.bootstrap_servers, GROUP) as member:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(got) < 15:
+                assert time.monotonic() < deadline, f"acquired {sorted(got)}"
+                fetched = member.fetch([tp], max_wait_ms=500)
+                assert fetched.error_code == 0
+                got.update(fetched.records.get(tp, {}))
+        assert sorted(got) == list(range(5, 20))  # nothing acknowledged comes back, nothing released is lost
+        # 5-6 were released (delivered once before); 7-9 were only acquired, which is never persisted.
+        assert {o: count for o, (_, count) in got.items() if o < 10} == {5: 2, 6: 2, 7: 1, 8: 1, 9: 1}
