@@ -87,6 +87,12 @@ def test_two_members_share_one_partition(broker) -> None:
         assert first[3][0] == b"value-000003"
         second = fetch_until(b, tid, 20)
         assert sorted(second) == list(range(10, 30))  # a's locked records are not b's
+        held = broker.state.share_group(GROUP)
+        assert held.acquired(a.member_id) == [(TOPIC, 0, o) for o in range(10)]
+        assert held.acquired(b.member_id) == [(TOPIC, 0, o) for o in range(10, 30)]
+        share_partition = held.partitions[(TOPIC, 0)]
+        assert (share_partition.start_offset, share_partition.end_offset) == (0, 30)
+        assert set(held.sessions) == {a.member_id, b.member_id}
         nothing = b.fetch([tp], max_wait_ms=200)
         assert nothing.error_code == 0 and nothing.records == {}
         # b cannot acknowledge a's records; a acknowledges them, with a per-offset type list too.
@@ -136,6 +142,10 @@ def test_release_redelivers_and_reject_archives(broker) -> None:
         assert sorted(fetch_until(a, tid, 10)) == list(range(10))
         types = [ACCEPT, ACCEPT, RELEASE, RELEASE, REJECT, REJECT, ACCEPT, RELEASE, REJECT, ACCEPT]
         assert acknowledge_errors(a.acknowledge({tp: [(0, 9, types)]})) == {tp: 0}
+        records = broker.state.share_group(GROUP).partitions[(TOPIC, 0)].records
+        assert [(r.offset, r.state, r.delivery_count) for r in records] == [
+            (2, "AVAILABLE", 1), (3, "AVAILABLE", 1), (4, "ARCHIVED", 1), (5, "ARCHIVED", 1), (6, "ACKNOWLEDGED", 1),
+            (7, "AVAILABLE", 1), (8, "ARCHIVED", 1), (9, "ACKNOWLEDGED", 1)]
         redelivered = fetch_until(b, tid, 3)
         assert redelivered == {2: (b"value-000002", 2), 3: (b"value-000003", 2), 7: (b"value-000007", 2)}
         assert b.fetch([tp], max_wait_ms=300).records == {}  # the rejected ones are archived: never again
@@ -182,7 +192,11 @@ def test_lock_timeout_releases_a_paused_members_records(broker_factory) -> None:
         os.killpg(worker.pid, signal.SIGSTOP)
         with ShareConsumer(bootstrap, GROUP) as other:
             taken = fetch_until(other, tid, 6)
+            records = broker.state.share_group(GROUP).partitions[(TOPIC, 0)].records
         assert taken == {i: (b"value-%06d" % i, 2) for i in range(6)}
+        # Delivered twice each; the paused member holds none of them (the other may, or its lock ran out too).
+        assert [(r.offset, r.delivery_count) for r in records] == [(i, 2) for i in range(6)]
+        assert {r.member_id for r in records} <= {other.member_id, None}
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(30)

@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 from kafka.protocol.consumer.offsets import IsolationLevel
@@ -273,6 +274,29 @@ class SharePartitionManager:
                                          topic_partition=(topic, key.partition))
         self.partitions[key] = share_partition
         return share_partition
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        """What this broker holds of a share group, for state inspection: each loaded share-partition's start and
+        end offsets and in-flight records (state, delivery count, holder), and the members' share sessions."""
+        partitions = []
+        for key, share_partition in sorted(self.partitions.items(), key=lambda kv: kv[1].topic_partition):
+            state = share_partition.state
+            if key.group_id != group_id or state is None:
+                continue
+            records = []
+            for offset in range(state.start_offset, state.end_offset):
+                record = state.record(offset)
+                if record is not None:
+                    records.append({"offset": offset, "state": record.state.name, "delivery_count":
+                                    record.delivery_count, "member_id": record.member_id or None})
+            topic, index = share_partition.topic_partition
+            partitions.append({"topic": topic, "partition": index, "leader_epoch": share_partition.leader_epoch,
+                               "start_offset": state.start_offset, "end_offset": state.end_offset,
+                               "records": records})
+        sessions = [{"member_id": session.member_id, "epoch": session.epoch,
+                     "partitions": [[str(tid), index] for tid, index in session.partitions]}
+                    for session in self.sessions.sessions() if session.group_id == group_id]
+        return {"partitions": partitions, "sessions": sessions}
 
     # ---- fetch -----------------------------------------------------------------------------------------------
 
