@@ -4,8 +4,8 @@ two members while it is locked), RELEASE redelivers with the delivery count rais
 limit archive, an acquisition lock that runs out (its member paused with SIGSTOP) gives the records to another, the
 end of a session or its connection releases what the member held, share.auto.offset.reset decides where a new
 share-partition starts, and on three brokers a kill -9 of the partition's leader keeps what was acknowledged done and
-what was released available. The share state is initialized as the group coordinator does on assignment
-(InitializeShareGroupState at the share coordinator)."""
+what was released available; READ on the group and on the topic is needed. The share state is initialized as the
+group coordinator does on assignment (InitializeShareGroupState at the share coordinator)."""
 from __future__ import annotations
 
 import json
@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.metadata import MetadataRequest
 
 import minikafka
+from minikafka import Acl
 from minikafka.protocol.errors import ErrorCode
 from tests.clients.test_group_configs import SET, alter, describe
-from tests.helpers import produce_acked, wait_until
+from tests.helpers import create_topic, produce_acked, wait_until
+from tests.raw_client import RawConnection
 from tests.share_consumer import (
     ACCEPT,
     REJECT,
@@ -257,3 +260,26 @@ def test_share_state_survives_a_leader_kill_9(tmp_path) -> None:
         assert sorted(got) == list(range(5, 20))  # nothing acknowledged comes back, nothing released is lost
         # 5-6 were released (delivered once before); 7-9 were only acquired, which is never persisted.
         assert {o: count for o, (_, count) in got.items() if o < 10} == {5: 2, 6: 2, 7: 1, 8: 1, 9: 1}
+
+
+def test_share_fetch_needs_read_on_the_group_and_the_topic(tmp_path) -> None:
+    users = {"alice": "alice-secret"}
+    with minikafka.Broker(security="SASL_PLAINTEXT", users=users, acls=[], data_dir=tmp_path / "data") as broker:
+        admin = broker.client_config(client="kafka-python")
+        with RawConnection(broker.bootstrap_servers) as conn:
+            conn.authenticate_plain(admin["sasl_plain_username"], admin["sasl_plain_password"])
+            create_topic(conn, TOPIC)
+            tid = conn.request(MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(
+                topic_id=None, name=TOPIC)], allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False)).topics[0].topic_id
+        tp = (tid, 0)
+        with ShareConsumer(broker.bootstrap_servers, GROUP) as alice:
+            alice.conn.authenticate_plain("alice", users["alice"])
+            assert alice.fetch([tp], max_wait_ms=0).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+            assert alice.acknowledge({}, epoch=1).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+            broker.add_acls(Acl("User:alice", "READ", group=GROUP))
+            fetched = alice.fetch([tp], max_wait_ms=0)
+            assert fetched.error_code == 0
+            assert fetched.partition_errors == {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            answered = alice.acknowledge({tp: [(0, 0, [ACCEPT])]})
+            assert acknowledge_errors(answered) == {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
