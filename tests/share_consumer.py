@@ -70,7 +70,8 @@ def initialize_share_partitions(bootstrap: str, group: str, tid: uuid.UUID, part
 
 @dataclass
 class Fetched:
-    """What one ShareFetch gave: records acquired (offset -> (value, delivery count)) and the errors."""
+    """What one ShareFetch gave: records acquired (offset -> (value, delivery count); the value None at a
+    transaction marker's offset, which is acquired like a record) and the errors."""
     error_code: int
     records: dict[TopicPartition, dict[int, tuple[bytes | None, int]]] = field(default_factory=dict)
     partition_errors: dict[TopicPartition, int] = field(default_factory=dict)
@@ -97,6 +98,8 @@ def acquired_records(response: ShareFetchResponse) -> Fetched:
             values: dict[int, bytes | None] = {}
             records = MemoryRecords(bytes(p.records or b""))
             while (batch := records.next_batch()) is not None:
+                if batch.is_control_batch:
+                    continue  # a transaction marker: its offset is acquired, but it is no record (a gap)
                 for record in batch:
                     values[record.offset] = record.value
             if counts:

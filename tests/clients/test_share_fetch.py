@@ -25,7 +25,7 @@ import minikafka
 from minikafka import Acl
 from minikafka.protocol.errors import ErrorCode
 from tests.clients.test_group_configs import SET, alter, describe
-from tests.helpers import create_topic, produce_acked, wait_until
+from tests.helpers import create_topic, produce_acked, run_transactions, wait_until
 from tests.raw_client import RawConnection
 from tests.share_consumer import (
     ACCEPT,
@@ -283,3 +283,27 @@ def test_share_fetch_needs_read_on_the_group_and_the_topic(tmp_path) -> None:
             assert fetched.partition_errors == {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
             answered = alice.acknowledge({tp: [(0, 0, [ACCEPT])]})
             assert acknowledge_errors(answered) == {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_share_isolation_level(broker, isolation: str) -> None:
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 0)
+    set_group_config([bootstrap], GROUP, "share.isolation.level", isolation)
+    run_transactions("confluent-kafka", bootstrap, "share-txn", TOPIC, 1,
+                     [([b"c1", b"c2"], True), ([b"a1", b"a2"], False), ([b"c3"], True)])
+    # Offsets: c1 c2 (commit marker) a1 a2 (abort marker) c3 (commit marker).
+    with ShareConsumer(bootstrap, GROUP) as member:
+        got: dict[int, tuple] = {}
+        deadline = time.monotonic() + DEADLINE_S
+        while 7 not in got:
+            assert time.monotonic() < deadline, f"acquired {sorted(got)}"
+            got.update(member.fetch([(tid, 0)], max_wait_ms=500).records.get((tid, 0), {}))
+        values = [value for _, (value, _) in sorted(got.items()) if value is not None]
+        states = {r.offset: r.state for r in broker.state.share_group(GROUP).partitions[(TOPIC, 0)].records}
+    if isolation == "read_committed":
+        # The aborted records are archived, never delivered; the markers are acquired as gaps would be.
+        assert values == [b"c1", b"c2", b"c3"] and sorted(got) == [0, 1, 2, 5, 6, 7]
+        assert (states[3], states[4]) == ("ARCHIVED", "ARCHIVED")
+    else:
+        assert values == [b"c1", b"c2", b"a1", b"a2", b"c3"] and sorted(got) == list(range(8))

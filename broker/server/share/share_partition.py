@@ -207,6 +207,15 @@ class SharePartitionState:
         self._advance_start_offset()
         return bool(changes)
 
+    def archive_acquired(self, member_id: str, first_offset: int, last_offset: int) -> None:
+        """Archive what `member_id` just acquired of first_offset..last_offset: records a read_committed share
+        group must never deliver (an aborted transaction's)."""
+        for offset in range(max(first_offset, self.start_offset), min(last_offset + 1, self.end_offset)):
+            record = self._records[offset]
+            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
+                self._set(offset, RecordState.ARCHIVED)
+        self._advance_start_offset()
+
     def release_acquired_records(self, member_id: str) -> bool:
         """A member left (its share session closed): its records are released; whether any was."""
         offsets = [o for o, r in self._records.items() if r.state == RecordState.ACQUIRED and r.member_id == member_id]
@@ -250,6 +259,23 @@ class SharePartitionState:
                and self._records[self.start_offset].state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)):
             del self._records[self.start_offset]
             self.start_offset += 1
+
+
+def without_ranges(acquired: list[AcquiredRecords], ranges: tuple[tuple[int, int], ...]) -> list[AcquiredRecords]:
+    """The acquired ranges with the offsets of `ranges` cut out."""
+    out = list(acquired)
+    for first, last in ranges:
+        cut: list[AcquiredRecords] = []
+        for a in out:
+            if a.last_offset < first or a.first_offset > last:
+                cut.append(a)
+                continue
+            if a.first_offset < first:
+                cut.append(AcquiredRecords(a.first_offset, first - 1, a.delivery_count))
+            if a.last_offset > last:
+                cut.append(AcquiredRecords(last + 1, a.last_offset, a.delivery_count))
+        out = cut
+    return out
 
 
 UNINITIALIZED_START_OFFSET = -1
@@ -309,13 +335,19 @@ class SharePartition:
             return ErrorCode.NONE
 
     async def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int, now_ms: int,
-                      lock_duration_ms: int) -> list[AcquiredRecords]:
+                      lock_duration_ms: int, archive: tuple[tuple[int, int], ...] = ()) -> list[AcquiredRecords]:
         """Acquire records read from the log (see SharePartitionState.acquire), never while a change is being
-        written: an acquisition is not persisted, so an undone change must not take it back."""
+        written: an acquisition is not persisted, so an undone change must not take it back. Of what is
+        acquired, the `archive` ranges (aborted transactions' records, for read_committed) are archived at once
+        and left out of the answer."""
         async with self._lock:
-            if self.state is None:
+            state = self.state
+            if state is None:
                 return []
-            return self.state.acquire(member_id, first_offset, last_offset, max_records, now_ms, lock_duration_ms)
+            acquired = state.acquire(member_id, first_offset, last_offset, max_records, now_ms, lock_duration_ms)
+            for first, last in archive:
+                state.archive_acquired(member_id, first, last)
+            return without_ranges(acquired, archive)
 
     async def update_log_start_offset(self, log_start_offset: int) -> tuple[ErrorCode, str | None]:
         """The log lost records below log_start_offset: the share-partition's start offset follows, persisted."""

@@ -57,6 +57,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
 from minikafka.protocol.file_records import FileRecords
 from minikafka.protocol.record_batch import HEADER_SIZE, BatchHeader, iter_batches, parse_header
 from minikafka.storage.special_timestamps import SpecialTimestamp
+from minikafka.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("minikafka.share_partition_manager")
 
@@ -93,6 +94,17 @@ class _Read:
     fetch_offset: int
     records: Records
     batches: list[tuple[int, BatchHeader]]
+    aborted: list[AbortedTxn] | None = None  # read_committed: the aborted transactions the records overlap
+
+    def aborted_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The offsets of the batches of aborted transactions (not their markers): a read_committed share group
+        archives them rather than deliver them (Kafka's filterAbortedTransactionalAcquiredRecords)."""
+        if not self.aborted:
+            return ()
+        return tuple((h.base_offset, h.last_offset) for _, h in self.batches
+                     if h.is_transactional and not h.is_control
+                     and any(t.producer_id == h.producer_id and t.first_offset <= h.base_offset <= t.last_offset
+                             for t in self.aborted))
 
 
 def batch_headers(records: Records) -> list[tuple[int, BatchHeader]]:
@@ -382,7 +394,8 @@ class SharePartitionManager:
                 continue
             batches = batch_headers(result.records)
             if batches:
-                reads[key] = _Read(share_partition, fr.fetch_offset, result.records, batches)
+                reads[key] = _Read(share_partition, fr.fetch_offset, result.records, batches,
+                                   result.aborted_transactions)
         return reads
 
     async def _acquire(self, group_id: str, member_id: str, max_records: int, reads: dict[SharePartitionKey, _Read],
@@ -395,7 +408,8 @@ class SharePartitionManager:
                 break
             first = max(read.fetch_offset, read.batches[0][1].base_offset)
             last = read.batches[-1][1].last_offset
-            acquired = await read.share_partition.acquire(member_id, first, last, max_records, now_ms(), lock_ms)
+            acquired = await read.share_partition.acquire(member_id, first, last, max_records, now_ms(), lock_ms,
+                                                          read.aborted_ranges())
             if not acquired:
                 continue
             any_acquired = True
