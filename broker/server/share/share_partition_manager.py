@@ -185,7 +185,7 @@ class SharePartitionManager:
             if strategy == "earliest":
                 timestamp = int(SpecialTimestamp.EARLIEST_TIMESTAMP)
             elif strategy.startswith("by_duration:"):
-                timestamp = int(time.time() * 1000) - _duration_ms(strategy[len("by_duration:"):])
+                timestamp = int(time.time() * 1000) - iso_duration_ms(strategy[len("by_duration:"):])
                 found = rm.fetch_offset_for_timestamp(tp, timestamp, IsolationLevel.READ_UNCOMMITTED)
                 if found.offset >= 0:
                     return found.offset
@@ -469,7 +469,7 @@ class SharePartitionManager:
         self._wake(key)
 
 
-def _duration_ms(text: str) -> int:
+def iso_duration_ms(text: str) -> int:
     """Milliseconds of an ISO-8601 duration as Java's Duration.parse reads it (PnDTnHnMn.nS)."""
     match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:[.,]\d+)?)S)?)?", text.strip().upper())
     if match is None:
