@@ -307,3 +307,40 @@ def test_share_isolation_level(broker, isolation: str) -> None:
         assert (states[3], states[4]) == ("ARCHIVED", "ARCHIVED")
     else:
         assert values == [b"c1", b"c2", b"a1", b"a2", b"c3"] and sorted(got) == list(range(8))
+
+
+def test_share_session_limit(broker_factory) -> None:
+    broker = broker_factory(group_share_max_share_sessions=1)
+    bootstrap = broker.bootstrap_servers
+    tid = ready_topic(bootstrap, 2)
+    with ShareConsumer(bootstrap, GROUP) as first, ShareConsumer(bootstrap, GROUP) as second:
+        assert first.fetch([(tid, 0)], max_wait_ms=0).error_code == 0
+        assert second.fetch([(tid, 0)], max_wait_ms=100).error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+        assert first.close().error_code == 0  # its session ends: room for another
+        assert second.fetch([(tid, 0)], max_wait_ms=0).error_code == 0
+
+
+def test_a_moved_leader_sends_members_to_the_new_one(tmp_path) -> None:
+    with minikafka.Cluster(brokers=2, data_dir=tmp_path / "cluster",
+                           config={"share.coordinator.state.topic.num.partitions": 2}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        tid = ready_topic(bootstrap, 6, replication=2)
+        tp = (tid, 0)
+        cluster.wait_for_isr(TOPIC, 0, 2)
+        old = cluster.wait_for_leader(TOPIC, 0)
+        with ShareConsumer(old.bootstrap_servers, GROUP) as member:
+            assert sorted(fetch_until(member, tid, 6)) == list(range(6))
+            assert acknowledge_errors(member.acknowledge({tp: [(0, 2, [ACCEPT])]})) == {tp: 0}
+            new = cluster.move_leader(TOPIC, 0, next(b for b in cluster.brokers if b.node_id != old.node_id))
+            # Until the old leader has applied the move itself (it answers from its own metadata).
+            deadline = time.monotonic() + DEADLINE_S
+            while (moved := member.fetch([tp], max_wait_ms=0)).partition_errors.get(tp, 0) == 0:
+                assert time.monotonic() < deadline and not moved.records, moved.response
+            assert moved.partition_errors == {tp: ErrorCode.NOT_LEADER_OR_FOLLOWER}
+            (partition,) = moved.response.responses[0].partitions  # type: ignore[union-attr]
+            assert partition.current_leader.leader_id == new.node_id
+            assert [(e.node_id, e.port) for e in moved.response.node_endpoints] == [  # type: ignore[union-attr]
+                (new.node_id, new.port)]
+        with ShareConsumer(new.bootstrap_servers, GROUP) as member:
+            # 3-5 were held on the old leader, never persisted as delivered: the new one delivers them anew.
+            assert fetch_until(member, tid, 3) == {i: (b"value-%06d" % i, 1) for i in range(3, 6)}
