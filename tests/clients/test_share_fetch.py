@@ -344,3 +344,21 @@ def test_a_moved_leader_sends_members_to_the_new_one(tmp_path) -> None:
         with ShareConsumer(new.bootstrap_servers, GROUP) as member:
             # 3-5 were held on the old leader, never persisted as delivered: the new one delivers them anew.
             assert fetch_until(member, tid, 3) == {i: (b"value-%06d" % i, 1) for i in range(3, 6)}
+
+
+def test_a_share_partition_not_initialized_yet_is_not_served(broker) -> None:
+    """Kafka 4.1's leader reads no state the group coordinator has not initialized: the read fails (an unknown
+    server error for the member, which retries), and once initialized the records come."""
+    bootstrap = broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(DEADLINE_S)
+    produce_acked(bootstrap, TOPIC, 3, partitions=1)
+    tid = topic_id(bootstrap, TOPIC)
+    set_group_config([bootstrap], GROUP, "share.auto.offset.reset", "earliest")
+    with ShareConsumer(bootstrap, GROUP) as member:
+        deadline = time.monotonic() + DEADLINE_S
+        while (fetched := member.fetch([(tid, 0)], max_wait_ms=500)).partition_errors.get((tid, 0), 0) == 0:
+            assert time.monotonic() < deadline and not fetched.records, fetched.response
+        assert fetched.partition_errors == {(tid, 0): ErrorCode.UNKNOWN_SERVER_ERROR}
+        wait_until(lambda: initialize_share_partitions(bootstrap, GROUP, tid, [0]) == [0], DEADLINE_S)
+        assert fetch_until(member, tid, 3) == {i: (b"value-%06d" % i, 1) for i in range(3)}

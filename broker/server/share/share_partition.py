@@ -313,6 +313,9 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self.state_epoch = 0
         self.state: SharePartitionState | None = None
+        # Set by whoever loads it in the background: a load under way, and why the last one failed.
+        self.loading = False
+        self.load_error = ErrorCode.NONE
         self._lock = trio.Lock()
 
     async def maybe_initialize(self, reset_offset: Callable[[], Awaitable[int]]) -> ErrorCode:

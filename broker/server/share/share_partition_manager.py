@@ -151,6 +151,7 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._timer_changed = trio.Event()
+        self._nursery: trio.Nursery | None = None
         self._closed_send, self._closed_receive = trio.open_memory_channel[str](math.inf)
         replica_manager.on_become_follower.append(self._on_partition_moved)
         replica_manager.on_become_leader.append(self._on_partition_moved)
@@ -159,6 +160,7 @@ class SharePartitionManager:
         """Expire acquisition locks and release the records of members whose connections closed, until
         cancelled."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._expire_acquisition_locks)
             nursery.start_soon(self._release_closed_connections)
             task_status.started()
@@ -324,36 +326,68 @@ class SharePartitionManager:
             shift = session_epoch % len(partitions) if session_epoch > 0 else 0
             partitions = partitions[shift:] + partitions[:shift]
         results: dict[SharePartitionKey, SharePartitionFetch] = {}
-        loaded: list[tuple[SharePartitionKey, SharePartition]] = []
+        wanted: list[tuple[SharePartitionKey, str, SharePartition]] = []
         for key, topic in partitions:
             try:
                 share_partition = self.get_or_create(key, topic)
             except Exception as exc:  # noqa: BLE001 - reported per partition
                 results[key] = self._failed(key, topic, error_of(exc).code, str(exc))
                 continue
-            error = await share_partition.maybe_initialize(self._reset_offset(group_id, (topic, key.partition)))
-            if error != ErrorCode.NONE:
-                self._remove(key)
-                results[key] = self._failed(key, topic, error, None)
-                continue
-            loaded.append((key, share_partition))
-        if not loaded:
-            return results
-        keys: list[Hashable] = [k for key, sp in loaded for k in (share_fetch_key(key), fetch_key(sp.topic_partition))]
+            if share_partition.state is None:
+                self._start_loading(group_id, key, topic, share_partition)
+            wanted.append((key, topic, share_partition))
+        keys: list[Hashable] = [k for key, _, sp in wanted
+                                for k in (share_fetch_key(key), fetch_key(sp.topic_partition))]
         deadline = trio.current_time() + params.max_wait_ms / 1000
-        while True:
-            reads = await self._read(params, loaded, results)
+        while wanted:
+            loaded: list[tuple[SharePartitionKey, SharePartition]] = []
+            for key, topic, share_partition in wanted:
+                if key in results:
+                    continue
+                if share_partition.load_error != ErrorCode.NONE:
+                    results[key] = self._failed(key, topic, share_partition.load_error, None)
+                elif self.partitions.get(key) is not share_partition:
+                    results[key] = self._failed(key, topic, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+                elif share_partition.state is not None:
+                    loaded.append((key, share_partition))
+            failed = any(key in results for key, _, _ in wanted)
+            reads = await self._read(params, loaded, results) if loaded else {}
             readable = sum(len(r.records) for r in reads.values())
             expired = trio.current_time() >= deadline or stop_early()
-            if readable >= params.min_bytes or expired or any(k in results for k, _ in loaded):
+            failed = failed or any(key in results for key, _ in loaded)
+            if readable >= params.min_bytes or expired or failed:
                 acquired = await self._acquire(group_id, member_id, max_records, reads, results)
-                if acquired or expired or any(k in results for k, _ in loaded):
+                if acquired or expired or failed:
                     break
             await self.purgatory.wait_any(keys, deadline - trio.current_time(), client)
-        for key, share_partition in loaded:
+        for key, _, share_partition in wanted:  # still loading, or nothing to acquire: answered with no records
             results.setdefault(key, SharePartitionFetch(leader_id=self.replica_manager.node_id,
                                                         leader_epoch=share_partition.leader_epoch))
         return results
+
+    def _start_loading(self, group_id: str, key: SharePartitionKey, topic: str,
+                       share_partition: SharePartition) -> None:
+        """Load a share-partition from the persister in the background: a persister looking for a share
+        coordinator that moves may take longer than a fetch may wait, and the fetches waiting meanwhile are
+        answered with nothing at their max_wait_ms, as Kafka's are."""
+        if share_partition.loading:
+            return
+        share_partition.loading = True
+        assert self._nursery is not None, "the share partition manager runs"
+        self._nursery.start_soon(self._load, group_id, key, topic, share_partition)
+
+    async def _load(self, group_id: str, key: SharePartitionKey, topic: str, share_partition: SharePartition
+                    ) -> None:
+        try:
+            error = await share_partition.maybe_initialize(self._reset_offset(group_id, (topic, key.partition)))
+        except Exception as exc:  # noqa: BLE001 - e.g. leadership lost while the reset offset was looked up
+            error = error_of(exc).code
+        share_partition.loading = False
+        if error != ErrorCode.NONE:
+            share_partition.load_error = error  # the fetches waiting for it answer it; the next one loads anew
+            if self.partitions.get(key) is share_partition:
+                del self.partitions[key]
+        self._wake(key)
 
     def _failed(self, key: SharePartitionKey, topic: str, error: ErrorCode, message: str | None
                 ) -> SharePartitionFetch:
