@@ -8,7 +8,13 @@ import struct
 from pathlib import Path
 
 from minikafka.broker.server.share.share_partition import AcquiredRecords
-from minikafka.broker.server.share.share_partition_manager import _Read, batch_headers, iso_duration_ms, records_of
+from minikafka.broker.server.share.share_partition_manager import (
+    _Read,
+    batch_headers,
+    iso_duration_ms,
+    records_of,
+    split_at_batches,
+)
 from minikafka.protocol.file_records import FileRecords
 from tests.raw_client import record_batch
 
@@ -50,3 +56,13 @@ def test_share_auto_offset_reset_durations() -> None:
     assert iso_duration_ms("PT1H") == 3_600_000
     assert iso_duration_ms("P1DT2M3.5S") == 86_400_000 + 120_000 + 3_500
     assert iso_duration_ms("pt0.25s") == 250
+
+
+def test_acquired_ranges_split_at_log_batches_by_batch_size() -> None:
+    bases = [0, 3, 5, 9, 10, 20]  # log batches 0-2, 3-4, 5-8, 9, 10-19, 20-...
+    assert split_at_batches([AcquiredRecords(0, 24, 1)], bases, 4) == [
+        AcquiredRecords(0, 4, 1), AcquiredRecords(5, 8, 1), AcquiredRecords(9, 19, 1), AcquiredRecords(20, 24, 1)]
+    assert split_at_batches([AcquiredRecords(4, 12, 2)], bases, 100) == [AcquiredRecords(4, 12, 2)]
+    assert split_at_batches([AcquiredRecords(1, 1, 1), AcquiredRecords(3, 9, 1)], bases, 1) == [
+        AcquiredRecords(1, 1, 1), AcquiredRecords(3, 4, 1), AcquiredRecords(5, 8, 1), AcquiredRecords(9, 9, 1)]
+    assert split_at_batches([AcquiredRecords(0, 9, 1)], bases, 0) == [AcquiredRecords(0, 9, 1)]

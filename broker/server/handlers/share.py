@@ -196,7 +196,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> ApiMessage:
         max_bytes = consumer_fetch_max_bytes(ctx, min(request.max_bytes, services.config.get("fetch.max.bytes")))
         params = FetchParams(-1, -1, request.max_wait_ms, min(request.min_bytes, max_bytes), max_bytes,
                              manager.isolation_level(group_id))
-        fetched = await manager.fetch_messages(group_id, member_id, params, epoch, request.max_records, wanted,
+        fetched = await manager.fetch_messages(group_id, member_id, params, epoch, request.max_records,
+                                               request.batch_size, wanted,
                                                client=ctx.client, stop_early=ctx.draining)
         for key, answer in fetched.items():
             answers[refs[key]] = answer

@@ -140,6 +140,23 @@ def records_of(read: _Read, acquired: list[AcquiredRecords]) -> Records:
     return slice_records(read.records, start, end)
 
 
+def split_at_batches(acquired: list[AcquiredRecords], base_offsets: list[int], batch_size: int
+                     ) -> list[AcquiredRecords]:
+    """The acquired ranges cut at a log batch's base offset once a range holds batch_size records or more, so a
+    member acknowledges in pieces of about batch_size (Kafka's createBatches; a log batch is never cut)."""
+    if batch_size <= 0:
+        return acquired
+    out = []
+    for a in acquired:
+        first = a.first_offset
+        for base in base_offsets:
+            if first < base <= a.last_offset and base - first >= batch_size:
+                out.append(AcquiredRecords(first, base - 1, a.delivery_count))
+                first = base
+        out.append(AcquiredRecords(first, a.last_offset, a.delivery_count))
+    return out
+
+
 class SharePartitionManager:
     def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, purgatory: Purgatory,
                  persister: Callable[[], Persister], group_configs: Callable[[str], Mapping[str, str]]) -> None:
@@ -315,12 +332,13 @@ class SharePartitionManager:
     # ---- fetch -----------------------------------------------------------------------------------------------
 
     async def fetch_messages(self, group_id: str, member_id: str, params: FetchParams, session_epoch: int,
-                             max_records: int, partitions: list[tuple[SharePartitionKey, str]],
+                             max_records: int, batch_size: int, partitions: list[tuple[SharePartitionKey, str]],
                              client: trio.SocketStream | None = None,
                              stop_early: Callable[[], bool] = lambda: False
                              ) -> dict[SharePartitionKey, SharePartitionFetch]:
         """Acquire records of `partitions` (each with its topic's name) for a member: at once when there are
-        min_bytes to acquire, else once enough came or max_wait_ms passed. The partitions are taken in a
+        min_bytes to acquire, else once enough came or max_wait_ms passed; answered in ranges of about
+        batch_size. The partitions are taken in a
         rotation by session epoch, so that max_bytes and max_records do not always favour the first."""
         if partitions:
             shift = session_epoch % len(partitions) if session_epoch > 0 else 0
@@ -356,7 +374,7 @@ class SharePartitionManager:
             expired = trio.current_time() >= deadline or stop_early()
             failed = failed or any(key in results for key, _ in loaded)
             if readable >= params.min_bytes or expired or failed:
-                acquired = await self._acquire(group_id, member_id, max_records, reads, results)
+                acquired = await self._acquire(group_id, member_id, max_records, batch_size, reads, results)
                 if acquired or expired or failed:
                     break
             await self.purgatory.wait_any(keys, deadline - trio.current_time(), client)
@@ -432,8 +450,9 @@ class SharePartitionManager:
                                    result.aborted_transactions)
         return reads
 
-    async def _acquire(self, group_id: str, member_id: str, max_records: int, reads: dict[SharePartitionKey, _Read],
-                       results: dict[SharePartitionKey, SharePartitionFetch]) -> bool:
+    async def _acquire(self, group_id: str, member_id: str, max_records: int, batch_size: int,
+                       reads: dict[SharePartitionKey, _Read], results: dict[SharePartitionKey, SharePartitionFetch]
+                       ) -> bool:
         """Acquire what was read, up to max_records in all; whether anything was."""
         lock_ms = self.record_lock_duration_ms(group_id)
         any_acquired = False
@@ -448,6 +467,7 @@ class SharePartitionManager:
                 continue
             any_acquired = True
             max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            acquired = split_at_batches(acquired, [h.base_offset for _, h in read.batches], batch_size)
             results[key] = SharePartitionFetch(acquired=acquired, records=records_of(read, acquired),
                                                leader_id=self.replica_manager.node_id,
                                                leader_epoch=read.share_partition.leader_epoch)
