@@ -44,8 +44,9 @@ LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_
 PartitionRef = tuple[uuid.UUID, int]
 
 
-def share_groups_enabled() -> bool:
-    """Whether the cluster serves share groups: share.version 1 or more finalized."""
+def share_groups_enabled(ctx: RequestContext) -> bool:
+    """Whether the cluster serves share groups (Kafka's isShareGroupProtocolEnabled): share.version 1 or more
+    finalized. The one place these handlers read the feature."""
     return FINALIZED_FEATURES.get(SHARE_VERSION, SHARE_VERSION_DEFAULT_LEVEL) >= 1
 
 
@@ -157,7 +158,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> ApiMessage:
         return R(throttle_time_ms=0, error_code=error, error_message=_message(error, message),
                  acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
 
-    if not share_groups_enabled():
+    if not share_groups_enabled(ctx):
         return failed(ErrorCode.UNSUPPORTED_VERSION, "The version of API is not supported.")
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or ""):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -240,7 +241,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> ApiMess
         return R(throttle_time_ms=0, error_code=error, error_message=_message(error, message), responses=[],
                  node_endpoints=[])
 
-    if not share_groups_enabled():
+    if not share_groups_enabled(ctx):
         return failed(ErrorCode.UNSUPPORTED_VERSION, "The version of API is not supported.")
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or ""):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
