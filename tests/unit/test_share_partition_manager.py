@@ -1,7 +1,7 @@
 """The share partition manager's own parts: what a share fetch answers of what it read (the batch headers of bytes
 and of file slices alike, a partial batch at the end left out; only the batches that hold acquired offsets, still
 as a slice of the segment file when read from one; ranges cut by batch_size), acquisition locks that run out on
-trio's clock, and a member's records released when it leaves the group or its connection closes."""
+trio's clock, and a member's records released when its session ends or its connection closes."""
 from __future__ import annotations
 
 import os
@@ -158,7 +158,7 @@ def test_acquisition_locks_expire_on_time() -> None:
     trio.run(main, clock=MockClock(autojump_threshold=0))
 
 
-def test_a_member_leaving_or_its_connection_closing_releases_its_records() -> None:
+def test_a_session_ending_or_its_connection_closing_releases_its_records() -> None:
     persister = MemoryPersister()
 
     async def main() -> None:
@@ -166,18 +166,22 @@ def test_a_member_leaving_or_its_connection_closing_releases_its_records() -> No
             manager, share_partition = await loaded_manager(nursery, persister)
             manager.new_context("g", "m", 0, [(TOPIC_ID, 0)], [], False, "connection-1")
             await acquire(manager, share_partition, "m", 30_000)
-            await manager.on_member_leave("g", "m")
+            assert await manager.release_session("g", "m") == ErrorCode.NONE
             assert states(share_partition) == [("AVAILABLE", 1)] * 5 and manager.sessions.get("g", "m") is None
+            assert await manager.release_session("g", "m") == ErrorCode.SHARE_SESSION_NOT_FOUND
             manager.new_context("g", "n", 0, [(TOPIC_ID, 0)], [], False, "connection-2")
+            manager.new_context("g", "o", 0, [(TOPIC_ID, 0)], [], False, "connection-3")
             await acquire(manager, share_partition, "n", 30_000, delivery=2)
             manager.connection_closed("connection-1")  # not n's connection
             await wait_all_tasks_blocked()
             assert states(share_partition) == [("ACQUIRED", 2)] * 5
             manager.connection_closed("connection-2")
             await wait_all_tasks_blocked()
-            assert states(share_partition) == [("AVAILABLE", 2)] * 5 and len(manager.sessions) == 0
-            manager.on_group_empty("g")
-            assert manager.partitions == {}
+            assert states(share_partition) == [("AVAILABLE", 2)] * 5 and len(manager.sessions) == 1
+            assert manager.partitions == {KEY: share_partition}  # o's session is still open here
+            manager.connection_closed("connection-3")
+            await wait_all_tasks_blocked()
+            assert manager.partitions == {}  # the group's last session here is gone: its share-partitions too
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=MockClock(autojump_threshold=0))

@@ -15,8 +15,10 @@ group.share.record.lock.duration.ms). A wait ends when the high watermark moves 
 (acknowledged RELEASE, a lock that ran out, a member gone). One task expires the acquisition locks as their deadlines
 come, on trio's clock.
 
-A member's acquired records are released when its share session ends: its final request (epoch -1), its connection
-closing (Kafka's connection disconnect listener), or its leaving the group (Kafka's ShareGroupListener).
+A member's acquired records are released when its share session ends: its final request (epoch -1) or its
+connection closing (Kafka's ShareGroupListener.onMemberLeave, which the share session cache calls on a disconnect).
+When a group's last share session here ends with its connection, the group's share-partitions are dropped
+(onGroupEmpty), to be loaded again by the next fetch.
 """
 from __future__ import annotations
 
@@ -235,12 +237,9 @@ class SharePartitionManager:
         await self._release(session)
         return ErrorCode.NONE
 
-    async def on_member_leave(self, group_id: str, member_id: str) -> None:
-        """The group coordinator's word that a member left the share group (Kafka's ShareGroupListener)."""
-        await self.release_session(group_id, member_id)
-
     def on_group_empty(self, group_id: str) -> None:
-        """The share group has no member left: its share-partitions are dropped here (loaded again when needed)."""
+        """The share group has no share session left here: its share-partitions are dropped (loaded again when
+        needed)."""
         for key in [k for k in self.partitions if k.group_id == group_id]:
             self._remove(key)
 
@@ -254,6 +253,8 @@ class SharePartitionManager:
                 log.info("share session of member %s of group %s ended with its connection", session.member_id,
                          session.group_id)
                 await self._release(session)
+                if not any(s.group_id == session.group_id for s in self.sessions.sessions()):
+                    self.on_group_empty(session.group_id)
 
     async def _release(self, session: ShareSession) -> None:
         for topic_id, partition in session.partitions:
