@@ -52,9 +52,10 @@ def set_group_config(addresses: list[str], group: str, name: str, value: str) ->
 
 
 def ready_topic(bootstrap: str, count: int, *, group: str = GROUP, reset: str = "earliest",
-                partitions: int = 1, replication: int = 1) -> uuid.UUID:
+                partitions: int = 1, replication: int = 1, start_offset: int = -1) -> uuid.UUID:
     """A topic with `count` records in partition 0 and the group's share state initialized for it, reading from
-    `reset` (the group config share.auto.offset.reset; `bootstrap` may list several brokers)."""
+    `reset` (the group config share.auto.offset.reset; `bootstrap` may list several brokers), or from
+    `start_offset` when one is given (as an offsets reset initializes it)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, partitions, replication)])[TOPIC].result(DEADLINE_S)
     if count:
@@ -62,8 +63,8 @@ def ready_topic(bootstrap: str, count: int, *, group: str = GROUP, reset: str = 
     tid = topic_id(bootstrap.split(",")[0], TOPIC)
     if reset != "latest":
         set_group_config(bootstrap.split(","), group, "share.auto.offset.reset", reset)
-    wait_until(lambda: initialize_share_partitions(bootstrap.split(",")[0], group, tid, list(range(partitions)))
-               == [0] * partitions, DEADLINE_S)
+    wait_until(lambda: initialize_share_partitions(bootstrap.split(",")[0], group, tid, list(range(partitions)),
+                                                   start_offset) == [0] * partitions, DEADLINE_S)
     return tid
 
 
@@ -235,32 +236,42 @@ def test_share_auto_offset_reset(broker, reset: str) -> None:
     assert sorted(got) == (list(range(7)) if from_start else [5, 6])
 
 
+# A three-broker cluster for the failover test: the share state topic small, acknowledged state on two replicas.
+FAILOVER_CONFIG = {"share.coordinator.state.topic.num.partitions": 3, "min.insync.replicas": 2}
+
+
+def assert_a_leader_kill_keeps_share_state(cluster: minikafka.Cluster) -> None:
+    """On a running three-broker cluster: a member acknowledges and releases some records, holds others, and the
+    partition's leader is killed -9; the new leader delivers nothing acknowledged again and loses nothing
+    released."""
+    bootstrap = cluster.bootstrap_servers
+    # Started at offset 0 by the initialization itself: ZooKeeper mode has no group configs to say earliest.
+    tid = ready_topic(bootstrap, 20, replication=3, reset="latest", start_offset=0)
+    tp = (tid, 0)
+    cluster.wait_for_isr(TOPIC, 0, 3)
+    leader = cluster.wait_for_leader(TOPIC, 0)
+    with ShareConsumer(leader.bootstrap_servers, GROUP) as member:
+        assert sorted(fetch_until(member, tid, 10, max_records=10)) == list(range(10))
+        # 0-4 done, 5-6 released, 7-9 still held when the leader dies.
+        assert acknowledge_errors(member.acknowledge({tp: [(0, 6, [ACCEPT] * 5 + [RELEASE] * 2)]})) == {tp: 0}
+        leader.kill()
+    new_leader = cluster.wait_for_leader(TOPIC, 0, not_on=leader, timeout=DEADLINE_S)
+    got: dict[int, tuple] = {}
+    with ShareConsumer(new_leader.bootstrap_servers, GROUP) as member:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < 15:
+            assert time.monotonic() < deadline, f"acquired {sorted(got)}"
+            fetched = member.fetch([tp], max_wait_ms=500)
+            assert fetched.error_code == 0
+            got.update(fetched.records.get(tp, {}))
+    assert sorted(got) == list(range(5, 20))  # nothing acknowledged comes back, nothing released is lost
+    # 5-6 were released (delivered once before); 7-9 were only acquired, which is never persisted.
+    assert {o: count for o, (_, count) in got.items() if o < 10} == {5: 2, 6: 2, 7: 1, 8: 1, 9: 1}
+
+
 def test_share_state_survives_a_leader_kill_9(tmp_path) -> None:
-    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster",
-                           config={"share.coordinator.state.topic.num.partitions": 3,
-                                   "min.insync.replicas": 2}) as cluster:
-        bootstrap = cluster.bootstrap_servers
-        tid = ready_topic(bootstrap, 20, replication=3)
-        tp = (tid, 0)
-        cluster.wait_for_isr(TOPIC, 0, 3)
-        leader = cluster.wait_for_leader(TOPIC, 0)
-        with ShareConsumer(leader.bootstrap_servers, GROUP) as member:
-            assert sorted(fetch_until(member, tid, 10, max_records=10)) == list(range(10))
-            # 0-4 done, 5-6 released, 7-9 still held when the leader dies.
-            assert acknowledge_errors(member.acknowledge({tp: [(0, 6, [ACCEPT] * 5 + [RELEASE] * 2)]})) == {tp: 0}
-            leader.kill()
-        new_leader = cluster.wait_for_leader(TOPIC, 0, not_on=leader)
-        got: dict[int, tuple] = {}
-        with ShareConsumer(new_leader.bootstrap_servers, GROUP) as member:
-            deadline = time.monotonic() + DEADLINE_S
-            while len(got) < 15:
-                assert time.monotonic() < deadline, f"acquired {sorted(got)}"
-                fetched = member.fetch([tp], max_wait_ms=500)
-                assert fetched.error_code == 0
-                got.update(fetched.records.get(tp, {}))
-        assert sorted(got) == list(range(5, 20))  # nothing acknowledged comes back, nothing released is lost
-        # 5-6 were released (delivered once before); 7-9 were only acquired, which is never persisted.
-        assert {o: count for o, (_, count) in got.items() if o < 10} == {5: 2, 6: 2, 7: 1, 8: 1, 9: 1}
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=FAILOVER_CONFIG) as cluster:
+        assert_a_leader_kill_keeps_share_state(cluster)
 
 
 def test_share_fetch_needs_read_on_the_group_and_the_topic(tmp_path) -> None:
