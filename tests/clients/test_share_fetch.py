@@ -374,3 +374,23 @@ def test_a_share_partition_not_initialized_yet_is_not_served(broker) -> None:
         assert fetched.partition_errors == {(tid, 0): ErrorCode.UNKNOWN_SERVER_ERROR}
         wait_until(lambda: initialize_share_partitions(bootstrap, GROUP, tid, [0]) == [0], DEADLINE_S)
         assert fetch_until(member, tid, 3) == {i: (b"value-%06d" % i, 1) for i in range(3)}
+
+
+def test_at_share_version_0_share_fetch_and_acknowledge_answer_unsupported_version(tmp_path, monkeypatch) -> None:
+    """Kafka's gate on share groups, with the cluster's finalized level changed under an in-process broker (no
+    UpdateFeatures changes it yet as kafka-features.sh would)."""
+    from minikafka.broker.metadata import features
+    from minikafka.broker.server.handlers.share import SHARE_VERSION
+
+    with minikafka.Broker(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log", in_process=True) as broker:
+        bootstrap = broker.bootstrap_servers
+        tid = ready_topic(bootstrap, 2)
+        with ShareConsumer(bootstrap, GROUP) as member:
+            monkeypatch.setitem(features.FINALIZED_FEATURES, SHARE_VERSION, 0)
+            refused = member.fetch([(tid, 0)], max_wait_ms=0)
+            assert (refused.error_code, refused.response.error_message) == (  # type: ignore[union-attr]
+                ErrorCode.UNSUPPORTED_VERSION, None)
+            assert refused.partition_errors == {} and member.epoch == 0
+            assert member.acknowledge({}, epoch=1).error_code == ErrorCode.UNSUPPORTED_VERSION
+            monkeypatch.setitem(features.FINALIZED_FEATURES, SHARE_VERSION, 1)
+            assert fetch_until(member, tid, 2) == {0: (b"value-000000", 1), 1: (b"value-000001", 1)}

@@ -33,7 +33,7 @@ from minikafka.broker.server.share.share_partition import AcknowledgementBatch
 from minikafka.broker.server.share.share_partition_manager import SharePartitionFetch
 from minikafka.broker.server.share.share_session_cache import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
 from minikafka.protocol.api_keys import ApiKey
-from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode
+from minikafka.protocol.errors import ErrorCode
 
 SHARE_VERSION = "share.version"
 # share.version's level when a cluster finalizes none: share groups are on, as Kafka ships them once generally
@@ -61,9 +61,9 @@ def valid_member_id(member_id: str | None) -> bool:
 
 
 def _message(error: ErrorCode, message: str | None) -> str | None:
-    if error == ErrorCode.NONE:
-        return None
-    return message if message else DEFAULT_MESSAGES.get(error)
+    """A partition's error message: what the share-partition said, as Kafka sends its exception's message; none
+    for the errors Kafka answers without one (validation, authorization, unknown topics)."""
+    return message if error != ErrorCode.NONE else None
 
 
 class _Partitions:
@@ -154,12 +154,12 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> ApiMessage:
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     lock_ms = manager.record_lock_duration_ms(group_id or "")
 
-    def failed(error: ErrorCode, message: str | None = None) -> ApiMessage:
-        return R(throttle_time_ms=0, error_code=error, error_message=_message(error, message),
-                 acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
+    def failed(error: ErrorCode) -> ApiMessage:  # as Kafka's getErrorResponse: no message
+        return R(throttle_time_ms=0, error_code=error, error_message=None, acquisition_lock_timeout_ms=0,
+                 responses=[], node_endpoints=[])
 
     if not share_groups_enabled(ctx):
-        return failed(ErrorCode.UNSUPPORTED_VERSION, "The version of API is not supported.")
+        return failed(ErrorCode.UNSUPPORTED_VERSION)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or ""):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not valid_member_id(member_id):
@@ -237,12 +237,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> ApiMess
     manager = ctx.services.share_partition_manager
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
 
-    def failed(error: ErrorCode, message: str | None = None) -> ApiMessage:
-        return R(throttle_time_ms=0, error_code=error, error_message=_message(error, message), responses=[],
-                 node_endpoints=[])
+    def failed(error: ErrorCode) -> ApiMessage:  # as Kafka's getErrorResponse: no message
+        return R(throttle_time_ms=0, error_code=error, error_message=None, responses=[], node_endpoints=[])
 
     if not share_groups_enabled(ctx):
-        return failed(ErrorCode.UNSUPPORTED_VERSION, "The version of API is not supported.")
+        return failed(ErrorCode.UNSUPPORTED_VERSION)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or ""):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not valid_member_id(member_id):

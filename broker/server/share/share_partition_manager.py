@@ -55,7 +55,7 @@ from minikafka.broker.server.share.share_session_cache import (
 )
 from minikafka.config import BrokerConfig
 from minikafka.protocol.codec import Records
-from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError, error_of
 from minikafka.protocol.file_records import FileRecords
 from minikafka.protocol.record_batch import HEADER_SIZE, BatchHeader, iter_batches, parse_header
 from minikafka.storage.special_timestamps import SpecialTimestamp
@@ -487,7 +487,7 @@ class SharePartitionManager:
         for key, batches in acknowledgements.items():
             share_partition = self.partitions.get(key)
             if share_partition is None:
-                out[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+                out[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, DEFAULT_MESSAGES[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
                 continue
             error, message = await share_partition.acknowledge(member_id, batches)
             self._maybe_fenced(key, error)
