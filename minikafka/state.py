@@ -132,6 +132,45 @@ class GroupState:
         raise KeyError(f"group {self.group_id!r} has no member {member_id!r}")
 
 
+@dataclass(frozen=True)
+class InFlightRecord:
+    """One offset of a share-partition between its start and end offsets (KIP-932)."""
+    offset: int
+    state: str  # Kafka's RecordState: AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED
+    delivery_count: int
+    member_id: str | None  # the member holding it, while ACQUIRED
+
+
+@dataclass(frozen=True)
+class SharePartitionState:
+    """One share-partition as its leader holds it: what the group has done with the partition's records."""
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    start_offset: int  # every record before it is acknowledged or archived
+    end_offset: int  # the records from here on were never delivered
+    records: list[InFlightRecord]  # the in-flight offsets, start_offset to end_offset
+
+    def record(self, offset: int) -> InFlightRecord:
+        for record in self.records:
+            if record.offset == offset:
+                return record
+        raise KeyError(f"offset {offset} is not in flight in {self.topic}-{self.partition}")
+
+
+@dataclass(frozen=True)
+class ShareGroupState:
+    group_id: str
+    partitions: dict[tuple[str, int], SharePartitionState]  # those loaded on their leaders
+    sessions: dict[str, int]  # the share sessions open on the partitions' leaders: member id -> session epoch
+
+    def acquired(self, member_id: str) -> list[tuple[str, int, int]]:
+        """The (topic, partition, offset)s the member holds now."""
+        return [(p.topic, p.partition, r.offset) for p in self.partitions.values() for r in p.records
+                if r.state == "ACQUIRED" and r.member_id == member_id]
+
+
 class State:
     """What a set of brokers holds, read over the network. Cheap to make; `close()` ends its client connections.
 
@@ -379,6 +418,26 @@ class State:
                 raise KeyError(f"unknown group {group_id!r}")
             raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
         return classic_group_state(group_id, described, offsets)
+
+    def share_group(self, group_id: str) -> ShareGroupState:
+        """A share group's in-flight records, as the leaders of its share-partitions hold them (each running
+        broker's control API; the newest leader epoch wins where an old leader has not let go yet), with the
+        delivery count of every record and the member holding each acquired one."""
+        partitions: dict[tuple[str, int], SharePartitionState] = {}
+        sessions: dict[str, int] = {}
+        for control in self._controls():
+            answer = control.call("share_group.describe", group=group_id)
+            for p in answer["partitions"]:
+                key = (p["topic"], p["partition"])
+                if key in partitions and partitions[key].leader_epoch >= p["leader_epoch"]:
+                    continue
+                partitions[key] = SharePartitionState(
+                    p["topic"], p["partition"], answer["node_id"], p["leader_epoch"], p["start_offset"],
+                    p["end_offset"], [InFlightRecord(r["offset"], r["state"], r["delivery_count"], r["member_id"])
+                                      for r in p["records"]])
+            for session in answer["sessions"]:
+                sessions[session["member_id"]] = session["epoch"]
+        return ShareGroupState(group_id, dict(sorted(partitions.items())), sessions)
 
     def wait_for_committed(self, group_id: str, topic: str, partition: int, offset: int,
                            timeout: float = DEFAULT_TIMEOUT_S) -> int:

@@ -4,19 +4,35 @@ through ShareGroupHeartbeat with the coordinator FindCoordinator names, followin
 Plain functions and one class, so a test drives each member's heartbeats itself: `ShareMember.heartbeat()` sends
 one, `heartbeat_until(members, predicate)` keeps a set of members heartbeating at the interval the coordinator gave
 them until the predicate holds (bounded by a deadline).
-"""
+
+The fetch side, ShareConsumer (ShareFetch and ShareAcknowledge, v1): a share session with one broker (open at epoch
+0, continued, closed at epoch -1), records acquired with their delivery counts, and acknowledgements ACCEPT /
+RELEASE / REJECT."""
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+from kafka.record import MemoryRecords
 
+from minikafka.broker.coordinator.share.share_coordinator import coordinator_key
+from minikafka.broker.coordinator.share.share_coordinator_shard import SharePartitionKey
 from minikafka.protocol.client_apis.messages import (
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
+from minikafka.protocol.client_apis.share_fetch import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from minikafka.protocol.client_apis.share_state import InitializeShareGroupStateRequest
 from tests.raw_client import RawConnection
 
 HEARTBEAT_VERSION = 1
@@ -146,3 +162,173 @@ def heartbeat_until(members: list[ShareMember], predicate: Callable[[], object],
                                  f"{[(m.member_id[:8], m.member_epoch, m.assignment, m.last) for m in members]}")
         next_due = min(m._next_heartbeat for m in members) if members else time.monotonic() + 0.05
         time.sleep(min(max(next_due - time.monotonic(), 0.01), 0.2))
+
+
+GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+SHARE_KEY_TYPE = 2
+
+TopicPartition = tuple[uuid.UUID, int]
+# Acknowledgements of one partition: (first offset, last offset, one type for the range or one per offset).
+Acks = dict[TopicPartition, list[tuple[int, int, list[int]]]]
+
+
+def set_share_version(bootstrap: str, level: int, upgrade_type: int) -> None:
+    """kafka-features.sh upgrade (upgrade_type 1) or downgrade (2: safe) of share.version to `level`."""
+    from kafka.protocol.admin.cluster import UpdateFeaturesRequest
+
+    R = UpdateFeaturesRequest[1]
+    with RawConnection(bootstrap) as raw:
+        response = raw.request(R(timeout_ms=30000, validate_only=False, feature_updates=[R.FeatureUpdateKey(
+            feature="share.version", max_version_level=level, upgrade_type=upgrade_type)]))
+    assert response.error_code == 0, response
+
+
+def new_member_id() -> str:
+    """A member id as Kafka's clients make them: a random UUID in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(
+            topic_id=None, name=topic)], allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    tid: uuid.UUID = response.topics[0].topic_id
+    return tid
+
+
+def initialize_share_partitions(bootstrap: str, group: str, tid: uuid.UUID, partitions: list[int],
+                                start_offset: int = -1) -> list[int]:
+    """InitializeShareGroupState for each partition at its share coordinator, as the group coordinator does when it
+    first assigns a share-partition (start offset -1: share.auto.offset.reset decides at the first fetch); the
+    error code per partition."""
+    errors = []
+    for partition in partitions:
+        with RawConnection(bootstrap) as conn:
+            found = conn.request(FindCoordinatorRequest[6](key_type=SHARE_KEY_TYPE,
+                                                           coordinator_keys=[coordinator_key(
+                                                               SharePartitionKey(group, tid, partition))]))
+        coordinator = found.coordinators[0]
+        if coordinator.error_code != 0:
+            errors.append(coordinator.error_code)
+            continue
+        R = InitializeShareGroupStateRequest
+        D = R.InitializeStateData
+        with RawConnection(f"{coordinator.host}:{coordinator.port}") as conn:
+            response = conn.request(R(version=0, group_id=group, topics=[D(topic_id=tid, partitions=[
+                D.PartitionData(partition=partition, state_epoch=0, start_offset=start_offset)])]))
+        errors.append(response.results[0].partitions[0].error_code)
+    return errors
+
+
+@dataclass
+class Fetched:
+    """What one ShareFetch gave: records acquired (offset -> (value, delivery count); the value None at a
+    transaction marker's offset, which is acquired like a record) and the errors."""
+    error_code: int
+    records: dict[TopicPartition, dict[int, tuple[bytes | None, int]]] = field(default_factory=dict)
+    partition_errors: dict[TopicPartition, int] = field(default_factory=dict)
+    acknowledge_errors: dict[TopicPartition, int] = field(default_factory=dict)
+    acquisition_lock_timeout_ms: int = 0
+    response: ShareFetchResponse | None = None
+
+    def offsets(self, tp: TopicPartition) -> list[int]:
+        return sorted(self.records.get(tp, {}))
+
+
+def acquired_records(response: ShareFetchResponse) -> Fetched:
+    """The records of a ShareFetch response the member acquired: those of the returned batches inside the
+    AcquiredRecords ranges (a batch may hold others, which are not the member's)."""
+    fetched = Fetched(response.error_code, acquisition_lock_timeout_ms=response.acquisition_lock_timeout_ms,
+                      response=response)
+    for topic in response.responses:
+        for p in topic.partitions:
+            tp = (topic.topic_id, p.partition_index)
+            fetched.partition_errors[tp] = p.error_code
+            fetched.acknowledge_errors[tp] = p.acknowledge_error_code
+            counts = {offset: a.delivery_count for a in p.acquired_records
+                      for offset in range(a.first_offset, a.last_offset + 1)}
+            values: dict[int, bytes | None] = {}
+            records = MemoryRecords(bytes(p.records or b""))
+            while (batch := records.next_batch()) is not None:
+                if batch.is_control_batch:
+                    continue  # a transaction marker: its offset is acquired, but it is no record (a gap)
+                for record in batch:
+                    values[record.offset] = record.value
+            if counts:
+                fetched.records[tp] = {offset: (values.get(offset), count) for offset, count in counts.items()}
+    return fetched
+
+
+class ShareConsumer:
+    """One member's share session with one broker (the leader of the partitions it fetches)."""
+
+    def __init__(self, bootstrap: str, group: str, member_id: str | None = None, timeout: float = 30.0) -> None:
+        self.conn = RawConnection(bootstrap, timeout=timeout)
+        self.group = group
+        self.member_id = member_id or new_member_id()
+        self.epoch = INITIAL_EPOCH
+
+    def __enter__(self) -> ShareConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def _advance(self, error_code: int) -> None:
+        if error_code == 0 and self.epoch != FINAL_EPOCH:
+            self.epoch = self.epoch + 1 if self.epoch < (1 << 31) - 1 else 1
+
+    def fetch(self, partitions: list[TopicPartition], acks: Acks | None = None, *, max_wait_ms: int = 5000,
+              min_bytes: int = 1, max_bytes: int = 1 << 20, max_records: int = 500,
+              forget: list[TopicPartition] | None = None, epoch: int | None = None) -> Fetched:
+        """One ShareFetch in the session (epoch 0 opens it with `partitions`; later ones add them)."""
+        R = ShareFetchRequest
+        P = R.FetchTopic.FetchPartition
+        acks = acks or {}
+        by_topic: dict[uuid.UUID, dict[int, list]] = {}
+        for tid, index in list(partitions) + [tp for tp in acks if tp not in partitions]:
+            by_topic.setdefault(tid, {})[index] = [P.AcknowledgementBatch(first_offset=first, last_offset=last,
+                                                                          acknowledge_types=types)
+                                                   for first, last, types in acks.get((tid, index), [])]
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for tid, index in forget or []:
+            forgotten.setdefault(tid, []).append(index)
+        request = R(version=1, group_id=self.group, member_id=self.member_id,
+                    share_session_epoch=self.epoch if epoch is None else epoch, max_wait_ms=max_wait_ms,
+                    min_bytes=min_bytes, max_bytes=max_bytes, max_records=max_records, batch_size=max_records,
+                    topics=[R.FetchTopic(topic_id=tid, partitions=[
+                        P(partition_index=index, acknowledgement_batches=batches) for index, batches in parts.items()])
+                        for tid, parts in by_topic.items()],
+                    forgotten_topics_data=[R.ForgottenTopic(topic_id=tid, partitions=indexes)
+                                           for tid, indexes in forgotten.items()])
+        response = self.conn.request(request)
+        if epoch is None:
+            self._advance(response.error_code)
+        return acquired_records(response)
+
+    def acknowledge(self, acks: Acks, *, epoch: int | None = None) -> ShareAcknowledgeResponse:
+        """One ShareAcknowledge in the session."""
+        R = ShareAcknowledgeRequest
+        P = R.AcknowledgeTopic.AcknowledgePartition
+        by_topic: dict[uuid.UUID, list] = {}
+        for (tid, index), batches in acks.items():
+            by_topic.setdefault(tid, []).append(P(partition_index=index, acknowledgement_batches=[
+                P.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types)
+                for first, last, types in batches]))
+        response = self.conn.request(R(version=1, group_id=self.group, member_id=self.member_id,
+                                       share_session_epoch=self.epoch if epoch is None else epoch,
+                                       topics=[R.AcknowledgeTopic(topic_id=tid, partitions=parts)
+                                               for tid, parts in by_topic.items()]))
+        if epoch is None:
+            self._advance(response.error_code)
+        return response
+
+    def close(self, acks: Acks | None = None) -> ShareAcknowledgeResponse:
+        """End the session (epoch -1) with these last acknowledgements; what it still holds is released."""
+        self.epoch = FINAL_EPOCH
+        return self.acknowledge(acks or {})
+
+
+def acknowledge_errors(response: ShareAcknowledgeResponse) -> dict[TopicPartition, int]:
+    return {(t.topic_id, p.partition_index): p.error_code for t in response.responses for p in t.partitions}

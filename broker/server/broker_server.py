@@ -60,7 +60,7 @@ from minikafka.broker.network.broker_clients import BrokerClients
 from minikafka.broker.network.controller_channel import ControllerHandler
 from minikafka.broker.network.network_client import NetworkClientConfig
 from minikafka.broker.network.request_channel import RequestChannel
-from minikafka.broker.network.socket_server import SocketServer, open_listeners
+from minikafka.broker.network.socket_server import ConnectionInfo, SocketServer, open_listeners
 from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
 from minikafka.broker.replication.fetch_session import FetchSessionCache
 from minikafka.broker.replication.purgatory import Purgatory
@@ -88,6 +88,7 @@ from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.broker.server.request_recording import RequestRecorder
 from minikafka.broker.server.share.default_state_persister import DefaultStatePersister
+from minikafka.broker.server.share.share_partition_manager import SharePartitionManager
 from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.internal_topics import (
     GROUP_METADATA_TOPIC,
@@ -150,6 +151,7 @@ class BrokerServer:
         self.transaction_coordinator: TransactionCoordinator
         self.share_coordinator: ShareCoordinator
         self.persister: DefaultStatePersister
+        self.share_partition_manager: SharePartitionManager
         self.add_partitions_to_txn: AddPartitionsToTxnManager
         self.producer_ids: ProducerIdManager
         # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
@@ -171,7 +173,8 @@ class BrokerServer:
                                                  parse_super_users(config.get("super.users")),
                                                  config.get("allow.everyone.if.no.acl.found"))
         self.socket_server = SocketServer(self.request_channel.process, config.get("socket.request.max.bytes"),
-                                          config.get("connections.max.idle.ms") / 1000, security=security)
+                                          config.get("connections.max.idle.ms") / 1000,
+                                          on_connection_closed=self._connection_closed, security=security)
 
     def _zk_metadata_source(self, config: BrokerConfig) -> MetadataSource:
         """A ZooKeeper-mode broker's metadata source, with the KafkaController it runs over the same ZooKeeper client
@@ -257,6 +260,7 @@ class BrokerServer:
         await nursery.start(self.transaction_coordinator.run)
         await nursery.start(self.share_coordinator.run)
         await nursery.start(self.persister.run)
+        await nursery.start(self.share_partition_manager.run)
         await nursery.start(self.add_partitions_to_txn.clients.run)
         await nursery.start(self.producer_ids.run)
         nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
@@ -313,6 +317,9 @@ class BrokerServer:
         self.persister = DefaultStatePersister(self._broker_clients(f"broker-{self.node_id}-share-persister"),
                                                self.node_id)
         self.group_coordinator.share.state_initializer = self.persister
+        self.share_partition_manager = SharePartitionManager(self.config, self.replica_manager, self.purgatory,
+                                                             lambda: self.persister,
+                                                             lambda group: self.metadata_cache.group_configs(group))
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)
@@ -422,6 +429,11 @@ class BrokerServer:
                              NetworkClientConfig(request_timeout_ms=self.config.get("request.timeout.ms"),
                                                  security=self.inter_broker_security),
                              self.faults.links.is_cut)
+
+    def _connection_closed(self, info: ConnectionInfo) -> None:
+        """A client connection closed: the share sessions opened on it end (their members' records released)."""
+        if hasattr(self, "share_partition_manager"):
+            self.share_partition_manager.connection_closed(str(info.connection_id))
 
     def _on_become_leader(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from minikafka.broker.server.producer_id_manager import ProducerIdManager
     from minikafka.broker.server.request_recording import RequestRecorder
     from minikafka.broker.server.share.persister import Persister
+    from minikafka.broker.server.share.share_partition_manager import SharePartitionManager
     from minikafka.config import BrokerConfig
     from minikafka.storage.log_config import LogConfig
 
@@ -72,6 +73,7 @@ class BrokerServices(Protocol):
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
     share_coordinator: ShareCoordinator
+    share_partition_manager: SharePartitionManager
     add_partitions_to_txn: AddPartitionsToTxnManager
     producer_ids: ProducerIdManager
     client_quotas: QuotaManagers

@@ -9,7 +9,6 @@ import sys
 import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.admin.cluster import UpdateFeaturesRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
@@ -22,7 +21,13 @@ from minikafka.protocol.client_apis.messages import ConsumerGroupHeartbeatReques
 from minikafka.protocol.client_apis.share_state import ReadShareGroupStateSummaryRequest
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
-from tests.share_consumer import ShareMember, describe_share_group, find_coordinator, heartbeat_until
+from tests.share_consumer import (
+    ShareMember,
+    describe_share_group,
+    find_coordinator,
+    heartbeat_until,
+    set_share_version,
+)
 
 PARTITIONS = 4
 # Kafka's bounds allow these once the minimums are lowered with them: a member heartbeats every 200 ms and a
@@ -94,19 +99,12 @@ def test_at_share_version_0_the_share_group_apis_answer_unsupported_version(brok
     group = f"share-{uuid.uuid4()}"
     member = ShareMember(bootstrap, group, [unique_topic])
 
-    def set_share_version(level: int, upgrade_type: int) -> None:
-        R = UpdateFeaturesRequest[1]
-        with RawConnection(bootstrap) as raw:
-            response = raw.request(R(timeout_ms=30000, validate_only=False, feature_updates=[R.FeatureUpdateKey(
-                feature="share.version", max_version_level=level, upgrade_type=upgrade_type)]))
-        assert response.error_code == 0, response
-
     try:
-        set_share_version(0, 2)  # a safe downgrade
+        set_share_version(bootstrap, 0, 2)  # a safe downgrade
         refused = member.heartbeat()
         assert (refused.error_code, refused.error_message, refused.member_epoch) == (UNSUPPORTED_VERSION, None, 0)
         assert describe_share_group(bootstrap, group).error_code == UNSUPPORTED_VERSION
-        set_share_version(1, 1)  # an upgrade
+        set_share_version(bootstrap, 1, 1)  # an upgrade
         joined = member.heartbeat()
         assert (joined.error_code, joined.member_epoch) == (0, 1)
         assert describe_share_group(bootstrap, group).group_state == "Stable"

@@ -39,6 +39,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   them (high watermark minus log start offset, summed; transaction markers count, as they take offsets), or
   "timeout_ms" passes; woken by the changes that wake fetches and by metadata changes (leadership). Answers
   "records", "partitions" (those it leads) and "reached";
+- share_group.describe: the share-partitions of the "group" this broker leads and has loaded, each with its start
+  and end offsets and its in-flight records (offset, state, delivery count, the member holding an acquired one),
+  and the group's share sessions here (member, epoch, partitions by topic id);
 - recording.start: open a request recording keeping the last "size" requests (10000 if not given); answers its
   "id" and the "sequence" it reads after; recording.read: the recorded requests past "after" (a sequence), each
   with its sequence, waiting up to "timeout_ms" (pushed by the next recorded request) while there are none; answers
@@ -436,6 +439,11 @@ async def _connections_close(services: BrokerServices, _request: dict[str, Any],
     return {"closed": closed}
 
 
+async def _share_group_describe(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo
+                                ) -> dict[str, Any]:
+    return {"node_id": services.node_id, **services.share_partition_manager.describe(str(request["group"]))}
+
+
 async def _shutdown(services: BrokerServices, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
     log.info("shutdown requested through the control API by %s", conn.peer)
     services.stop()  # a clean stop as on SIGTERM; the answer still goes out, since shutdown drains requests
@@ -462,6 +470,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "recording.read": _recording_read,
     "recording.stop": _recording_stop,
     "topic.wait_records": _topic_wait_records,
+    "share_group.describe": _share_group_describe,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
