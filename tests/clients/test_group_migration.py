@@ -8,11 +8,23 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import CommitFailedError
+from kafka.errors import KafkaError as KafkaPythonError
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest
 
 from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from minikafka.protocol.errors import ErrorCode as E
+from tests.clients.test_consumer_group_protocol import (
+    FAST_GROUPS,
+    PARTITIONS,
+    Member,
+    coordinator,
+    create_topic,
+    describe,
+    poll_until,
+    produce,
+)
 from tests.helpers import wait_until
 from tests.raw_client import RawConnection
 
@@ -154,3 +166,116 @@ def test_a_confluent_consumer_protocol_member_is_fatally_refused_where_kafka_ref
         if consumer is not None:
             consumer.close()
         classic.close()
+
+
+# ---- online migration with real clients ---------------------------------------------------------------------
+
+FAST_CLASSIC = {"heartbeat_interval_ms": 500, "session_timeout_ms": 10000, "max_poll_interval_ms": 30000}
+CLASSIC, CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
+
+
+class ClassicMember:
+    """A kafka-python consumer of the group (the classic protocol), polled by the test like Member."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                      auto_offset_reset="earliest", enable_auto_commit=False, **FAST_CLASSIC)
+        self.values: list[int] = []
+
+    @property
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def poll(self, timeout: float = 0.1) -> None:
+        """Consume and commit; a commit refused by a rebalance leaves the records to be read again."""
+        batches = self.consumer.poll(timeout_ms=int(timeout * 1000))
+        for records in batches.values():
+            self.values.extend(int(r.value) for r in records)
+        if batches:
+            try:
+                self.consumer.commit()
+            except (CommitFailedError, KafkaPythonError):
+                pass
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def settled(members: list) -> bool:
+    """Every member owns partitions, and together they own each partition of the topic once."""
+    owned = [m.assigned for m in members]
+    return all(owned) and sum(map(len, owned)) == PARTITIONS and set().union(*owned) == set(range(PARTITIONS))
+
+
+def consumed_all(members: list, count: int) -> bool:
+    return set().union(*(m.values for m in members)) >= set(range(count))
+
+
+def describe_classic(bootstrap: str, group: str) -> object:
+    _node, address = coordinator(bootstrap, group)
+    with RawConnection(address) as raw:
+        (described,) = raw.request(DescribeGroupsRequest[5](groups=[group],
+                                                            include_authorized_operations=False)).groups
+    return described
+
+
+def member_types(bootstrap: str, group: str) -> list[int]:
+    return sorted(m.member_type for m in describe(bootstrap, group).members)
+
+
+def test_a_classic_group_is_upgraded_member_by_member_and_downgraded_back(broker_factory, unique_topic):
+    broker = broker_factory(group_initial_rebalance_delay_ms=0,
+                            **{k.replace(".", "_"): v for k, v in FAST_GROUPS.items()})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic)
+    group = f"g-{uuid.uuid4()}"
+    produce(bootstrap, unique_topic, 40)
+    classic = [ClassicMember(bootstrap, group, unique_topic) for _ in range(2)]
+    upgraded: list[Member] = []
+    everyone: list = list(classic)
+    try:
+        poll_until(everyone, lambda: settled(classic) and consumed_all(classic, 40),
+                   what="the classic group to settle and consume")
+        assert describe_classic(bootstrap, group).protocol_type == "consumer"
+        produced = 40
+        for joined in (1, 2):
+            member = Member(bootstrap, group, unique_topic)
+            upgraded.append(member)
+            everyone.append(member)
+            produce(bootstrap, unique_topic, 20, start=produced)
+            produced += 20
+            poll_until(everyone, lambda n=produced: settled(everyone) and consumed_all(everyone, n), timeout=90,
+                       what=f"the group with {joined} consumer protocol member(s) to settle and consume")
+            assert member_types(bootstrap, group) == [CLASSIC, CLASSIC] + [CONSUMER] * joined
+        described = describe(bootstrap, group)
+        assert described.error_code == E.NONE and described.group_state == "Stable"
+        assert {m.member_epoch for m in described.members} == {described.group_epoch}
+        classic_view = describe_classic(bootstrap, group)  # DescribeGroups describes classic groups only
+        assert (classic_view.error_code, classic_view.group_state, classic_view.members) == (E.NONE, "Dead", [])
+
+        # The consumer protocol members leave: with the last one the group is classic again, and rebalances.
+        gone = [upgraded.pop(0)]
+        gone[0].close()
+        everyone = classic + upgraded
+        poll_until(everyone, lambda: settled(everyone), timeout=90, what="the group to settle without the first")
+        assert member_types(bootstrap, group) == [CLASSIC, CLASSIC, CONSUMER]
+        gone.append(upgraded.pop())
+        gone[-1].close()
+        everyone = list(classic)
+        wait_until(lambda: describe(bootstrap, group).error_code == E.GROUP_ID_NOT_FOUND, timeout=30,
+                   message="the consumer group to be gone")
+        assert describe(bootstrap, group).error_message == f"Group {group} is not a consumer group."
+        produce(bootstrap, unique_topic, 20, start=produced)
+        produced += 20
+        # No record is lost over the conversions: what the members consumed together is everything produced.
+        poll_until(everyone, lambda: settled(classic) and consumed_all(classic + gone, produced)
+                   and describe_classic(bootstrap, group).group_state == "Stable", timeout=90,
+                   what="the classic group to rebalance and consume")
+        classic_view = describe_classic(bootstrap, group)
+        assert (classic_view.error_code, classic_view.protocol_type) == (E.NONE, "consumer")
+        assert len(classic_view.members) == 2 and classic_view.protocol_data == "range"
+    finally:
+        for member in upgraded:
+            member.close()
+        for member in classic:
+            member.close()
