@@ -13,6 +13,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest
 
+import minikafka
 from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from minikafka.protocol.errors import ErrorCode as E
 from tests.clients.test_consumer_group_protocol import (
@@ -277,5 +278,81 @@ def test_a_classic_group_is_upgraded_member_by_member_and_downgraded_back(broker
     finally:
         for member in upgraded:
             member.close()
+        for member in classic:
+            member.close()
+
+
+def test_a_mixed_group_survives_a_coordinator_kill(tmp_path, unique_topic):
+    """A classic group upgraded by a consumer protocol member, its coordinator killed (-9) on a 3-broker cluster:
+    the new coordinator loads the mixed group from its records (classic members with their classic metadata), the
+    members go on consuming, and the downgrade still happens there when the consumer protocol member leaves."""
+    config = {**FAST_GROUPS, "group.initial.rebalance.delay.ms": 0}
+    with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", config=config) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        create_topic(bootstrap, unique_topic, replication=3)
+        group = f"g-{uuid.uuid4()}"
+        produce(bootstrap, unique_topic, 20)
+        classic = [ClassicMember(bootstrap, group, unique_topic) for _ in range(2)]
+        upgraded = Member(bootstrap, group, unique_topic)
+        everyone: list = [*classic, upgraded]
+        closed = False
+        try:
+            poll_until(everyone, lambda: settled(everyone) and consumed_all(everyone, 20), timeout=90,
+                       what="the mixed group to settle and consume")
+            before = describe(bootstrap, group)
+            members = {(m.member_id, m.member_epoch, m.member_type) for m in before.members}
+            assert sorted(t for _id, _epoch, t in members) == [CLASSIC, CLASSIC, CONSUMER]
+            old, _address = coordinator(bootstrap, group)
+            cluster.broker(old).kill()
+            survivors = ",".join(b.bootstrap_servers for b in cluster.brokers if b.node_id != old)
+            wait_until(lambda: coordinator(survivors, group)[0] != old, timeout=30, message="a new coordinator")
+            produce(survivors, unique_topic, 20, start=20)
+            poll_until(everyone, lambda: settled(everyone) and consumed_all(everyone, 40), timeout=90,
+                       what="the members to consume through the new coordinator")
+            after = describe(survivors, group)
+            assert after.error_code == E.NONE and after.group_epoch == before.group_epoch
+            assert {(m.member_id, m.member_epoch, m.member_type) for m in after.members} == members
+            upgraded.close()
+            closed = True
+            everyone.remove(upgraded)
+            wait_until(lambda: describe(survivors, group).error_code == E.GROUP_ID_NOT_FOUND, timeout=30,
+                       message="the downgrade on the new coordinator")
+            produce(survivors, unique_topic, 20, start=40)
+            poll_until(classic, lambda: settled(classic) and consumed_all([*classic, upgraded], 60), timeout=90,
+                       what="the classic group to rebalance and consume")
+        finally:
+            if not closed:
+                upgraded.close()
+            for member in classic:
+                member.close()
+
+
+def test_with_the_upgrade_policy_the_last_consumer_member_leaving_keeps_a_consumer_group(broker_factory,
+                                                                                         unique_topic):
+    """group.consumer.migration.policy=upgrade: classic members stay in the consumer group once the consumer
+    protocol members are gone, still served through JoinGroup/SyncGroup/Heartbeat and consuming."""
+    broker = broker_factory(group_initial_rebalance_delay_ms=0, group_consumer_migration_policy="upgrade",
+                            **{k.replace(".", "_"): v for k, v in FAST_GROUPS.items()})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic)
+    group = f"g-{uuid.uuid4()}"
+    produce(bootstrap, unique_topic, 20)
+    classic = [ClassicMember(bootstrap, group, unique_topic) for _ in range(2)]
+    upgraded = Member(bootstrap, group, unique_topic)
+    closed = False
+    try:
+        poll_until([*classic, upgraded], lambda: settled([*classic, upgraded]) and member_types(bootstrap, group) == [
+            CLASSIC, CLASSIC, CONSUMER], timeout=90, what="the upgraded group to settle")
+        upgraded.close()
+        closed = True
+        produce(bootstrap, unique_topic, 20, start=20)
+        poll_until(classic, lambda: settled(classic) and consumed_all([*classic, upgraded], 40)
+                   and member_types(bootstrap, group) == [CLASSIC, CLASSIC], timeout=90,
+                   what="the classic members to take every partition in the consumer group")
+        described = describe(bootstrap, group)
+        assert described.error_code == E.NONE and len(described.members) == 2
+    finally:
+        if not closed:
+            upgraded.close()
         for member in classic:
             member.close()
