@@ -27,6 +27,7 @@ from tests.clients.test_consumer_group_protocol import (
     produce,
 )
 from tests.helpers import wait_until
+from tests.integration.test_cli_groups_consumer_protocol import cli, table
 from tests.raw_client import RawConnection
 
 
@@ -251,6 +252,10 @@ def test_a_classic_group_is_upgraded_member_by_member_and_downgraded_back(broker
         described = describe(bootstrap, group)
         assert described.error_code == E.NONE and described.group_state == "Stable"
         assert {m.member_epoch for m in described.members} == {described.group_epoch}
+        # kafka-consumer-groups.sh's UPGRADED column, as `minikafka groups` prints it for a group in migration.
+        rows = table(cli(bootstrap, "groups", "describe", "--group", group, "--members", "--verbose").stdout)
+        assert {row["CONSUMER-ID"]: row["UPGRADED"] for row in rows} == {
+            m.member_id: "true" if m.member_type == CONSUMER else "false" for m in described.members}
         classic_view = describe_classic(bootstrap, group)  # DescribeGroups describes classic groups only
         assert (classic_view.error_code, classic_view.group_state, classic_view.members) == (E.NONE, "Dead", [])
 
