@@ -220,3 +220,25 @@ def test_consumer_protocol_bytes():
                        + b"\x00\x01b" + struct.pack(">iii", 2, 1, 3) + struct.pack(">i", -1))
     with pytest.raises(ValueError):
         parse_subscription(b"\x00\x01\x00")
+
+
+async def test_a_static_classic_member_joins_and_is_replaced_in_a_consumer_group():
+    coordinator = make(initial_rebalance_delay_ms=0)
+    classic_group_of_two(coordinator)
+    hb(coordinator, "m", 0, ["t1", "t2"])
+
+    def static_join(member_id: str):
+        return coordinator.join_group(JoinRequest("g", member_id, "instance-1", "s", "/h", 10000, 30000, "consumer",
+                                                  [("range", subscription(["t1"]))], 5))
+
+    first = static_join("").result
+    assert first is not None and first.error == E.NONE  # a static member needs no member id round trip
+    group = coordinator.consumer.groups["g"]
+    assert group.static_member("instance-1").member_id == first.member_id
+    assert static_join("someone-else").result.error == E.FENCED_INSTANCE_ID
+    # The instance restarts without its member id: a new member takes the old one's place.
+    second = static_join("").result
+    assert second is not None and second.error == E.NONE and second.member_id != first.member_id
+    assert group.static_member("instance-1").member_id == second.member_id
+    assert first.member_id not in group.members
+    assert coordinator.heartbeat("g", first.generation_id, first.member_id, "instance-1") == E.FENCED_INSTANCE_ID

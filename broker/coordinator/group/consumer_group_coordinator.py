@@ -20,8 +20,8 @@ group.consumer.migration.policy, its protocol type and group.consumer.max.size a
 Kafka's reason otherwise): its members stay, served through JoinGroup, SyncGroup, Heartbeat and LeaveGroup with
 the server's assignment, and the group becomes classic again when its last consumer protocol member leaves or is
 fenced; an empty group of either type becomes one of the other, keeping its committed offsets, as in Kafka.
-Not served yet: a static classic member replacing another in a consumer group (Kafka's downgrade on a static
-member's replacement).
+Not served yet: the downgrade Kafka makes when a static classic member replacing the last consumer protocol member
+leaves only classic members (the group stays a consumer group until a member leaves).
 """
 from __future__ import annotations
 
@@ -459,20 +459,7 @@ class ConsumerGroupCoordinator:
                 raise KafkaError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {instance_id} cannot join the group "
                                  f"because the instance id is owned by {existing.member_id} member.")
-            new_member = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
-            group_id = group.group_id
-            records += rh.member_removal_records(group_id, existing.member_id)
-            records += [rh.member_subscription_record(group_id, new_member),
-                        rh.target_assignment_record(group_id, member_id, group.target_assignment_of(
-                            existing.member_id)),
-                        rh.current_assignment_record(group_id, new_member)]
-            self._cancel_timers(group_id, existing.member_id)
-            log.info("static member with instance id %s rejoins consumer group %s as %s, replacing %s", instance_id,
-                     group_id, member_id, existing.member_id)
-            # The member the rest of the heartbeat compares with is the replacement as now written.
-            self.group_manager.append_consumer_group_records(group_id, records)
-            records.clear()
-            return self.groups[group_id].members[member_id]
+            return self._replace_static_member(group, existing, member_id, records)
         if existing is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -481,6 +468,24 @@ class ConsumerGroupCoordinator:
                              f"{existing.member_id}.")
         self._check_member_epoch(existing, req)
         return existing
+
+    def _replace_static_member(self, group: ConsumerGroup, existing: ConsumerGroupMember, member_id: str,
+                               records: list[ConsumerGroupRecord]) -> ConsumerGroupMember:
+        """A static member rejoining under `member_id` takes the place and target assignment of the member its
+        instance id had (Kafka's replaceMember), written at once with `records` so far; returns the new member."""
+        new_member = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        group_id = group.group_id
+        records += rh.member_removal_records(group_id, existing.member_id)
+        records += [rh.member_subscription_record(group_id, new_member),
+                    rh.target_assignment_record(group_id, member_id, group.target_assignment_of(existing.member_id)),
+                    rh.current_assignment_record(group_id, new_member)]
+        self._cancel_timers(group_id, existing.member_id)
+        log.info("static member with instance id %s rejoins consumer group %s as %s, replacing %s",
+                 existing.instance_id, group_id, member_id, existing.member_id)
+        # The member the rest of the request compares with is the replacement as now written.
+        self.group_manager.append_consumer_group_records(group_id, records)
+        records.clear()
+        return self.groups[group_id].members[member_id]
 
     # ---- regular expressions -------------------------------------------------------------------------------
 
@@ -641,9 +646,14 @@ class ConsumerGroupCoordinator:
         if req.group_instance_id is None:
             member = group.get_or_maybe_create_member(member_id, True)
         else:
+            # A static member joining with no member id is new, or replaces the one its instance id had (whichever
+            # protocol that one spoke); one with a member id must be that instance's member.
             existing = group.static_member(req.group_instance_id)
-            if existing is None:
-                member = group.get_or_maybe_create_member(member_id, True)
+            if is_unknown_member:
+                member = (group.get_or_maybe_create_member(member_id, True) if existing is None
+                          else self._replace_static_member(group, existing, member_id, []))
+            elif existing is None:
+                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.group_instance_id} is unknown.")
             elif existing.member_id != member_id:
                 raise KafkaError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
                                  f"{req.group_instance_id} was fenced by member {existing.member_id}.")
