@@ -242,3 +242,17 @@ async def test_a_static_classic_member_joins_and_is_replaced_in_a_consumer_group
     assert group.static_member("instance-1").member_id == second.member_id
     assert first.member_id not in group.members
     assert coordinator.heartbeat("g", first.generation_id, first.member_id, "instance-1") == E.FENCED_INSTANCE_ID
+
+
+async def test_sync_group_answers_in_the_consumer_protocol_version_of_the_members_subscription():
+    coordinator = make(initial_rebalance_delay_ms=0)
+    hb(coordinator, "m", 0, ["t2"])
+    for version in (0, 1, 3):
+        metadata = subscription(["t1"], version=version)
+        joined = coordinator.join_group(JoinRequest("g", "", None, f"v{version}", "/h", 10000, 30000, "consumer",
+                                                    [("range", metadata)], 3)).result
+        assert joined is not None and joined.error == E.NONE
+        synced = sync(coordinator, joined.member_id, joined.generation_id).result
+        assert synced is not None and synced.error == E.NONE
+        assert synced.assignment[:2] == struct.pack(">h", version)
+        assert {t for t, _p in partitions_of(synced.assignment)} <= {"t1"}
