@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+import trio
 
 from minikafka.broker.coordinator.group.consumer.consumer_group_member import MemberState
 from minikafka.broker.coordinator.group.group import GroupState
@@ -256,3 +257,35 @@ async def test_sync_group_answers_in_the_consumer_protocol_version_of_the_member
         assert synced is not None and synced.error == E.NONE
         assert synced.assignment[:2] == struct.pack(">h", version)
         assert {t for t, _p in partitions_of(synced.assignment)} <= {"t1"}
+
+
+async def test_timeouts_fence_classic_members_by_their_own_session_and_a_fenced_last_consumer_member_downgrades(
+        autojump_clock):
+    coordinator = make(initial_rebalance_delay_ms=0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(coordinator.run)
+        a, b = classic_group_of_two(coordinator)
+        hb(coordinator, "m", 0, ["t1", "t2"])  # the consumer protocol's session timeout is 4 s here
+        # The classic members heartbeat within their 10 s session timeout, m does not: m is fenced after 4 s,
+        # and the group, with classic members only, is classic again.
+        await trio.sleep(3)
+        assert coordinator.heartbeat("g", 1, a, None) == E.REBALANCE_IN_PROGRESS
+        assert coordinator.heartbeat("g", 1, b, None) == E.REBALANCE_IN_PROGRESS
+        await trio.sleep(1.5)
+        assert "g" not in coordinator.consumer.groups and set(coordinator.groups["g"].members) == {a, b}
+        nursery.cancel_scope.cancel()
+
+    # In a consumer group, a silent classic member goes after its own session timeout (10 s), not the group's.
+    coordinator = make(initial_rebalance_delay_ms=0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(coordinator.run)
+        a, b = classic_group_of_two(coordinator)
+        hb(coordinator, "m", 0, ["t1", "t2"])
+        for _ in range(3):
+            await trio.sleep(3)
+            hb(coordinator, "m", 2, owned={})
+            assert coordinator.heartbeat("g", 1, a, None) == E.REBALANCE_IN_PROGRESS
+        assert set(coordinator.consumer.groups["g"].members) == {a, b, "m"}  # b silent for 9 s: still in
+        await trio.sleep(1.5)
+        assert set(coordinator.consumer.groups["g"].members) == {a, "m"}  # and fenced at 10 s
+        nursery.cancel_scope.cancel()
