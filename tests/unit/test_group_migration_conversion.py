@@ -289,3 +289,25 @@ async def test_timeouts_fence_classic_members_by_their_own_session_and_a_fenced_
         await trio.sleep(1.5)
         assert set(coordinator.consumer.groups["g"].members) == {a, "m"}  # and fenced at 10 s
         nursery.cancel_scope.cancel()
+
+
+async def test_a_static_classic_member_replacing_the_last_consumer_protocol_member_downgrades_the_group():
+    coordinator = make(initial_rebalance_delay_ms=0)
+    a, b = classic_group_of_two(coordinator)
+    hb(coordinator, "m", 0, ["t1", "t2"], instance_id="instance-1")
+    target = coordinator.consumer.groups["g"].target_assignment_of("m")
+    joined = coordinator.join_group(JoinRequest("g", "", "instance-1", "s", "/h", 10000, 30000, "consumer",
+                                                [("range", subscription(["t1", "t2"]))], 5)).result
+    assert joined is not None and joined.error == E.NONE
+    # Only classic members are left: a stable classic group (the subscription is the same, so no rebalance) in
+    # which the newcomer holds the replaced member's target assignment.
+    assert "g" not in coordinator.consumer.groups
+    classic = coordinator.groups["g"]
+    assert set(classic.members) == {a, b, joined.member_id} and classic.is_in(GroupState.STABLE)
+    assert classic.static_member_id("instance-1") == joined.member_id
+    names = coordinator.consumer.describe_topics()
+    assert partitions_of(classic.members[joined.member_id].assignment) == {
+        (names.topic_name(t), p) for t, ps in target.items() for p in ps}
+    assert joined.generation_id == classic.generation_id == 2
+    synced = sync(coordinator, joined.member_id, joined.generation_id).result
+    assert synced is not None and synced.error == E.NONE

@@ -18,10 +18,9 @@ own hash of the subscribed topics' ids, names and partition counts (not Kafka's 
 compared on every heartbeat. A classic group with members is converted online as Kafka 4.1 does (when
 group.consumer.migration.policy, its protocol type and group.consumer.max.size allow it; GROUP_ID_NOT_FOUND with
 Kafka's reason otherwise): its members stay, served through JoinGroup, SyncGroup, Heartbeat and LeaveGroup with
-the server's assignment, and the group becomes classic again when its last consumer protocol member leaves or is
-fenced; an empty group of either type becomes one of the other, keeping its committed offsets, as in Kafka.
-Not served yet: the downgrade Kafka makes when a static classic member replacing the last consumer protocol member
-leaves only classic members (the group stays a consumer group until a member leaves).
+the server's assignment, and the group becomes classic again when its last consumer protocol member leaves, is
+fenced, or is replaced by a static classic member; an empty group of either type becomes one of the other,
+keeping its committed offsets, as in Kafka.
 """
 from __future__ import annotations
 
@@ -153,7 +152,7 @@ class ConsumerGroupCoordinator:
         # Set by the classic coordinator: a classic group just became a consumer group (what was parked in its
         # joins and syncs is released), or a consumer group a classic one (which it rebalances, with `reason`).
         self.on_upgraded: Callable[[Group], None] = lambda _classic: None
-        self.on_downgraded: Callable[[Group, str], None] = lambda _classic, _reason: None
+        self.on_downgraded: Callable[[Group, str | None], None] = lambda _classic, _reason: None
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -582,9 +581,27 @@ class ConsumerGroupCoordinator:
             return False
         return True
 
-    def _convert_to_classic_group(self, group: ConsumerGroup, leaving: list[ConsumerGroupMember]) -> None:
-        """Kafka's convertToClassicGroup for members leaving: the consumer group's tombstones and the classic
-        group (its members keeping their target assignments) written as one batch, then a rebalance."""
+    def _validate_online_downgrade_with_replaced_member(self, group: ConsumerGroup,
+                                                        replaced: ConsumerGroupMember) -> bool:
+        """Whether a static classic member joining in the place of `replaced` leaves only classic members, so the
+        group becomes classic (Kafka's validateOnlineDowngradeWithReplacedMember)."""
+        if not group.all_members_use_classic_protocol_except([replaced]):
+            return False
+        if not self.config.downgrade_enabled:
+            log.info("cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled", group.group_id)
+            return False
+        if len(group.members) > self.config.max_size:
+            log.info("cannot downgrade consumer group %s to classic group because its group size is greater than "
+                     "classic group max size", group.group_id)
+            return False
+        return True
+
+    def _convert_to_classic_group(self, group: ConsumerGroup, leaving: list[ConsumerGroupMember],
+                                  reason: str | None) -> None:
+        """Kafka's convertToClassicGroup: the consumer group's tombstones and the classic group without
+        `leaving` (its members keeping their target assignments) written as one batch, then a rebalance for
+        `reason` if given."""
         group_id = group.group_id
         classic = classic_group_from_consumer(group, leaving, self.describe_topics(), self.now_ms())
         tombstones = rh.group_tombstone_records(group_id, list(group.members),
@@ -593,7 +610,7 @@ class ConsumerGroupCoordinator:
         for member_id in list(group.members):
             self._cancel_timers(group_id, member_id)
         log.info("converted the consumer group %s to a classic group", group_id)
-        self.on_downgraded(classic, f"Downgrade group {group_id} from consumer to classic for member leaving.")
+        self.on_downgraded(classic, reason)
 
     # ---- classic members of a consumer group ---------------------------------------------------------------
 
@@ -643,12 +660,14 @@ class ConsumerGroupCoordinator:
             log.info("dynamic member with unknown member id joins consumer group %s; asked to rejoin as %s",
                      group_id, member_id)
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
+        downgrade = False
         if req.group_instance_id is None:
             member = group.get_or_maybe_create_member(member_id, True)
         else:
             # A static member joining with no member id is new, or replaces the one its instance id had (whichever
             # protocol that one spoke); one with a member id must be that instance's member.
             existing = group.static_member(req.group_instance_id)
+            downgrade = existing is not None and self._validate_online_downgrade_with_replaced_member(group, existing)
             if is_unknown_member:
                 member = (group.get_or_maybe_create_member(member_id, True) if existing is None
                           else self._replace_static_member(group, existing, member_id, []))
@@ -677,10 +696,17 @@ class ConsumerGroupCoordinator:
             classic_member_metadata=classic_member_metadata(req.session_timeout_ms, req.protocols))
         owned = {topic_id: sorted(ps) for topic_id, ps in to_assignment(subscription.owned_partitions,
                                                                          describer).items()}
-        reconciled, _changed = self._update_and_reconcile(group, member, updated, describer, owned, [])
+        reconciled, changed = self._update_and_reconcile(group, member, updated, describer, owned, [])
         self.timer.cancel(self._join_key(group_id, member_id))
-        self._schedule_session_timeout(group_id, member_id, req.session_timeout_ms)
-        self._schedule_sync_timeout(group_id, member_id, reconciled.rebalance_timeout_ms)
+        if downgrade:
+            # Only classic members are left once the static member is replaced: the group is classic again, and
+            # rebalances if the newcomer subscribes to other topics (Kafka's convertToClassicGroup).
+            self._convert_to_classic_group(group, [], f"Downgrade group {group_id} from consumer to classic for "
+                                           "static member replacement with different subscription." if changed
+                                           else None)
+        else:
+            self._schedule_session_timeout(group_id, member_id, req.session_timeout_ms)
+            self._schedule_sync_timeout(group_id, member_id, reconciled.rebalance_timeout_ms)
         return JoinResult(ErrorCode.NONE, member_id=member_id, generation_id=reconciled.member_epoch,
                           protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0][0], leader="")
 
@@ -829,7 +855,8 @@ class ConsumerGroupCoordinator:
         go to the others; when only classic members remain, the group becomes a classic group instead."""
         group_id = group.group_id
         if self._validate_online_downgrade(group, members):
-            self._convert_to_classic_group(group, members)
+            self._convert_to_classic_group(group, members, f"Downgrade group {group_id} from consumer to classic "
+                                           "for member leaving.")
             return
         records: list[ConsumerGroupRecord] = []
         for member in members:

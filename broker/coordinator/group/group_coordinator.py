@@ -156,12 +156,13 @@ class GroupCoordinator(GroupAdmin):
             group.complete_join(member, _join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
             group.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
 
-    def _on_downgraded(self, group: Group, reason: str) -> None:
+    def _on_downgraded(self, group: Group, reason: str | None) -> None:
         """The consumer group became this classic group: its members' sessions are timed here now, and a
-        rebalance tells them to rejoin (Kafka's convertToClassicGroup)."""
+        rebalance for `reason`, if any, tells them to rejoin (Kafka's convertToClassicGroup)."""
         for member in group.members.values():
             self._reschedule_heartbeat(group, member)
-        self._prepare_rebalance(group, reason)
+        if reason is not None:
+            self._prepare_rebalance(group, reason)
 
     # ---- timers --------------------------------------------------------------------------------------------
 
