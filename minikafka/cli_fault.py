@@ -11,6 +11,7 @@
     minikafka fault pause-fetching [--topic T [--partition P]]
     minikafka fault fail-log-dir --path DIR
     minikafka fault hold-txn-markers [--to N]
+    minikafka fault jump-clock --ms -3600000
     minikafka fault close-connections
     minikafka fault list
     minikafka fault clear [--kind error|latency|drop-response|disk|link|fetch-pause|txn-markers-hold] [--id N]
@@ -32,7 +33,8 @@ fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails on
 I/O error would: its replicas go offline and their leaderships move; only a restart of the broker brings the dir
 back. hold-txn-markers keeps the broker, as transaction coordinator, from writing commit and abort markers to
 broker N (default: to any): EndTxn is answered, the partitions' last stable offsets stay put until the fault is
-cleared.
+cleared. jump-clock steps the broker's wall clock by --ms (negative: back), its timers untouched, as a clock step on
+its host would; clearing it steps the clock back.
 """
 from __future__ import annotations
 
@@ -96,6 +98,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(held)
     held.add_argument("--to", type=int, help="only the markers to this broker (default: to every broker)")
 
+    jump = actions.add_parser("jump-clock", help="step the broker's wall clock forwards or back")
+    add_bootstrap(jump)
+    jump.add_argument("--ms", type=int, required=True, help="how far, in ms (negative: back)")
+
     for name, text in (("close-connections", "close every client connection (clients reconnect)"),
                        ("list", "print the active faults"),
                        ("shutdown", "stop the broker cleanly, as SIGTERM does")):
@@ -104,7 +110,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
     clear.add_argument("--kind", choices=["error", "latency", "drop-response", "disk", "link", "fetch-pause",
-                                          "txn-markers-hold"], help="only the faults of this kind")
+                                          "txn-markers-hold", "clock-jump"], help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
 
@@ -169,6 +175,8 @@ def describe_fault(fault: dict[str, Any]) -> str:
         return f"replica fetching paused for {scope}"
     if fault["kind"] == "log-dir":
         return f"log dir {fault['path']} failed (offline until the broker restarts)"
+    if fault["kind"] == "clock-jump":
+        return f"wall clock stepped {'forwards' if fault['ms'] >= 0 else 'back'} by {abs(fault['ms'])} ms"
     if fault["kind"] == "txn-markers-hold":
         to = "every broker" if fault["to"] is None else f"broker {fault['to']}"
         return f"transaction markers to {to} held"
@@ -201,6 +209,8 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="log-dir", path=args.path)
     elif action == "hold-txn-markers":
         answer = control.call("fault.add", kind="txn-markers-hold", to=args.to)
+    elif action == "jump-clock":
+        answer = control.call("fault.add", kind="clock-jump", ms=args.ms)
     elif action == "close-connections":
         print(f"Closed {control.call('connections.close')['closed']} connection(s).")
         return 0

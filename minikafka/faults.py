@@ -29,7 +29,7 @@ from typing import Any
 from minikafka.control_client import ControlClient
 
 # The kinds that count the requests they hit, and how often `Fault.wait` asks the broker.
-COUNTED_KINDS = ("error", "latency", "drop-response")
+COUNTED_KINDS = ("error", "latency", "drop-response", "clock-jump")
 WAIT_POLL_S = 0.02
 
 
@@ -199,13 +199,21 @@ class Faults:
         a connection closes at its next request unless its client re-authenticates first. Returns how many."""
         return self._control.call("sessions.expire", user=user)["expired"]
 
+    def jump_clock(self, ms: int) -> Fault:
+        """Step this broker's wall clock by `ms` milliseconds, forwards or back (negative), as a clock step on
+        its host would: the timestamps it assigns (LogAppendTime), retention.ms and segment.ms, group and
+        transaction timestamps read the stepped clock, while its timers (session timeouts, long polls) go on.
+        Applied at once (its `hits` is 1); clearing the fault steps the clock back."""
+        answer = self._control.call("fault.add", kind="clock-jump", ms=ms)
+        return Fault(self, answer["fault"])
+
     def close_connections(self) -> int:
         """Close every client connection the broker has open (clients reconnect); returns how many."""
         return self._control.call("connections.close")["closed"]
 
     def clear(self, kind: str | None = None) -> int:
         """Undo all faults, or those of one kind ("error", "latency", "drop-response", "disk", "link", "fetch-pause",
-        "txn-markers-hold", "auth-failure"); returns how many."""
+        "txn-markers-hold", "auth-failure", "clock-jump"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATION_FAILURE_KIND
 from minikafka.broker.faults.authentication_failures import AuthenticationFailure, AuthenticationFailures
+from minikafka.broker.faults.clock_jumps import KIND as CLOCK_JUMP_KIND
+from minikafka.broker.faults.clock_jumps import ClockJump, ClockJumps
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
 from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurity
@@ -71,7 +73,8 @@ log = logging.getLogger("minikafka.faults")
 LATENCY_KEY = ("minikafka", "latency")
 SPENT_KEPT = 1000
 DROP_KIND = "drop-response"
-KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
+KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND,
+         CLOCK_JUMP_KIND)
 
 Rule = ErrorRule | LatencyRule | DropRule
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
@@ -93,6 +96,7 @@ class FaultInjector:
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
         self.authentication_failures = AuthenticationFailures()
+        self.clock_jumps = ClockJumps()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -169,6 +173,10 @@ class FaultInjector:
         """Refuse the SASL authentications of `user` (None: everyone's) as a wrong password is refused."""
         return self.authentication_failures.add(next(self._ids), user)
 
+    def jump_clock(self, ms: int) -> ClockJump:
+        """Step this broker's wall clock by `ms` (negative: back), its timers untouched (see clock_jumps)."""
+        return self.clock_jumps.jump(next(self._ids), ms)
+
     async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
         """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold" or
         "auth-failure", or one by id); returns how many."""
@@ -199,6 +207,8 @@ class FaultInjector:
             cleared += self.marker_holds.release(rule_id)
         if kind in (None, AUTHENTICATION_FAILURE_KIND):
             cleared += self.authentication_failures.clear(rule_id)
+        if kind in (None, CLOCK_JUMP_KIND):
+            cleared += self.clock_jumps.undo(rule_id)
         if kind in (None, "link"):
             cleared += await self.links.heal(rule_id)
         if cleared:
@@ -216,6 +226,9 @@ class FaultInjector:
         for fault in self.describe():
             if fault.get("id") == rule_id:
                 return {**fault, "active": True}
+        undone = self.clock_jumps.undone.get(rule_id)
+        if undone is not None:
+            return {**undone.describe(), "active": False}
         spent = self._spent.get(rule_id)
         if spent is None:
             raise FaultError(f"no fault {rule_id}")
@@ -225,7 +238,7 @@ class FaultInjector:
         rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules]
         faults = [r.describe() for r in rules]
         faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
-        faults += self.authentication_failures.describe()
+        faults += self.authentication_failures.describe() + self.clock_jumps.describe()
         disk = self.disk_quota.describe()
         return faults if disk is None else faults + [disk]
 

@@ -38,6 +38,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
 from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
@@ -326,7 +327,7 @@ class ReplicaFetcher:
             if offset < partition.high_watermark:
                 log.warning("%s-%d: truncating to %d, below the high watermark %d", *tp, offset,
                             partition.high_watermark)
-            partition.log.truncate_to(offset)
+            partition.log.truncate_to(offset, now_ms=wall_clock_ms())
             partition.clamp_high_watermark()
         except Exception as exc:  # noqa: BLE001 - a partition that cannot truncate cannot follow
             self._mark_failed(tp, f"truncation to {offset} failed: {exc!r}")
@@ -473,7 +474,7 @@ class ReplicaFetcher:
                 self._mark_failed(tp, f"fetched offset {state.fetch_offset} is not the log end offset "
                                       f"{the_log.log_end_offset}")
                 return True
-            appended = the_log.append_as_follower(data.records) if data.records else None
+            appended = the_log.append_as_follower(data.records, now_ms=wall_clock_ms()) if data.records else None
             quota = self._replica_manager.replication_quotas.follower
             if data.records and quota.is_throttled(tp):
                 quota.record(len(data.records))
@@ -531,12 +532,12 @@ class ReplicaFetcher:
             if leader_start is None:
                 log.warning("%s-%d: resetting the fetch offset from %d to the leader's end offset %d", *tp, log_end,
                             leader_end)
-                the_log.truncate_to(leader_end)
+                the_log.truncate_to(leader_end, now_ms=wall_clock_ms())
                 offset = leader_end
             elif leader_start > log_end:
                 log.warning("%s-%d: the log ends at %d, before the leader's start offset %d: starting over there",
                             *tp, log_end, leader_start)
-                the_log.truncate_fully_and_start_at(leader_start)
+                the_log.truncate_fully_and_start_at(leader_start, now_ms=wall_clock_ms())
                 offset = leader_start
             else:
                 offset = log_end

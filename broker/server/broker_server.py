@@ -26,6 +26,7 @@ from pathlib import Path
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
@@ -402,13 +403,10 @@ class BrokerServer:
             topic = self.metadata_cache.topics_by_id.get(topic_id)
             return None if topic is None else len(topic.partitions)
 
-        def clock_ms() -> int:
-            return int(time.time() * 1000)
-
         per_snapshot = config.get("share.coordinator.snapshot.update.records.per.snapshot")
         return ShareCoordinator(
             CoordinatorLog(self.replica_manager, SHARE_GROUP_STATE_TOPIC, config.get("request.timeout.ms")),
-            num_partitions, lambda: ShareCoordinatorShard(partition_count, clock_ms, per_snapshot), clock_ms)
+            num_partitions, lambda: ShareCoordinatorShard(partition_count, wall_clock_ms, per_snapshot), wall_clock_ms)
 
     def _broker_clients(self, client_id: str) -> BrokerClients:
         """Connections to the brokers on the inter-broker listener, for one of the broker's inter-broker senders."""

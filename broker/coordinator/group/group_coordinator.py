@@ -14,12 +14,12 @@ marker has been written to their partition (on_transaction_completed).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.coordinator.group.assignor.assignor_spec import SubscribedTopicDescriber, TopicMetadata
 from minikafka.broker.coordinator.group.consumer_group_coordinator import ConsumerGroupCoordinator
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
@@ -54,10 +54,6 @@ T = TypeVar("T")
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 # JoinGroup v9+ lets a rejoining static leader skip the assignment (KIP-814).
 SKIP_ASSIGNMENT_MIN_VERSION = 9
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _join_error(code: ErrorCode, member_id: str = "") -> JoinResult:

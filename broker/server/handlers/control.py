@@ -14,8 +14,11 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
-  as with a wrong password: auth-failure), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
+  as with a wrong password: auth-failure; the wall clock steps by "ms", forwards or back, the timers untouched:
+  clock-jump, undone when cleared), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
   an error, latency or drop-response rule used up or cleared, with its hits);
+- the waits below (partition.wait, group.wait_committed, group.wait, topic.wait, topic.wait_records) give up after
+  "timeout_ms" of real time: an advance of a manual clock meanwhile does not cut them short;
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
@@ -42,7 +45,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
 - shutdown: a clean stop, as on SIGTERM;
-- metrics: the node's metrics, by their Prometheus names and labels (see metrics).
+- metrics: the node's metrics, by their Prometheus names and labels (see metrics);
+- clock.now, clock.advance: the node's clock, a manual one moved forwards (see network/clock_control.py).
 
 With an authorizer, the control API is the super users' (`super.users`) alone, as it can do anything to the
 broker: any other principal's request, whatever its operation, is answered {"ok": false, "error":
@@ -57,9 +61,11 @@ from typing import Any
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
+from minikafka.broker.clock.broker_clock import real_time
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
+from minikafka.broker.network.clock_control import CLOCK_OPERATIONS
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.network_client import DisconnectedError
@@ -164,8 +170,10 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": services.faults.hold_transaction_markers(_optional_int(request, "to")).describe()}
     if kind == "auth-failure":
         return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
+    if kind == "clock-jump":
+        return {"fault": services.faults.jump_clock(int(request["ms"])).describe()}
     raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir, "
-                     "txn-markers-hold or auth-failure")
+                     "txn-markers-hold, auth-failure or clock-jump")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
@@ -266,9 +274,9 @@ async def _partition_wait(services: BrokerServices, request: dict[str, Any], con
             raise ControlRefused(f"broker {services.node_id} does not lead {tp[0]}-{tp[1]}")
         return partition.high_watermark if what == "high_watermark" else partition.last_stable_offset()
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while (value := current()) < at_least and trio.current_time() < deadline:
-        await services.purgatory.wait_any([fetch_key(tp)], deadline - trio.current_time(), conn.stream,
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while (value := current()) < at_least and real_time() < deadline:
+        await services.purgatory.wait_any([fetch_key(tp)], deadline - real_time(), conn.stream,
                                           lambda: current() >= at_least)
     return {"value": value, "reached": value >= at_least}
 
@@ -292,9 +300,9 @@ async def _group_wait_committed(services: BrokerServices, request: dict[str, Any
         offset = current()
         return offset is not None and offset >= at_least
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while not reached() and trio.current_time() < deadline:
-        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - trio.current_time(),
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and real_time() < deadline:
+        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - real_time(),
                                           conn.stream, reached)
     return {"offset": current(), "reached": reached()}
 
@@ -326,9 +334,9 @@ async def _group_wait(services: BrokerServices, request: dict[str, Any], conn: C
             and (members is None or now["members"] == members) \
             and (generation_at_least is None or now["generation"] >= generation_at_least)
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while not reached() and trio.current_time() < deadline:
-        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - trio.current_time(), conn.stream, reached)
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and real_time() < deadline:
+        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - real_time(), conn.stream, reached)
     return {**seen(), "reached": reached()}
 
 
@@ -345,9 +353,9 @@ async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: C
             return f"{len(info.partitions)} partition(s)"
         return f"partition(s) {leaderless} without a leader" if leaderless else "ready"
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while seen() != "ready" and trio.current_time() < deadline:
-        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - trio.current_time(), conn.stream,
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while seen() != "ready" and real_time() < deadline:
+        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - real_time(), conn.stream,
                                           lambda: seen() == "ready")
     return {"seen": seen(), "reached": seen() == "ready"}
 
@@ -366,15 +374,15 @@ async def _topic_wait_records(services: BrokerServices, request: dict[str, Any],
         return sum(max(0, partition.high_watermark - partition.log_start_offset) for p in led()
                    if (partition := replica_manager.get_partition(topic, p)) is not None)
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while records() < at_least and trio.current_time() < deadline:
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while records() < at_least and real_time() < deadline:
         watched = led()  # woken again when leadership moves, to watch the partitions it leads then
 
         def done(watched: list[int] = watched) -> bool:
             return records() >= at_least or led() != watched
 
         keys = [METADATA_CHANGE_KEY, *(fetch_key((topic, p)) for p in watched)]
-        await services.purgatory.wait_any(keys, deadline - trio.current_time(), conn.stream, done)
+        await services.purgatory.wait_any(keys, deadline - real_time(), conn.stream, done)
     count = records()
     return {"records": count, "partitions": led(), "reached": count >= at_least}
 
@@ -447,6 +455,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
     "metrics": _metrics,
+    **CLOCK_OPERATIONS,
 }
 
 # Served by KafkaApis outside the Kafka API table: never advertised, raw frames in and out.
