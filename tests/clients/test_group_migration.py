@@ -361,3 +361,29 @@ def test_with_the_upgrade_policy_the_last_consumer_member_leaving_keeps_a_consum
             upgraded.close()
         for member in classic:
             member.close()
+
+
+def test_a_new_classic_consumer_joins_a_consumer_group_in_migration(broker_factory, unique_topic):
+    """A kafka-python consumer joining after the upgrade is a classic member of the consumer group from its first
+    JoinGroup (MEMBER_ID_REQUIRED, then the join with its id), and gets its share of the partitions."""
+    broker = broker_factory(group_initial_rebalance_delay_ms=0,
+                            **{k.replace(".", "_"): v for k, v in FAST_GROUPS.items()})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic)
+    group = f"g-{uuid.uuid4()}"
+    produce(bootstrap, unique_topic, 20)
+    first = ClassicMember(bootstrap, group, unique_topic)
+    members: list = [first]
+    try:
+        poll_until(members, lambda: settled(members), what="the classic member's assignment")
+        members.append(Member(bootstrap, group, unique_topic))
+        poll_until(members, lambda: settled(members) and member_types(bootstrap, group) == [CLASSIC, CONSUMER],
+                   timeout=90, what="the upgrade")
+        members.append(ClassicMember(bootstrap, group, unique_topic))
+        produce(bootstrap, unique_topic, 20, start=20)
+        poll_until(members, lambda: settled(members) and consumed_all(members, 40)
+                   and member_types(bootstrap, group) == [CLASSIC, CLASSIC, CONSUMER], timeout=90,
+                   what="the new classic member to get partitions")
+    finally:
+        for member in members:
+            member.close()
