@@ -186,7 +186,8 @@ def _print_members(group: GroupState, verbose: bool) -> None:
     """A group's members as kafka-consumer-groups.sh --describe --members [--verbose] prints them for either
     protocol: a GROUP-INSTANCE-ID column when a member is static, and with `verbose` each member's epoch and
     assignment and the target assignment (epoch and partitions) it is reconciling to, `-` where a classic group has
-    none."""
+    none, and, for a consumer group with members of both protocols, Kafka's UPGRADED column (true for a consumer
+    protocol member, false for a classic one)."""
     members = group.members
     current = [assignment_text(m.assignment) for m in members]
     target = [assignment_text(m.target_assignment or []) for m in members]
@@ -198,6 +199,8 @@ def _print_members(group: GroupState, verbose: bool) -> None:
     w_current = max([20] + [len(c) for c in current])
     w_target = max([20] + [len(t) for t in target])
     with_instance = any(m.group_instance_id for m in members)
+    # Kafka's UPGRADED column: only for a group in migration, with members of both protocols.
+    with_upgrade = any(m.upgraded is True for m in members) and any(m.upgraded is False for m in members)
 
     def line(cells: tuple) -> str:
         instance = f"{cells[2]:<{w_instance}} " if with_instance else ""
@@ -205,15 +208,19 @@ def _print_members(group: GroupState, verbose: bool) -> None:
                 f"{cells[4]:<{w_client}} {cells[5]:<15} ")
 
     def epochs(cells: tuple) -> str:
-        return f"{cells[0]:<15} {cells[1]:<{w_current}} {cells[2]:<15} {cells[3]:<{w_target}}" if verbose else ""
+        if not verbose:
+            return ""
+        text = f"{cells[0]:<15} {cells[1]:<{w_current}} {cells[2]:<15} {cells[3]:<{w_target}}"
+        return f"{text} {cells[4]}" if with_upgrade else text
 
     print()
     print(line(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"))
-          + epochs(("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")))
+          + epochs(("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED")))
     for member, now, then in zip(members, current, target, strict=True):
+        upgraded = MISSING if member.upgraded is None else str(member.upgraded).lower()
         print(line((group.group_id, member.member_id, member.group_instance_id or "", member.host,
                     member.client_id, str(len(member.assignment))))
-              + epochs((_or_missing(member.member_epoch), now, _or_missing(group.assignment_epoch), then)))
+              + epochs((_or_missing(member.member_epoch), now, _or_missing(group.assignment_epoch), then, upgraded)))
 
 
 def _or_missing(epoch: int | None) -> str:

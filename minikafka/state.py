@@ -103,6 +103,9 @@ class GroupMember:
     # protocol only) the partitions the coordinator's target assignment gives it (those it owns once reconciled).
     member_epoch: int | None = None
     target_assignment: list[tuple[str, int]] | None = None
+    # Consumer protocol groups only: whether the member speaks the consumer protocol (True) or joined with the
+    # classic one (False), as Kafka's MemberDescription.upgraded; None in a classic group.
+    upgraded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -687,11 +690,18 @@ def described_partitions(assignment: Any) -> list[tuple[str, int]]:
     return sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
 
 
+def _upgraded(member: Any) -> bool | None:
+    """ConsumerGroupDescribe v1's MemberType as Kafka's admin client reads it: 1 (consumer) is upgraded, 0
+    (classic) is not, -1 (or a v0 answer) unknown."""
+    member_type = getattr(member, "member_type", -1)
+    return None if member_type == -1 else member_type == 1
+
+
 def consumer_group_state(described: Any, offsets: dict[tuple[str, int], int]) -> GroupState:
     """A GroupState from ConsumerGroupDescribe's description of a consumer group."""
     members = [GroupMember(m.member_id, m.client_id, m.client_host, m.instance_id,
                            described_partitions(m.assignment), m.member_epoch,
-                           described_partitions(m.target_assignment))
+                           described_partitions(m.target_assignment), _upgraded(m))
                for m in described.members]
     return GroupState(described.group_id, described.group_state, "consumer", described.assignor_name, members,
                       offsets, "consumer", described.group_epoch, described.assignment_epoch,

@@ -174,19 +174,14 @@ async def test_a_classic_group_with_members_is_not_a_consumer_group():
     coordinator = make()
     coordinator.join_group(JoinRequest("g", "", None, "c", "/h", 10000, 10000, "consumer", [("range", b"")], 3))
     assert coordinator.groups["g"].members
-    assert error_of(lambda: hb(coordinator, "m", 0, ["t1"])) == (
-        E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because an online upgrade is not "
-                              "supported by this broker.")
+    # Only a join (epoch 0) may upgrade it (tests/unit/test_group_migration_conversion.py).
     assert error_of(lambda: hb(coordinator, "m", 3)) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
-    # And a JoinGroup for a consumer group with members is refused: classic members in consumer groups are not
-    # served; an empty one becomes a classic group with its offsets.
+    # An empty consumer group becomes a classic group with its offsets.
     log = MemoryLog()
     other = make(log)
     a = hb(other, "m", 0, ["t1"])
     await other.offset_manager.commit_offsets("g", "m", None, a.member_epoch, -1,
                                               [OffsetCommitEntry("t1", 0, 5, -1, None)], 9)
-    refused = other.join_group(JoinRequest("g", "", None, "c", "/h", 10000, 10000, "consumer", [("range", b"")], 5))
-    assert refused.result is not None and refused.result.error == E.INCONSISTENT_GROUP_PROTOCOL
     hb(other, "m", -1)
     joined = other.join_group(JoinRequest("g", "", None, "c", "/h", 10000, 10000, "consumer", [("range", b"")], 3))
     assert joined.result is None and len(other.groups["g"].members) == 1  # waiting out the rebalance delay

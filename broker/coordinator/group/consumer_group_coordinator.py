@@ -15,11 +15,12 @@ Differences from Kafka, for now: regexes (RE2/J syntax: what RE2 lacks is INVALI
 matched whole against the topic names, resolved at once on the heartbeat that brings them and refreshed on each
 heartbeat when the topics they match changed, internal topics excluded; the group's metadata hash is this broker's
 own hash of the subscribed topics' ids, names and partition counts (not Kafka's Murmur3 of the topic image),
-compared on every heartbeat; a classic group with members is not converted online: the first heartbeat answers
-GROUP_ID_NOT_FOUND, with Kafka's reason when group.consumer.migration.policy, the group's protocol type or
-group.consumer.max.size forbids the upgrade; classic members do not join a consumer group through JoinGroup
-(INCONSISTENT_GROUP_PROTOCOL); an empty group of either type becomes one of the other, keeping its committed
-offsets, as in Kafka.
+compared on every heartbeat. A classic group with members is converted online as Kafka 4.1 does (when
+group.consumer.migration.policy, its protocol type and group.consumer.max.size allow it; GROUP_ID_NOT_FOUND with
+Kafka's reason otherwise): its members stay, served through JoinGroup, SyncGroup, Heartbeat and LeaveGroup with
+the server's assignment, and the group becomes classic again when its last consumer protocol member leaves, is
+fenced, or is replaced by a static classic member; an empty group of either type becomes one of the other,
+keeping its committed offsets, as in Kafka.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from minikafka.broker.coordinator.group.assignor.assignor_spec import (
 from minikafka.broker.coordinator.group.assignor.range_assignor import RangeAssignor
 from minikafka.broker.coordinator.group.assignor.uniform_assignor import UniformAssignor
 from minikafka.broker.coordinator.group.consumer import record_helpers as rh
-from minikafka.broker.coordinator.group.consumer.consumer_group import ConsumerGroup
+from minikafka.broker.coordinator.group.consumer.consumer_group import CONSUMER_PROTOCOL_TYPE, ConsumerGroup
 from minikafka.broker.coordinator.group.consumer.consumer_group_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -50,10 +51,25 @@ from minikafka.broker.coordinator.group.consumer.current_assignment_builder impo
 from minikafka.broker.coordinator.group.consumer.resolved_regular_expression import ResolvedRegularExpression
 from minikafka.broker.coordinator.group.consumer.target_assignment_builder import TargetAssignmentBuilder
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
-from minikafka.broker.coordinator.group.group import Group
+from minikafka.broker.coordinator.group.group import (
+    MEMBER_ID_REQUIRED_MIN_VERSION,
+    Group,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
+)
 from minikafka.broker.coordinator.group.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
+from minikafka.broker.coordinator.group.group_conversion import (
+    classic_group_from_consumer,
+    classic_member_metadata,
+    consumer_group_from_classic,
+    consumer_group_records,
+    prepare_assignment,
+    to_assignment,
+)
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
+from minikafka.protocol.consumer_protocol import ConsumerProtocolError, parse_subscription
 from minikafka.protocol.coordinator_records.consumer_group_records import (
     ConsumerGroupRecord,
     ConsumerGroupRegularExpressionKey,
@@ -133,6 +149,10 @@ class ConsumerGroupCoordinator:
         self.timer = timer
         self.describe_topics = describe_topics
         self.now_ms = now_ms
+        # Set by the classic coordinator: a classic group just became a consumer group (what was parked in its
+        # joins and syncs is released), or a consumer group a classic one (which it rebalances, with `reason`).
+        self.on_upgraded: Callable[[Group], None] = lambda _classic: None
+        self.on_downgraded: Callable[[Group, str | None], None] = lambda _classic, _reason: None
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -163,9 +183,38 @@ class ConsumerGroupCoordinator:
         return self._group_config(group_id, CONSUMER_HEARTBEAT_INTERVAL_MS,
                                   self.config.consumer_heartbeat_interval_ms)
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        self.timer.schedule(self._session_key(group_id, member_id), self.session_timeout_ms(group_id),
+    @staticmethod
+    def _join_key(group_id: str, member_id: str) -> str:
+        return f"consumer-join-{group_id}-{member_id}"
+
+    @staticmethod
+    def _sync_key(group_id: str, member_id: str) -> str:
+        return f"consumer-sync-{group_id}-{member_id}"
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """The member is fenced unless it is heard from within its session timeout: the group's for a member of
+        the consumer protocol, the one it joined with for a classic member (`timeout_ms`)."""
+        self.timer.schedule(self._session_key(group_id, member_id),
+                            self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms,
                             lambda: self._fence_on_timeout(group_id, member_id, None, "session timeout"))
+
+    def _schedule_member_session_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        metadata = member.classic_member_metadata
+        self._schedule_session_timeout(group_id, member.member_id,
+                                       None if metadata is None else metadata.session_timeout_ms)
+
+    def _schedule_join_timeout_if_absent(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """A classic member told to rejoin must do so within its rebalance timeout, or be fenced."""
+        key = self._join_key(group_id, member.member_id)
+        if not self.timer.is_scheduled(key):
+            member_id = member.member_id
+            self.timer.schedule(key, member.rebalance_timeout_ms, lambda: self._fence_on_timeout(
+                group_id, member_id, None, "the classic member failed to join within the rebalance timeout"))
+
+    def _schedule_sync_timeout(self, group_id: str, member_id: str, rebalance_timeout_ms: int) -> None:
+        """A classic member that joined must send SyncGroup within its rebalance timeout, or be fenced."""
+        self.timer.schedule(self._sync_key(group_id, member_id), rebalance_timeout_ms, lambda: self._fence_on_timeout(
+            group_id, member_id, None, "the member failed to sync within timeout"))
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch
@@ -175,8 +224,8 @@ class ConsumerGroupCoordinator:
                                                            f"{member.rebalance_timeout_ms}ms"))
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(self._session_key(group_id, member_id))
-        self.timer.cancel(self._rebalance_key(group_id, member_id))
+        for key in (self._session_key, self._rebalance_key, self._join_key, self._sync_key):
+            self.timer.cancel(key(group_id, member_id))
 
     def _fence_on_timeout(self, group_id: str, member_id: str, epoch: int | None, reason: str) -> None:
         """A timer fired: fence the member unless it is gone (or, for a rebalance timeout, left that epoch). The
@@ -200,7 +249,7 @@ class ConsumerGroupCoordinator:
             if self.group_manager.partition_for(group_id) != partition:
                 continue
             for member in group.members.values():
-                self._schedule_session_timeout(group_id, member.member_id)
+                self._schedule_member_session_timeout(group_id, member)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group_id, member)
 
@@ -286,6 +335,26 @@ class ConsumerGroupCoordinator:
                                     else member.subscribed_topic_regex),
             client_id=req.client_id, client_host=req.client_host, classic_member_metadata=None)
 
+        reconciled, _subscription_changed = self._update_and_reconcile(group, member, updated, describer,
+                                                                       req.owned_partitions, records)
+        self._schedule_session_timeout(group_id, member_id)
+
+        full_request = (req.rebalance_timeout_ms != -1 and (req.subscribed_topic_names is not None
+                                                             or req.subscribed_topic_regex is not None)
+                        and req.owned_partitions is not None)
+        give_assignment = (req.member_epoch == 0 or full_request
+                           or reconciled.assigned_partitions != member.assigned_partitions)
+        return HeartbeatResult(member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group_id),
+                               reconciled.assigned_partitions if give_assignment else None)
+
+    def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                              describer: SubscribedTopicDescriber,
+                              owned_partitions: Mapping[uuid.UUID, list[int]] | None,
+                              records: list[ConsumerGroupRecord]) -> tuple[ConsumerGroupMember, bool]:
+        """Kafka's three steps for a member that (re)joins or heartbeats, whichever protocol it speaks: its
+        subscription and the group epoch, the target assignment, its reconciliation; returns the reconciled
+        member and whether its subscription changed."""
+        group_id, member_id = group.group_id, member.member_id
         # 1. The member's subscription, regexes, and the group epoch.
         in_group = member_id in group.members
         if updated != member or not in_group:
@@ -319,7 +388,7 @@ class ConsumerGroupCoordinator:
             reconciled = CurrentAssignmentBuilder(
                 current, group.target_assignment_epoch, group.target_assignment_of(member_id),
                 group.current_partition_epoch, describer,
-                owned_topic_partitions=req.owned_partitions, has_subscription_changed=subscription_changed,
+                owned_topic_partitions=owned_partitions, has_subscription_changed=subscription_changed,
                 resolved_regular_expressions=group.resolved_regular_expressions).build()
             if reconciled != current:
                 self.group_manager.append_consumer_group_records(
@@ -328,15 +397,7 @@ class ConsumerGroupCoordinator:
                     self._schedule_rebalance_timeout(group_id, reconciled)
                 else:
                     self.timer.cancel(self._rebalance_key(group_id, member_id))
-        self._schedule_session_timeout(group_id, member_id)
-
-        full_request = (req.rebalance_timeout_ms != -1 and (req.subscribed_topic_names is not None
-                                                             or req.subscribed_topic_regex is not None)
-                        and req.owned_partitions is not None)
-        give_assignment = (req.member_epoch == 0 or full_request
-                           or reconciled.assigned_partitions != member.assigned_partitions)
-        return HeartbeatResult(member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group_id),
-                               reconciled.assigned_partitions if give_assignment else None)
+        return reconciled, subscription_changed
 
     def _get_or_maybe_create_group(self, group_id: str, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -348,9 +409,7 @@ class ConsumerGroupCoordinator:
         if classic is not None and classic.members:
             if create:
                 self._validate_online_upgrade(classic)
-                # The conversion itself (Kafka's convertToConsumerGroup) is not served.
-                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to "
-                                 "consumer group because an online upgrade is not supported by this broker.")
+                return self._convert_to_consumer_group(classic)
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -401,20 +460,7 @@ class ConsumerGroupCoordinator:
                 raise KafkaError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {instance_id} cannot join the group "
                                  f"because the instance id is owned by {existing.member_id} member.")
-            new_member = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
-            group_id = group.group_id
-            records += rh.member_removal_records(group_id, existing.member_id)
-            records += [rh.member_subscription_record(group_id, new_member),
-                        rh.target_assignment_record(group_id, member_id, group.target_assignment_of(
-                            existing.member_id)),
-                        rh.current_assignment_record(group_id, new_member)]
-            self._cancel_timers(group_id, existing.member_id)
-            log.info("static member with instance id %s rejoins consumer group %s as %s, replacing %s", instance_id,
-                     group_id, member_id, existing.member_id)
-            # The member the rest of the heartbeat compares with is the replacement as now written.
-            self.group_manager.append_consumer_group_records(group_id, records)
-            records.clear()
-            return self.groups[group_id].members[member_id]
+            return self._replace_static_member(group, existing, member_id, records)
         if existing is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -423,6 +469,24 @@ class ConsumerGroupCoordinator:
                              f"{existing.member_id}.")
         self._check_member_epoch(existing, req)
         return existing
+
+    def _replace_static_member(self, group: ConsumerGroup, existing: ConsumerGroupMember, member_id: str,
+                               records: list[ConsumerGroupRecord]) -> ConsumerGroupMember:
+        """A static member rejoining under `member_id` takes the place and target assignment of the member its
+        instance id had (Kafka's replaceMember), written at once with `records` so far; returns the new member."""
+        new_member = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        group_id = group.group_id
+        records += rh.member_removal_records(group_id, existing.member_id)
+        records += [rh.member_subscription_record(group_id, new_member),
+                    rh.target_assignment_record(group_id, member_id, group.target_assignment_of(existing.member_id)),
+                    rh.current_assignment_record(group_id, new_member)]
+        self._cancel_timers(group_id, existing.member_id)
+        log.info("static member with instance id %s rejoins consumer group %s as %s, replacing %s",
+                 existing.instance_id, group_id, member_id, existing.member_id)
+        # The member the rest of the request compares with is the replacement as now written.
+        self.group_manager.append_consumer_group_records(group_id, records)
+        records.clear()
+        return self.groups[group_id].members[member_id]
 
     # ---- regular expressions -------------------------------------------------------------------------------
 
@@ -483,6 +547,243 @@ class ConsumerGroupCoordinator:
             if member.subscribed_topic_regex is not None:
                 names |= resolved.get(member.subscribed_topic_regex, frozenset())
         return names
+
+    # ---- online migration ----------------------------------------------------------------------------------
+
+    def _convert_to_consumer_group(self, classic: Group) -> ConsumerGroup:
+        """Kafka's convertToConsumerGroup: the classic group's tombstone and the consumer group's records written
+        as one batch; its members keep their assignments and are timed out by their classic session timeouts."""
+        describer = self.describe_topics()
+        converted = consumer_group_from_classic(classic, describer)
+        converted.metadata_hash = metadata_hash(converted.subscribed_topic_names, describer)
+        group_id = classic.group_id
+        self.group_manager.upgrade_to_consumer_group(classic, consumer_group_records(converted))
+        # Members parked in a join or sync rejoin the rebalance the joining member starts.
+        self.on_upgraded(classic)
+        group = self.groups[group_id]
+        for member in group.members.values():
+            self._schedule_member_session_timeout(group_id, member)
+        log.info("converted the classic group %s to a consumer group", group_id)
+        return group
+
+    def _validate_online_downgrade(self, group: ConsumerGroup, leaving: list[ConsumerGroupMember]) -> bool:
+        """Whether the group becomes a classic group once `leaving` are gone (Kafka's
+        validateOnlineDowngradeWithFencedMembers): all the others are classic members, there is one at least,
+        the policy allows it and they fit in group.max.size."""
+        remaining = len(group.members) - len(leaving)
+        if not group.all_members_use_classic_protocol_except(leaving) or remaining <= 0:
+            return False
+        if not self.config.downgrade_enabled:
+            log.info("cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled", group.group_id)
+            return False
+        if remaining > self.config.max_size:
+            log.info("cannot downgrade consumer group %s to classic group because its group size is greater than "
+                     "classic group max size", group.group_id)
+            return False
+        return True
+
+    def _validate_online_downgrade_with_replaced_member(self, group: ConsumerGroup,
+                                                        replaced: ConsumerGroupMember) -> bool:
+        """Whether a static classic member joining in the place of `replaced` leaves only classic members, so the
+        group becomes classic (Kafka's validateOnlineDowngradeWithReplacedMember)."""
+        if not group.all_members_use_classic_protocol_except([replaced]):
+            return False
+        if not self.config.downgrade_enabled:
+            log.info("cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled", group.group_id)
+            return False
+        if len(group.members) > self.config.max_size:
+            log.info("cannot downgrade consumer group %s to classic group because its group size is greater than "
+                     "classic group max size", group.group_id)
+            return False
+        return True
+
+    def _convert_to_classic_group(self, group: ConsumerGroup, leaving: list[ConsumerGroupMember],
+                                  reason: str | None) -> None:
+        """Kafka's convertToClassicGroup: the consumer group's tombstones and the classic group without
+        `leaving` (its members keeping their target assignments) written as one batch, then a rebalance for
+        `reason` if given."""
+        group_id = group.group_id
+        classic = classic_group_from_consumer(group, leaving, self.describe_topics(), self.now_ms())
+        tombstones = rh.group_tombstone_records(group_id, list(group.members),
+                                                list(group.resolved_regular_expressions))
+        self.group_manager.downgrade_to_classic_group(classic, tombstones)
+        for member_id in list(group.members):
+            self._cancel_timers(group_id, member_id)
+        log.info("converted the consumer group %s to a classic group", group_id)
+        self.on_downgraded(classic, reason)
+
+    # ---- classic members of a consumer group ---------------------------------------------------------------
+
+    def _validate_classic_member(self, group: ConsumerGroup, member_id: str,
+                                 instance_id: str | None) -> ConsumerGroupMember:
+        """The classic member a SyncGroup or Heartbeat comes from (Kafka's validateConsumerGroupMember and
+        throwIfMemberDoesNotUseClassicProtocol)."""
+        if instance_id is None:
+            member = group.get_or_maybe_create_member(member_id, False)
+        else:
+            found = group.static_member(instance_id)
+            if found is None:
+                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a "
+                                 f"member of group {group.group_id}.")
+            if found.member_id != member_id:
+                raise KafkaError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                 f"{instance_id} was fenced by member {found.member_id}.")
+            member = found
+        if not member.use_classic_protocol:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic "
+                             "protocol.")
+        return member
+
+    @staticmethod
+    def _check_generation(member: ConsumerGroupMember, generation_id: int) -> None:
+        if member.member_epoch != generation_id:
+            raise KafkaError(ErrorCode.ILLEGAL_GENERATION, f"The request generation id {generation_id} is not "
+                             f"equal to the member epoch {member.member_epoch} of member {member.member_id}.")
+
+    @changes_groups
+    def classic_join(self, req: JoinRequest) -> JoinResult:
+        """A JoinGroup of a classic member to this consumer group (Kafka's classicGroupJoinToConsumerGroup): the
+        member's subscription from its metadata, the group epoch and target assignment as for a heartbeat, and an
+        answer at once, its generation the member epoch; KafkaError for the error to answer."""
+        group = self.groups[req.group_id]
+        group_id = group.group_id
+        is_unknown_member = req.member_id == ""
+        member_id = str(uuid.uuid4()) if is_unknown_member else req.member_id
+        if len(group.members) >= self.config.consumer_max_size and not group.has_member(member_id):
+            raise KafkaError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                             f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size}"
+                             " members.")
+        if not group.supports_classic_protocols(req.protocol_type, [name for name, _ in req.protocols]):
+            raise KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not "
+                             "supported.")
+        if is_unknown_member and req.group_instance_id is None and req.api_version >= MEMBER_ID_REQUIRED_MIN_VERSION:
+            log.info("dynamic member with unknown member id joins consumer group %s; asked to rejoin as %s",
+                     group_id, member_id)
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
+        downgrade = False
+        if req.group_instance_id is None:
+            member = group.get_or_maybe_create_member(member_id, True)
+        else:
+            # A static member joining with no member id is new, or replaces the one its instance id had (whichever
+            # protocol that one spoke); one with a member id must be that instance's member.
+            existing = group.static_member(req.group_instance_id)
+            downgrade = existing is not None and self._validate_online_downgrade_with_replaced_member(group, existing)
+            if is_unknown_member:
+                member = (group.get_or_maybe_create_member(member_id, True) if existing is None
+                          else self._replace_static_member(group, existing, member_id, []))
+            elif existing is None:
+                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.group_instance_id} is unknown.")
+            elif existing.member_id != member_id:
+                raise KafkaError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                 f"{req.group_instance_id} was fenced by member {existing.member_id}.")
+            else:
+                member = existing
+        try:
+            subscription = parse_subscription(req.protocols[0][1])
+        except (ConsumerProtocolError, IndexError) as exc:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "Malformed embedded consumer protocol in subscription "
+                             f"deserialization: {exc}") from None
+        describer = self.describe_topics()
+        if member_id not in group.members:
+            log.info("classic member %s joins consumer group %s", member_id, group_id)
+        updated = member.replace(
+            instance_id=req.group_instance_id if req.group_instance_id is not None else member.instance_id,
+            rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+                                  else member.rebalance_timeout_ms),
+            subscribed_topic_names=frozenset(subscription.topics), client_id=req.client_id,
+            client_host=req.client_host,
+            classic_member_metadata=classic_member_metadata(req.session_timeout_ms, req.protocols))
+        owned = {topic_id: sorted(ps) for topic_id, ps in to_assignment(subscription.owned_partitions,
+                                                                         describer).items()}
+        reconciled, changed = self._update_and_reconcile(group, member, updated, describer, owned, [])
+        self.timer.cancel(self._join_key(group_id, member_id))
+        if downgrade:
+            # Only classic members are left once the static member is replaced: the group is classic again, and
+            # rebalances if the newcomer subscribes to other topics (Kafka's convertToClassicGroup).
+            self._convert_to_classic_group(group, [], f"Downgrade group {group_id} from consumer to classic for "
+                                           "static member replacement with different subscription." if changed
+                                           else None)
+        else:
+            self._schedule_session_timeout(group_id, member_id, req.session_timeout_ms)
+            self._schedule_sync_timeout(group_id, member_id, reconciled.rebalance_timeout_ms)
+        return JoinResult(ErrorCode.NONE, member_id=member_id, generation_id=reconciled.member_epoch,
+                          protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0][0], leader="")
+
+    @changes_groups
+    def classic_sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                     protocol_type: str | None, protocol_name: str | None) -> SyncResult:
+        """A SyncGroup of a classic member (Kafka's classicGroupSyncToConsumerGroup): its assigned partitions in
+        its consumer protocol version, or REBALANCE_IN_PROGRESS when a newer group epoch needs it to rejoin."""
+        group = self.groups[group_id]
+        member = self._validate_classic_member(group, member_id, instance_id)
+        self._check_generation(member, generation_id)
+        assert member.classic_member_metadata is not None  # checked above
+        protocols = member.classic_member_metadata.supported_protocols
+        if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"The protocol type {protocol_type} from member "
+                             f"{member_id} request is not equal to the group protocol type {CONSUMER_PROTOCOL_TYPE}.")
+        if protocol_name is not None and protocols and protocol_name != protocols[0].name:
+            raise KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"The protocol name {protocol_name} from member "
+                             f"{member_id} request is not equal to the protocol name {protocols[0].name} returned "
+                             "in the join response.")
+        if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_join_timeout_if_absent(group_id, member)
+            raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS, f"A new rebalance is triggered in group {group_id} "
+                             f"and member {member_id} should rejoin to catch up.")
+        self.timer.cancel(self._sync_key(group_id, member_id))
+        self._schedule_member_session_timeout(group_id, member)
+        return SyncResult(ErrorCode.NONE, prepare_assignment(member, self.describe_topics()), protocol_type,
+                          protocol_name)
+
+    @changes_groups
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+                          ) -> ErrorCode:
+        """A Heartbeat of a classic member (Kafka's classicGroupHeartbeatToConsumerGroup): REBALANCE_IN_PROGRESS
+        when it must rejoin, as its epoch is behind the group's, it has partitions to revoke, or partitions it
+        waited for are free now."""
+        group = self.groups[group_id]
+        member = self._validate_classic_member(group, member_id, instance_id)
+        self._check_generation(member, generation_id)
+        self._schedule_member_session_timeout(group_id, member)
+        if (member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS
+                    and not group.waiting_on_unreleased_partition(member))):
+            self._schedule_join_timeout_if_absent(group_id, member)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    @changes_groups
+    def classic_leave(self, group_id: str, members: list[tuple[str, str | None, str | None]]
+                      ) -> list[tuple[str, str | None, ErrorCode]]:
+        """A LeaveGroup to this consumer group (Kafka's classicGroupLeaveToConsumerGroup): each member found
+        leaves (one by instance id alone, administratively), all fenced together; per member its error."""
+        group = self.groups[group_id]
+        results: list[tuple[str, str | None, ErrorCode]] = []
+        leaving: dict[str, ConsumerGroupMember] = {}
+        for member_id, instance_id, reason in members:
+            try:
+                if instance_id is None:
+                    member = group.get_or_maybe_create_member(member_id, False)
+                else:
+                    found = group.static_member(instance_id)
+                    if found is None:
+                        raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                    if member_id and found.member_id != member_id:
+                        raise KafkaError(ErrorCode.FENCED_INSTANCE_ID)
+                    member = found
+            except KafkaError as exc:
+                results.append((member_id, instance_id, exc.code))
+                continue
+            log.info("member %s left consumer group %s through LeaveGroup (%s)", member.member_id, group_id,
+                     reason or "not provided")
+            leaving[member.member_id] = member
+            results.append((member_id, instance_id, ErrorCode.NONE))
+        if leaving:
+            self._fence_members(group, list(leaving.values()))
+        return results
 
     # ---- describing ----------------------------------------------------------------------------------------
 
@@ -553,8 +854,12 @@ class ConsumerGroupCoordinator:
 
     def _fence_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember]) -> None:
         """Remove the members (tombstones, unused regexes deleted) and bump the group epoch, so their partitions
-        go to the others."""
+        go to the others; when only classic members remain, the group becomes a classic group instead."""
         group_id = group.group_id
+        if self._validate_online_downgrade(group, members):
+            self._convert_to_classic_group(group, members, f"Downgrade group {group_id} from consumer to classic "
+                                           "for member leaving.")
+            return
         records: list[ConsumerGroupRecord] = []
         for member in members:
             records += rh.member_removal_records(group_id, member.member_id)

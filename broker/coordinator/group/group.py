@@ -69,6 +69,28 @@ class Completion(Generic[T]):
         return self.result
 
 
+Protocols = list[tuple[str, bytes]]
+# JoinGroup v4+ needs a member id from the coordinator before it may join (KIP-394).
+MEMBER_ID_REQUIRED_MIN_VERSION = 4
+
+
+@dataclass
+class JoinRequest:
+    """A JoinGroup as the coordinators read it, whether the group is classic or a consumer group."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    api_version: int
+    reason: str | None = None
+
+
 @dataclass
 class JoinResult:
     """What a JoinGroup response carries; `members` is non-empty only for the leader."""
@@ -106,8 +128,6 @@ class OffsetAndMetadata:
     expire_timestamp: int | None = None
     write_order: int = field(default=0, compare=False)
 
-
-Protocols = list[tuple[str, bytes]]
 
 
 @dataclass

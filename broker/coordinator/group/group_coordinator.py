@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
@@ -25,12 +24,13 @@ from minikafka.broker.coordinator.group.assignor.assignor_spec import Subscribed
 from minikafka.broker.coordinator.group.consumer_group_coordinator import ConsumerGroupCoordinator
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minikafka.broker.coordinator.group.group import (
+    MEMBER_ID_REQUIRED_MIN_VERSION,
     Completion,
     Group,
     GroupState,
+    JoinRequest,
     JoinResult,
     Member,
-    Protocols,
     SyncResult,
 )
 from minikafka.broker.coordinator.group.group_admin import GroupAdmin
@@ -53,25 +53,8 @@ T = TypeVar("T")
 
 # Kafka's group.classic... new member join timeout: a JoinGroup from a new member is parked at most this long.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-# JoinGroup v4+ needs a member id from the coordinator before it may join (KIP-394).
-MEMBER_ID_REQUIRED_MIN_VERSION = 4
 # JoinGroup v9+ lets a rejoining static leader skip the assignment (KIP-814).
 SKIP_ASSIGNMENT_MIN_VERSION = 9
-
-
-@dataclass
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    api_version: int
-    reason: str | None = None
 
 
 def _join_error(code: ErrorCode, member_id: str = "") -> JoinResult:
@@ -104,6 +87,8 @@ class GroupCoordinator(GroupAdmin):
         # KIP-932 share groups, likewise.
         self.share = ShareGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms,
                                            group_configs)
+        self.consumer.on_upgraded = self._on_upgraded
+        self.consumer.on_downgraded = self._on_downgraded
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -164,6 +149,26 @@ class GroupCoordinator(GroupAdmin):
                 group.complete_join(member, _join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
                 group.complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
+    # ---- online migration ----------------------------------------------------------------------------------
+
+    def _on_upgraded(self, group: Group) -> None:
+        """The classic group became a consumer group: its timers go, and members parked in a join or sync are
+        answered REBALANCE_IN_PROGRESS, so they rejoin the consumer group (Kafka's convertToConsumerGroup)."""
+        self.timer.cancel(self._join_key(group.group_id))
+        self.timer.cancel(self._sync_key(group.group_id))
+        for member in list(group.members.values()):
+            self.timer.cancel(self._heartbeat_key(group.group_id, member.member_id))
+            group.complete_join(member, _join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            group.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+
+    def _on_downgraded(self, group: Group, reason: str | None) -> None:
+        """The consumer group became this classic group: its members' sessions are timed here now, and a
+        rebalance for `reason`, if any, tells them to rejoin (Kafka's convertToClassicGroup)."""
+        for member in group.members.values():
+            self._reschedule_heartbeat(group, member)
+        if reason is not None:
+            self._prepare_rebalance(group, reason)
+
     # ---- timers --------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -207,23 +212,21 @@ class GroupCoordinator(GroupAdmin):
         if req.group_id in self.group_manager.share_groups:
             # As Kafka: a group of another type than classic or consumer.
             return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
+            return _completed(_join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         consumer_group = self.group_manager.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if not consumer_group.is_empty():
-                if len(consumer_group.members) >= self.config.consumer_max_size and (
-                        req.member_id == "" or not consumer_group.has_member(req.member_id)):
-                    # As Kafka's first check of a classic member joining a consumer group.
-                    return _completed(_join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, req.member_id))
-                # Classic members in a consumer group (KIP-848's migration) are not served yet: the group is of
-                # another type, as Kafka answers when the group is neither classic nor consumer.
-                return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                # A classic member of a consumer group (KIP-848's online migration).
+                try:
+                    return _completed(self.consumer.classic_join(req))
+                except KafkaError as exc:
+                    return _completed(_join_error(exc.code, req.member_id))
             # As Kafka: an empty consumer group becomes a classic group, keeping its committed offsets.
             error = self.group_manager.delete_consumer_group(req.group_id, keep_offsets=True)
             if error != ErrorCode.NONE:
                 return _completed(_join_error(error, req.member_id))
             log.info("converted the empty consumer group %s to a classic group", req.group_id)
-        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
-            return _completed(_join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         is_unknown_member = req.member_id == ""
         group = self.groups.get(req.group_id)
         if group is None:
@@ -552,6 +555,12 @@ class GroupCoordinator(GroupAdmin):
             self.group_manager.check_active(group_id)
         except KafkaError as exc:
             return _completed(SyncResult(exc.code))
+        if group_id in self.group_manager.consumer_groups:
+            try:
+                return _completed(self.consumer.classic_sync(group_id, generation_id, member_id, group_instance_id,
+                                                              protocol_type, protocol_name))
+            except KafkaError as exc:
+                return _completed(SyncResult(exc.code))
         group = self.groups.get(group_id)
         if group is None or group.is_empty:
             return _completed(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -619,6 +628,8 @@ class GroupCoordinator(GroupAdmin):
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         try:
             self.group_manager.check_active(group_id)
+            if group_id in self.group_manager.consumer_groups:
+                return self.consumer.classic_heartbeat(group_id, generation_id, member_id, group_instance_id)
             group = self.groups.get(group_id)
             if group is None:
                 raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} not found")
@@ -646,6 +657,11 @@ class GroupCoordinator(GroupAdmin):
             self.group_manager.check_active(group_id)
         except KafkaError as exc:
             return exc.code, []
+        if group_id in self.group_manager.consumer_groups:
+            try:
+                return ErrorCode.NONE, self.consumer.classic_leave(group_id, members)
+            except KafkaError as exc:
+                return exc.code, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, []

@@ -223,6 +223,10 @@ class GroupMetadataManager:
             previous = self.groups.pop(key.group, None)
             self._stored_metadata.pop(key.group, None)
             if value is None:
+                if previous is not None and (previous.offsets or any(previous.pending_txn_offsets.values())):
+                    # The group became a consumer group: its committed offsets stay (a deleted group's offset
+                    # tombstones come first, leaving nothing here).
+                    self.groups[key.group] = _offsets_holder(previous, self.clock_ms())
                 return
             assert isinstance(value, GroupMetadataValue)  # a group key decodes to a group value
             self._stored_metadata[key.group] = value
@@ -401,6 +405,39 @@ class GroupMetadataManager:
                 self._stored_metadata.pop(group_id, None)
         return error
 
+    def upgrade_to_consumer_group(self, classic: Group, records: list[ConsumerGroupRecord]) -> None:
+        """Write, as one batch, the classic group's tombstone and the records creating the consumer group it
+        becomes, then apply them: the classic group keeps only its committed offsets. KafkaError when the write
+        fails, and then nothing changes."""
+        group_id = classic.group_id
+        batch = [group_metadata_record(group_id, None)] + [consumer_group_record(r) for r in records]
+        error = self.append(self.partition_for(group_id), batch, self.clock_ms())
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"storing the upgrade of classic group {group_id} failed")
+        self._stored_metadata.pop(group_id, None)
+        self.groups[group_id] = _offsets_holder(classic, self.clock_ms())
+        for record in records:
+            replay_consumer_group_record(self.consumer_groups, record)
+
+    def downgrade_to_classic_group(self, classic: Group, tombstones: list[ConsumerGroupRecord]) -> None:
+        """Write, as one batch, the consumer group's tombstones and the classic group it becomes (members and
+        assignments), then apply them: `classic` takes over the committed offsets. KafkaError when the write
+        fails, and then nothing changes."""
+        group_id = classic.group_id
+        value = self._group_metadata(classic, classic.assignments())
+        batch = [consumer_group_record(r) for r in tombstones] + [group_metadata_record(group_id, value)]
+        error = self.append(self.partition_for(group_id), batch, self.clock_ms())
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"storing the downgrade of consumer group {group_id} failed")
+        for record in tombstones:
+            replay_consumer_group_record(self.consumer_groups, record)
+        holder = self.groups.get(group_id)
+        if holder is not None:
+            classic.offsets = holder.offsets
+            classic.pending_txn_offsets = holder.pending_txn_offsets
+        self.groups[group_id] = classic
+        self._stored_metadata[group_id] = value
+
     # ---- rewriting a partition to its live records ----------------------------------------------------------
 
     def record_counts(self) -> dict[int, tuple[int, int]]:
@@ -442,6 +479,14 @@ class GroupMetadataManager:
             if self.partition_for(group_id) == partition:
                 records.extend(consumer_group_record(r) for r in share_record_helpers.live_records(share_group))
         return records
+
+
+def _offsets_holder(group: Group, now_ms: int) -> Group:
+    """A memberless classic group holding `group`'s committed offsets (and offsets pending in transactions)."""
+    holder = Group(group.group_id, now_ms)
+    holder.offsets = group.offsets
+    holder.pending_txn_offsets = group.pending_txn_offsets
+    return holder
 
 
 def _consumer_group_live_records(group: ConsumerGroup) -> list[ConsumerGroupRecord]:

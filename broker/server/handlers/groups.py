@@ -212,7 +212,9 @@ async def handle_join_group(ctx: RequestContext, request) -> object:
         protocols=[(p.name, bytes(p.metadata or b"")) for p in request.protocols],
         api_version=ctx.version, reason=request.reason if ctx.version >= 8 else None)
     result = await _coordinator(ctx).join_group(req).wait()
-    if result.error == ErrorCode.NONE and req.group_instance_id is not None:
+    # A static member's join, and any join to a consumer group, wrote records: answered once they are committed.
+    if result.error == ErrorCode.NONE and (req.group_instance_id is not None
+                                           or req.group_id in _coordinator(ctx).group_manager.consumer_groups):
         error = await _committed(ctx, req.group_id)
         if error != ErrorCode.NONE:
             result.error = error
