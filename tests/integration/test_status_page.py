@@ -137,6 +137,7 @@ def _chromium() -> str | None:
                     reason="chromium and chromium-driver are not installed (CI installs them: .ci/run)")
 def test_page_in_a_browser_kills_a_broker_and_shows_the_isr_shrink(tmp_path: Path) -> None:
     webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -151,22 +152,23 @@ def test_page_in_a_browser_kills_a_broker_and_shows_the_isr_shrink(tmp_path: Pat
         cluster.wait_for_isr("events", 0, 3)
         driver = webdriver.Chrome(options=options, service=service)
         try:
-            wait = WebDriverWait(driver, DEADLINE_S)
+            # The page rewrites its tables at every refresh: an element found just before may be gone when used.
+            wait = WebDriverWait(driver, DEADLINE_S, ignored_exceptions=[StaleElementReferenceException])
             driver.get(cluster.ui_url)
             row = (By.CSS_SELECTOR, "#p-events-0 .isr")
             expected = cluster.state.partition("events", 0)
             wait.until(lambda d: d.find_element(*row).text == ",".join(map(str, expected.isr)))
-            cells = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#p-events-0 td")]
+            cells = wait.until(lambda d: [c.text for c in d.find_elements(By.CSS_SELECTOR, "#p-events-0 td")])
             assert cells[:4] == ["events", "0", str(expected.leader), ",".join(map(str, expected.replicas))]
             assert cells[5] == str(expected.high_watermark)
 
             victim = next(b for b in cluster.brokers if b.node_id != expected.leader)
-            driver.find_element(By.ID, f"kill-{victim.node_id}").click()
+            wait.until(lambda d: d.find_element(By.ID, f"kill-{victim.node_id}").click() or True)
             wait.until(expected_conditions.alert_is_present()).accept()
             remaining = ",".join(str(r) for r in expected.isr if r != victim.node_id)
             wait.until(lambda d: d.find_element(*row).text == remaining)
             assert not victim.running
-            assert "under-replicated" in driver.find_element(By.ID, "p-events-0").get_attribute("class")
+            wait.until(lambda d: "under-replicated" in d.find_element(By.ID, "p-events-0").get_attribute("class"))
             shot = Path(os.environ.get("MINIKAFKA_SCREENSHOT_DIR", tmp_path)) / "status-page.png"
             shot.parent.mkdir(parents=True, exist_ok=True)
             assert driver.save_screenshot(str(shot))
