@@ -7,7 +7,8 @@ HTML that polls the JSON endpoints below (documented in docs/status-page.md); th
 
     GET  /api/cluster        brokers (running, controller) and the controller's node id
     GET  /api/topics         partitions: leader, replicas, ISR, HW, LEO per replica, LSO, size, under-replicated
-    GET  /api/groups         groups: state, members, assignment, committed offset and lag per partition
+    GET  /api/groups         groups: state, members, assignment, committed offset and lag per partition; a share
+                             group's share-partitions (start and end offsets, in-flight records by state)
     GET  /api/transactions   transactional ids: state, producer id and epoch, partitions
     GET  /api/faults         each broker's active faults with their hit counts
     GET  /api/metrics        per broker: request counts and latency per API, bytes in and out
@@ -121,8 +122,23 @@ class StatusPageData:
             groups.append({"group_id": group.group_id, "state": group.state, "group_type": group.group_type,
                            "protocol": group.protocol, "offsets": offsets, "members": [{
                                "member_id": m.member_id, "client_id": m.client_id, "host": m.host,
-                               "assignment": [list(tp) for tp in m.assignment]} for m in group.members]})
+                               "assignment": [list(tp) for tp in m.assignment]} for m in group.members],
+                           "share_partitions": self._share_partitions(group_id) if group.group_type == "share"
+                           else []})
         return {"groups": groups}
+
+    def _share_partitions(self, group_id: str) -> list[dict[str, Any]]:
+        """A share group's progress: per share-partition, its start and end offsets and its in-flight records by
+        state (a share group commits no offsets)."""
+        rows = []
+        for (topic, partition), p in sorted(self.state.share_group(group_id).partitions.items()):
+            by_state: dict[str, int] = {}
+            for record in p.records:
+                by_state[record.state] = by_state.get(record.state, 0) + 1
+            rows.append({"topic": topic, "partition": partition, "start_offset": p.start_offset,
+                         "end_offset": p.end_offset, "in_flight": by_state,
+                         "max_delivery_count": max((r.delivery_count for r in p.records), default=0)})
+        return rows
 
     def transactions(self) -> dict[str, Any]:
         return {"transactions": [{

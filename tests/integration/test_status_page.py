@@ -225,3 +225,34 @@ def test_cluster_ui_port_serves_the_page_and_its_kill_button(tmp_path: Path) -> 
         assert [b["running"] for b in get(url.group(1), "api/cluster")["brokers"]] == [True, False]
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=DEADLINE_S)
+
+
+def test_a_share_groups_in_flight_records_are_on_the_page() -> None:
+    from tests.clients.test_share_fetch import set_group_config
+    from tests.helpers import produce_acked
+    from tests.share_consumer import ShareConsumer, ShareMember, heartbeat_until, new_member_id, topic_id
+
+    with minikafka.Broker(ui=True) as broker:
+        bootstrap = broker.bootstrap_servers
+        broker.state.create_topic("jobs", partitions=1, replication_factor=1)
+        set_group_config([bootstrap], "crew", "share.auto.offset.reset", "earliest")
+        produce_acked(bootstrap, "jobs", 5, partitions=1)
+        tid = topic_id(bootstrap, "jobs")
+        member = ShareMember(bootstrap, "crew", ["jobs"], member_id=new_member_id())
+        heartbeat_until([member], lambda: member.assignment.get(tid), DEADLINE_S, "the partition assigned")
+        consumer = ShareConsumer(bootstrap, "crew", member_id=member.member_id)
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            acquired: set[int] = set()
+            while len(acquired) < 5:  # acquired, not acknowledged: in flight
+                assert time.monotonic() < deadline, acquired
+                acquired |= set(consumer.fetch([(tid, 0)], max_wait_ms=200).records.get((tid, 0), {}))
+            (group,) = [g for g in get(broker.ui_url, "api/groups")["groups"] if g["group_id"] == "crew"]
+            assert (group["group_type"], [m["member_id"] for m in group["members"]]) == ("share", [member.member_id])
+            assert group["share_partitions"] == [{"topic": "jobs", "partition": 0, "start_offset": 0,
+                                                  "end_offset": 5, "in_flight": {"ACQUIRED": 5},
+                                                  "max_delivery_count": 1}]
+        finally:
+            consumer.close()
+            consumer.conn.close()
+            member.close()
