@@ -373,6 +373,13 @@ def begin_swap(directory: Path, base_offset: int) -> None:
     fsync_dir(directory)
 
 
+def discard_cleaned(directory: Path, base_offsets: Iterable[int]) -> None:
+    """Remove the `.cleaned` files of cleanings that are not swapped in (the log changed meanwhile)."""
+    for base in base_offsets:
+        for suffix in _SWAPPED_SUFFIXES:
+            (directory / (file_prefix(base) + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
+
+
 def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[int]) -> None:
     """Delete the files of the replaced segments and rename the `.swap` files into place (Kafka's
     replaceSegments); the segment's offset and time indexes are rebuilt when it is opened."""
@@ -388,7 +395,7 @@ def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[in
 
 
 class CleanedGroup(NamedTuple):
-    """A cleaned segment left as `.swap` files, to be put in place of `replaced` (Log.replace_segments)."""
+    """A cleaned segment left as `.cleaned` files, to be put in place of `replaced` (Log.replace_segments)."""
 
     base_offset: int
     replaced: list[LogSegment]
@@ -401,19 +408,24 @@ class CleanedGroup(NamedTuple):
 def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offset: int,
                    first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int], now_ms: int,
                    delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
-                   max_index_bytes: int) -> tuple[list[CleanedGroup], int]:
+                   max_index_bytes: int, on_read: Callable[[int], None] | None = None,
+                   load_factor: float = 0.9) -> tuple[list[CleanedGroup], int]:
     """One cleaning of a log (Kafka's Cleaner.doClean) over a snapshot of its inactive segments below
     `first_uncleanable_offset`: maps the dirty section, rewrites every segment up to the end of what the map
-    covers, group by group, as `.swap` files. Returns the groups and the offset the cleaner checkpoint moves to.
-    Touches no live state: the owning thread swaps the groups in."""
-    offset_map = OffsetMap(dedupe_buffer_size)
+    covers, group by group, as `.cleaned` files. Returns the groups and the offset the cleaner checkpoint moves to.
+    Touches no live state: the owning thread swaps the groups in (Log.replace_segments), or drops them
+    (discard_cleaned). `on_read(bytes)` is called after each read: the I/O throttle, and the place to stop a
+    cleaning that is no longer wanted by raising."""
+    read = on_read or (lambda _n: None)
+    offset_map = OffsetMap(dedupe_buffer_size, load_factor)
     end_offset = first_dirty_offset
     for i, segment in enumerate(segments):
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable_offset
         if upper <= first_dirty_offset or segment.base_offset >= first_uncleanable_offset:
             continue
-        full = build_offset_map(segment.read_bytes(0, segment.size), offset_map, first_dirty_offset,
-                                segment.txn_index.entries)
+        data = segment.read_bytes(0, segment.size)
+        read(len(data))
+        full = build_offset_map(data, offset_map, first_dirty_offset, segment.txn_index.entries)
         end_offset = offset_map.latest_offset + 1 if full else upper
         if full:
             break
@@ -423,16 +435,23 @@ def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offs
              for s in cleanable]
     by_base = {s.base_offset: s for s in cleanable}
     txn = CleanedTransactionMetadata([t for s in cleanable for t in s.txn_index.entries])
-    groups = []
-    for group in group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset):
-        replaced = [by_base[g.base_offset] for g in group]
-        result = filter_batches(b"".join(s.read_bytes(0, s.size) for s in replaced), offset_map, txn,
-                                last_batch_offset_of_producer, now_ms, delete_retention_ms)
-        # The aborted transactions whose markers this group kept, as Kafka indexes them in the cleaned segment.
-        txn_index = list(txn.cleaned_aborted)
-        txn.cleaned_aborted.clear()
-        write_cleaned(directory, replaced[0].base_offset, result.output, txn_index)
-        begin_swap(directory, replaced[0].base_offset)
-        groups.append(CleanedGroup(replaced[0].base_offset, replaced, result.bytes_read, len(result.output),
-                                   result.messages_read, result.messages_retained))
+    grouped = group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset)
+    groups: list[CleanedGroup] = []
+    try:
+        for group in grouped:
+            replaced = [by_base[g.base_offset] for g in group]
+            data = b"".join(s.read_bytes(0, s.size) for s in replaced)
+            read(len(data))
+            result = filter_batches(data, offset_map, txn, last_batch_offset_of_producer, now_ms,
+                                    delete_retention_ms)
+            # The aborted transactions whose markers this group kept, as Kafka indexes them in the cleaned segment.
+            txn_index = list(txn.cleaned_aborted)
+            txn.cleaned_aborted.clear()
+            write_cleaned(directory, replaced[0].base_offset, result.output, txn_index)
+            read(len(result.output))
+            groups.append(CleanedGroup(replaced[0].base_offset, replaced, result.bytes_read, len(result.output),
+                                       result.messages_read, result.messages_retained))
+    except BaseException:
+        discard_cleaned(directory, [g[0].base_offset for g in grouped])
+        raise
     return groups, end_offset

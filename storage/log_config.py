@@ -2,7 +2,7 @@
 
 Every Kafka 4 topic config is known, so CreateTopics/AlterConfigs/DescribeConfigs behave as
 against Kafka (unknown names and bad values are rejected, everything is listed), even for the
-settings this broker stores without acting on (compaction, tiered storage, throttling).
+settings this broker stores without acting on (tiered storage, throttling).
 """
 
 from __future__ import annotations
@@ -67,6 +67,11 @@ class LogConfig:
     segment_ms: int = 604800000
     unclean_leader_election_enable: bool = False
     overrides: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def compact_enabled(self) -> bool:
+        """Whether the log cleaner compacts the log (cleanup.policy contains "compact")."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def delete_enabled(self) -> bool:

@@ -43,6 +43,7 @@ from minikafka.broker.coordinator.transaction.transaction_metadata import Transa
 from minikafka.broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
+from minikafka.broker.log.log_cleaner import CleanerConfig, LogCleaner
 from minikafka.broker.log.log_manager import LogManager
 from minikafka.broker.metadata.dynamic_config import (
     FOLLOWER_REPLICATION_THROTTLED_RATE,
@@ -144,6 +145,7 @@ class BrokerServer:
         # Built once the broker has registered and caught up with the metadata, when run() starts.
         self.metadata_cache: MetadataCache
         self.log_manager: LogManager
+        self.log_cleaner: LogCleaner
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.transaction_coordinator: TransactionCoordinator
@@ -252,6 +254,7 @@ class BrokerServer:
         self._load(topic_configs)
         phase = self._phase_done(f"loaded {len(self.log_manager.logs)} logs and applied the metadata to them", phase)
         await nursery.start(self.replica_manager.run)
+        await nursery.start(self.log_cleaner.run)
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.transaction_coordinator.run)
         await nursery.start(self.share_coordinator.run)
@@ -282,6 +285,11 @@ class BrokerServer:
         if hasattr(self, "replica_manager"):
             self.replica_manager.broker_epoch = broker_epoch
 
+    def _high_watermark_of(self, tp: tuple[str, int]) -> int | None:
+        """A hosted partition's high watermark, which the log cleaner never cleans past; None when not hosted."""
+        partition = self.replica_manager.partitions.get(tp)
+        return None if partition is None else partition.high_watermark
+
     def _load(self, topic_configs: dict[str, dict[str, str]]) -> None:
         """Open the logs and become what the metadata says for every partition; from now on each metadata change
         is applied as it is replayed."""
@@ -298,6 +306,9 @@ class BrokerServer:
                                               link_is_cut=self.faults.links.is_cut, metrics=self.metrics,
                                               replication_quotas=self.replication_quotas)
         self.replica_manager.broker_epoch = self.metadata.broker_epoch
+        self.log_cleaner = LogCleaner(CleanerConfig.from_broker_config(self.config.get), self.log_manager,
+                                      self._high_watermark_of)
+        self.log_manager.removal_listeners.append(self.log_cleaner.manager.forget)
         self.replica_manager.alter_log_dirs_manager.io_max_bytes_per_second = functools.partial(
             self.dynamic_config.replication_throttled_rate, REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND)
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
@@ -345,6 +356,8 @@ class BrokerServer:
                     self.log_manager.update_topic_config(topic, image.topic_configs.get(topic, {}))
                 except ValueError as exc:
                     log.error("configs of topic %s not applied: %s", topic, exc)
+        if change.topic_configs or change.broker_configs:
+            self.log_cleaner.wake()  # a compaction setting takes effect at once
         for topic in {t for (t, _), state in change.partitions.items() if state is None}:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)

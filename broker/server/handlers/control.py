@@ -4,7 +4,7 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 "op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
-  end offset;
+  end offset, and this replica's log size, cleaner checkpoint and dirty ratio;
 - fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
   latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
   that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level; topic
@@ -41,6 +41,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
+- log.clean: one log cleaning pass now over the compacted logs this broker hosts (of "topic", if given), each log
+  cleaned once if Kafka's rules make it due (dirty ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms
+  passed), waiting for cleanings under way; answers "cleaned", one entry per log cleaned (offsets, bytes, records);
 - shutdown: a clean stop, as on SIGTERM;
 - metrics: the node's metrics, by their Prometheus names and labels (see metrics).
 
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 import trio
@@ -93,6 +97,7 @@ def _optional_int(request: dict[str, Any], name: str) -> int | None:
 async def _describe(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     wanted = request.get("topics")
     topics = []
+    now_ms = int(time.time() * 1000)
     cache = services.metadata_cache
     for name, topic in sorted(cache.topics.items()):
         if wanted is not None and name not in wanted:
@@ -115,6 +120,9 @@ async def _describe(services: BrokerServices, request: dict[str, Any], _conn: Co
                 ends[str(services.node_id)] = hosted.log_end_offset
                 state["log_end_offsets"] = ends
                 state["size_bytes"] = hosted.log.size_in_bytes
+                cleaner = services.log_cleaner.manager
+                state["cleaner_checkpoint"] = cleaner.last_clean_offset((name, index))
+                state["dirty_ratio"] = cleaner.dirty_ratio((name, index), now_ms)
             partitions.append(state)
         topics.append({"name": name, "topic_id": str(topic.topic_id), "internal": is_internal(name),
                        "configs": cache.topic_configs(name), "partitions": partitions})
@@ -423,6 +431,11 @@ async def _shutdown(services: BrokerServices, _request: dict[str, Any], conn: Co
     return {}
 
 
+async def _log_clean(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    results = await services.log_cleaner.clean_logs(request.get("topic"))
+    return {"cleaned": [result.as_dict() for result in results]}
+
+
 async def _metrics(services: BrokerServices, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     replica_manager = getattr(services, "replica_manager", None)  # built once the broker has caught up
     return {"node_id": services.node_id, "metrics": as_dict(broker_families(
@@ -446,6 +459,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
+    "log.clean": _log_clean,
     "metrics": _metrics,
 }
 

@@ -1,0 +1,136 @@
+"""Log compaction on a live broker: keyed updates and tombstones produced by real clients, a cleaning pass run
+through `broker.clean_logs`, and what consumers then read, offset by offset."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from kafka import KafkaProducer
+
+from tests.helpers import admin_create_topic, wait_until
+
+Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
+
+# The cleaner threads stay off where a test runs each pass itself, so that what a pass cleans is the test's to know.
+MANUAL = {"log_cleaner_enable": "false"}
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01"}
+
+
+def produce_keyed(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes | None]]) -> list[Record]:
+    """Produce (key, value) pairs in order to partition 0 with kafka-python; returns each one's acked offset."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=4096)
+    try:
+        futures = [(producer.send(topic, key=k, value=v, partition=0), k, v) for k, v in pairs]
+        producer.flush(timeout=30)
+        return [(f.get(timeout=30).offset, k, v) for f, k, v in futures]
+    finally:
+        producer.close(timeout=10)
+
+
+def consume_all(bootstrap: str, topic: str, end_offset: int) -> list[Record]:
+    """Every record of partition 0 from the start up to `end_offset`, with confluent-kafka."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[Record] = []
+    deadline = time.monotonic() + 30
+    try:
+        while (not out or out[-1][0] < end_offset - 1) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            out.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def compacted(produced: list[Record], cleaned_up_to: int, *, drop_tombstones: bool = False) -> list[Record]:
+    """Kafka's result of cleaning `produced` up to `cleaned_up_to`: below it, the last record of each key at its own
+    offset (tombstones too, unless their delete horizon has passed); from it on, everything."""
+    last: dict[bytes | None, int] = {}
+    for offset, key, _value in produced:
+        if offset < cleaned_up_to:
+            last[key] = offset
+    kept = []
+    for offset, key, value in produced:
+        if offset >= cleaned_up_to:
+            kept.append((offset, key, value))
+        elif last[key] == offset and not (drop_tombstones and value is None):
+            kept.append((offset, key, value))
+    return kept
+
+
+def segment_files(broker, topic: str) -> list[str]:
+    return sorted(p.name for p in Path(broker.data_dir, f"{topic}-0").iterdir())
+
+
+def test_last_value_of_each_key_is_kept_at_its_offset(broker_factory):
+    broker = broker_factory(**MANUAL)
+    admin_create_topic(broker.bootstrap_servers, "keyed", 1, **COMPACTED)
+    pairs = [(b"key-%03d" % (i % 50), b"value-%05d-" % i + b"x" * 100) for i in range(3000)]
+    produced = produce_keyed(broker.bootstrap_servers, "keyed", pairs)
+    assert [o for o, _k, _v in produced] == list(range(3000))
+
+    [cleaned] = broker.clean_logs("keyed")
+    assert (cleaned["topic"], cleaned["partition"], cleaned["first_dirty_offset"]) == ("keyed", 0, 0)
+    up_to = cleaned["cleaned_up_to"]
+    assert 0 < up_to < 3000  # the active segment is never cleaned
+    assert cleaned["messages_read"] == up_to
+    assert cleaned["messages_retained"] == 50
+    assert cleaned["bytes_written"] < cleaned["bytes_read"]
+
+    assert consume_all(broker.bootstrap_servers, "keyed", 3000) == compacted(produced, up_to)
+    state = broker.state.partition("keyed", 0)
+    assert state.cleaner_checkpoint == up_to
+    assert state.log_end_offset == 3000 and state.high_watermark == 3000
+    assert not [name for name in segment_files(broker, "keyed") if name.endswith((".cleaned", ".swap"))]
+    # Nothing dirty is cleanable now (the rest is in the active segment): a pass cleans nothing.
+    assert broker.clean_logs("keyed") == []
+
+
+def test_tombstones_survive_the_first_cleaning_and_go_after_delete_retention(broker_factory):
+    broker = broker_factory(**MANUAL)
+    admin_create_topic(broker.bootstrap_servers, "tombstones", 1, **COMPACTED, **{"delete.retention.ms": "1000"})
+    first = produce_keyed(broker.bootstrap_servers, "tombstones",
+                          [(b"k%02d" % (i % 20), b"v%04d" % i + b"y" * 200) for i in range(1000)]
+                          + [(b"k%02d" % i, None) for i in range(10)]
+                          + [(b"filler-%04d" % i, b"z" * 200) for i in range(300)])
+    [pass_one] = broker.clean_logs("tombstones")
+    up_to = pass_one["cleaned_up_to"]
+    assert up_to > 1010, "the tombstones are in the cleaned section"
+    after_one = compacted(first, up_to)
+    assert consume_all(broker.bootstrap_servers, "tombstones", first[-1][0] + 1) == after_one
+    assert [(k, v) for _o, k, v in after_one if v is None] == [(b"k%02d" % i, None) for i in range(10)]
+
+    cleaned_at = time.monotonic()
+    wait_until(lambda: time.monotonic() - cleaned_at > 1.5, message="delete.retention.ms to pass")
+    second = produce_keyed(broker.bootstrap_servers, "tombstones",
+                           [(b"later-%04d" % i, b"w" * 200) for i in range(300)])
+    [pass_two] = broker.clean_logs("tombstones")
+    assert pass_two["first_dirty_offset"] == up_to
+    everything = first + second
+    expected = [r for r in compacted(everything, pass_two["cleaned_up_to"])
+                if not (r[2] is None and r[0] < up_to)]
+    assert consume_all(broker.bootstrap_servers, "tombstones", everything[-1][0] + 1) == expected
+    assert all(v is not None for _o, _k, v in expected if _o < up_to)
+
+
+def test_compact_delete_also_deletes_by_retention(broker_factory):
+    broker = broker_factory(log_retention_check_interval_ms=200, **MANUAL)
+    admin_create_topic(broker.bootstrap_servers, "both", 1,
+                       **{**COMPACTED, "cleanup.policy": "compact,delete", "retention.ms": "2000"})
+    produced = produce_keyed(broker.bootstrap_servers, "both",
+                             [(b"k%d" % (i % 10), b"v" * 200) for i in range(400)])
+    [cleaned] = broker.clean_logs("both")
+    assert cleaned["messages_retained"] == 10
+    # Retention by record timestamp then removes the segments older than retention.ms, compacted or not; offsets
+    # are never renumbered.
+    wait_until(lambda: broker.state.partition("both", 0).log_start_offset >= cleaned["cleaned_up_to"],
+               message="retention to delete the old segments")
+    state = broker.state.partition("both", 0)
+    assert state.log_end_offset == produced[-1][0] + 1
+    rest = consume_all(broker.bootstrap_servers, "both", state.log_end_offset) if state.log_start_offset < \
+        state.log_end_offset else []
+    assert rest == [r for r in produced if r[0] >= state.log_start_offset]
