@@ -7,6 +7,7 @@
     broker.faults.fill_disk()                # appends now fail with KAFKA_STORAGE_ERROR
     broker.faults.cut_link(to=2)             # a network partition between this broker and node 2
     broker.faults.pause_fetching("t", 0)     # this follower stops fetching t-0: it falls out of the ISR
+    broker.faults.crash_cleaner("mid-swap")   # the broker dies (kill -9) halfway through a log cleaning's swap
     broker.faults.clear()                    # undo everything
 
     fault = broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", count=2)
@@ -194,6 +195,14 @@ class Faults:
         answer = self._control.call("fault.add", kind="auth-failure", user=user)
         return Fault(self, answer["fault"])
 
+    def crash_cleaner(self, at: str, topic: str | None = None) -> Fault:
+        """Kill the broker (as kill -9) when its log cleaner reaches `at` while swapping a cleaned segment of `topic`
+        (None: any) in: "before-swap" (`.cleaned` files written), "mid-swap" (renamed to `.swap`, the old segments
+        still there) or "after-swap" (swapped in, the cleaner checkpoint not yet written). The next start recovers
+        the log as Kafka's LogLoader does."""
+        answer = self._control.call("fault.add", kind="cleaner-crash", at=at, topic=topic)
+        return Fault(self, answer["fault"])
+
     def expire_sessions(self, user: str | None = None) -> int:
         """End the SASL sessions of `user` (None: every user) now, as if connections.max.reauth.ms had passed:
         a connection closes at its next request unless its client re-authenticates first. Returns how many."""
@@ -205,7 +214,7 @@ class Faults:
 
     def clear(self, kind: str | None = None) -> int:
         """Undo all faults, or those of one kind ("error", "latency", "drop-response", "disk", "link", "fetch-pause",
-        "txn-markers-hold", "auth-failure"); returns how many."""
+        "txn-markers-hold", "auth-failure", "cleaner-crash"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -785,7 +785,8 @@ class Log:
             segment.delete()
         return len(deletable)
 
-    def replace_segments(self, cleaned_base: int, replaced: list[LogSegment], now_ms: int) -> LogSegment:
+    def replace_segments(self, cleaned_base: int, replaced: list[LogSegment], now_ms: int,
+                         on_swap_begun: Callable[[], None] | None = None) -> LogSegment:
         """Put the cleaned segment whose files a cleaning left as `.swap` (storage/log_cleaner.py) in place of
         `replaced`, consecutive segments below the active one (Kafka's replaceSegments). Readers still holding
         the old segments keep reading them. `.cleaned` files are renamed to `.swap` first: from there on a crash
@@ -795,6 +796,8 @@ class Log:
                 or first + len(replaced) >= len(self._segments)):
             raise ValueError(f"{self.name}: segments {replaced} are not consecutive inactive segments of this log")
         begin_swap(self.dir, cleaned_base)
+        if on_swap_begun is not None:
+            on_swap_begun()
         for segment in replaced:
             segment.delete()
         complete_swap(self.dir, cleaned_base, [])

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATION_FAILURE_KIND
 from minikafka.broker.faults.authentication_failures import AuthenticationFailure, AuthenticationFailures
+from minikafka.broker.faults.cleaner_crashes import KIND as CLEANER_CRASH_KIND
+from minikafka.broker.faults.cleaner_crashes import CleanerCrash, CleanerCrashes
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
 from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurity
@@ -71,7 +73,8 @@ log = logging.getLogger("minikafka.faults")
 LATENCY_KEY = ("minikafka", "latency")
 SPENT_KEPT = 1000
 DROP_KIND = "drop-response"
-KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND)
+KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND,
+         CLEANER_CRASH_KIND)
 
 Rule = ErrorRule | LatencyRule | DropRule
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
@@ -93,6 +96,7 @@ class FaultInjector:
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
         self.authentication_failures = AuthenticationFailures()
+        self.cleaner_crashes = CleanerCrashes()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -169,9 +173,16 @@ class FaultInjector:
         """Refuse the SASL authentications of `user` (None: everyone's) as a wrong password is refused."""
         return self.authentication_failures.add(next(self._ids), user)
 
+    def crash_cleaner(self, at: str, topic: str | None) -> CleanerCrash:
+        """Kill the broker when its log cleaner reaches `at` (see cleaner_crashes) on a log of `topic` (None: any)."""
+        try:
+            return self.cleaner_crashes.arm(next(self._ids), at, topic)
+        except ValueError as exc:
+            raise FaultError(str(exc)) from None
+
     async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
-        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold" or
-        "auth-failure", or one by id); returns how many."""
+        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold",
+        "auth-failure" or "cleaner-crash", or one by id); returns how many."""
         if kind is not None and kind not in KINDS:
             raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
@@ -199,6 +210,8 @@ class FaultInjector:
             cleared += self.marker_holds.release(rule_id)
         if kind in (None, AUTHENTICATION_FAILURE_KIND):
             cleared += self.authentication_failures.clear(rule_id)
+        if kind in (None, CLEANER_CRASH_KIND):
+            cleared += self.cleaner_crashes.disarm(rule_id)
         if kind in (None, "link"):
             cleared += await self.links.heal(rule_id)
         if cleared:
@@ -225,7 +238,7 @@ class FaultInjector:
         rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules]
         faults = [r.describe() for r in rules]
         faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
-        faults += self.authentication_failures.describe()
+        faults += self.authentication_failures.describe() + self.cleaner_crashes.describe()
         disk = self.disk_quota.describe()
         return faults if disk is None else faults + [disk]
 

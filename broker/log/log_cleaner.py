@@ -83,6 +83,11 @@ class Throttler:
             time.sleep(sleep)
 
 
+class CleanerStopped(Exception):
+    """The broker crashed at a fault point of the cleaner (an in-process broker: the process itself is killed
+    otherwise); nothing more is cleaned."""
+
+
 class CleaningAborted(Exception):
     """The log changed under a cleaning (truncated, deleted) or the broker is stopping."""
 
@@ -139,9 +144,8 @@ class LogCleaner:
         self._finished = trio.Event()
         self._limiter = trio.CapacityLimiter(max(config.num_threads, 1))
         self.time_of_last_run_ms = now_ms()
-        # Test fault points: called on the loop right before and after a cleaned segment is swapped in.
-        self.before_swap: Callable[[TopicPartition], None] = lambda _tp: None
-        self.after_swap: Callable[[TopicPartition], None] = lambda _tp: None
+        # Fault injection's crash points of a swap (broker/faults/cleaner_crashes.py), called on the loop.
+        self.fault_point: Callable[[TopicPartition, str], None] = lambda _tp, _point: None
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The cleaner threads, until cancelled; none when log.cleaner.enable is false."""
@@ -162,6 +166,8 @@ class LogCleaner:
                 grabbed, _result = await self._clean_filthiest(thread_id, lambda _tp: True)
             except (OSError, KafkaStorageError) as exc:
                 log.error("Cleaner %d: %s", thread_id, exc)
+            except CleanerStopped:
+                await trio.sleep_forever()
             if grabbed is None:
                 with trio.move_on_after(self.config.backoff_ms / 1000):
                     await self._wake.wait()
@@ -265,13 +271,14 @@ class LogCleaner:
         the_log = self.log_manager.logs[tp]
         stats = CleanerStats()
         for i, group in enumerate(groups):
-            self.before_swap(tp)
+            self.fault_point(tp, "before-swap")
             try:
-                the_log.replace_segments(group.base_offset, group.replaced, self._now_ms())
+                the_log.replace_segments(group.base_offset, group.replaced, self._now_ms(),
+                                         partial(self.fault_point, tp, "mid-swap"))
             except ValueError:
                 discard_cleaned(the_log.dir, [g.base_offset for g in groups[i:]])
                 return None
-            self.after_swap(tp)
+            self.fault_point(tp, "after-swap")
             stats.bytes_read += group.bytes_read
             stats.bytes_written += group.bytes_written
             stats.messages_read += group.messages_read
@@ -309,6 +316,20 @@ class LogCleaner:
     def cleaner_recopy_percent(self) -> float:
         rates = [t.last_stats.bytes_written / max(t.last_stats.bytes_read, 1) for t in self.threads]
         return 100.0 * sum(rates) / len(rates)
+
+    @property
+    def time_since_last_run_ms(self) -> int:
+        return max(self._now_ms() - self.time_of_last_run_ms, 0)
+
+    def uncleanable_bytes(self, partitions: list[TopicPartition]) -> int:
+        """The cleanable bytes of these (uncleanable) logs now."""
+        total = 0
+        now = self._now_ms()
+        for tp in partitions:
+            the_log = self.log_manager.logs.get(tp)
+            to_clean = None if the_log is None else self.manager.log_to_clean(tp, the_log, now)
+            total += 0 if to_clean is None else to_clean.cleanable_bytes
+        return total
 
     def uncleanable_by_dir(self) -> dict[Path, list[TopicPartition]]:
         by_dir: dict[Path, list[TopicPartition]] = {d.path: [] for d in self.log_manager.log_dirs}

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaProducer
 
+from minikafka.control_client import ControlError
 from tests.helpers import admin_create_topic, wait_until
 
 Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
@@ -88,6 +90,13 @@ def test_last_value_of_each_key_is_kept_at_its_offset(broker_factory):
     assert not [name for name in segment_files(broker, "keyed") if name.endswith((".cleaned", ".swap"))]
     # Nothing dirty is cleanable now (the rest is in the active segment): a pass cleans nothing.
     assert broker.clean_logs("keyed") == []
+    [metrics] = broker.state.metrics().values()
+    assert metrics["kafka_log_logcleaner_cleaner_recopy_percent"] == pytest.approx(
+        100 * cleaned["bytes_written"] / cleaned["bytes_read"])
+    assert metrics["kafka_log_logcleaner_max_clean_time_secs"] > 0
+    assert metrics["kafka_log_logcleanermanager_max_dirty_percent"] == pytest.approx(
+        100 * broker.state.partition("keyed", 0).dirty_ratio)
+    assert [v for k, v in metrics.items() if k.startswith("kafka_log_logcleanermanager_uncleanable")] == [0, 0]
 
 
 def test_tombstones_survive_the_first_cleaning_and_go_after_delete_retention(broker_factory):
@@ -134,3 +143,78 @@ def test_compact_delete_also_deletes_by_retention(broker_factory):
     rest = consume_all(broker.bootstrap_servers, "both", state.log_end_offset) if state.log_start_offset < \
         state.log_end_offset else []
     assert rest == [r for r in produced if r[0] >= state.log_start_offset]
+
+
+def segment_bases(broker, topic: str) -> list[int]:
+    return sorted(int(name.split(".")[0]) for name in segment_files(broker, topic) if name.endswith(".log"))
+
+
+@pytest.mark.parametrize("at", ["before-swap", "mid-swap", "after-swap"])
+def test_a_kill_during_a_cleaning_recovers_to_a_valid_log(broker_factory, at):
+    broker = broker_factory(**MANUAL)
+    admin_create_topic(broker.bootstrap_servers, "crashy", 1, **COMPACTED)
+    produced = produce_keyed(broker.bootstrap_servers, "crashy",
+                             [(b"key-%02d" % (i % 40), b"v%05d" % i + b"x" * 150) for i in range(2000)])
+    bases = segment_bases(broker, "crashy")
+    assert len(bases) > 3
+    first_group_end, uncleanable = bases[1], bases[-1]  # each segment is a group of its own at this segment.bytes
+    broker.faults.crash_cleaner(at, topic="crashy")
+    with pytest.raises((ControlError, OSError)):
+        broker.clean_logs("crashy", timeout=60)
+    wait_until(lambda: not broker.running, message="the broker to die at the crash point")
+    broker.start()
+
+    files = segment_files(broker, "crashy")
+    assert not [name for name in files if name.endswith((".cleaned", ".swap"))], files
+    if at == "before-swap":
+        expected = produced  # the .cleaned files are dropped: the old segments stand
+    else:  # the first group's swap is completed (mid-swap by the log's recovery), the others never began
+        last = {k: o for o, k, _v in produced if o < uncleanable}
+        expected = [r for r in produced if r[0] >= first_group_end or last[r[1]] == r[0]]
+    assert consume_all(broker.bootstrap_servers, "crashy", 2000) == expected
+    assert broker.state.partition("crashy", 0).cleaner_checkpoint is None
+
+    # The next cleaning starts from the start again and ends where an uninterrupted one would have.
+    [cleaned] = broker.clean_logs("crashy")
+    assert (cleaned["first_dirty_offset"], cleaned["cleaned_up_to"]) == (0, uncleanable)
+    assert consume_all(broker.bootstrap_servers, "crashy", 2000) == compacted(produced, uncleanable)
+    assert broker.state.partition("crashy", 0).cleaner_checkpoint == uncleanable
+
+
+def test_a_consumer_reading_while_the_cleaner_runs_never_goes_back_nor_misses_a_last_value(broker_factory):
+    broker = broker_factory(log_cleaner_backoff_ms=50)
+    admin_create_topic(broker.bootstrap_servers, "live", 1, **COMPACTED)
+    keys = [b"key-%03d" % i for i in range(60)]
+    produced: list[Record] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "live-reader",
+                         "enable.auto.commit": False, "fetch.max.bytes": 8192, "message.max.bytes": 8192,
+                         "max.partition.fetch.bytes": 4096, "queued.max.messages.kbytes": 64})
+    consumer.assign([TopicPartition("live", 0, 0)])
+    seen: list[Record] = []
+    try:
+        for round_ in range(6):
+            produced += produce_keyed(broker.bootstrap_servers, "live",
+                                      [(k, b"r%d-" % round_ + k + b"y" * 150) for k in keys] * 5)
+            for _ in range(20):  # read a little each round, while the cleaner compacts behind and ahead of us
+                message = consumer.poll(0.2)
+                if message is not None and not message.error():
+                    seen.append((message.offset(), message.key(), message.value()))
+        end = produced[-1][0] + 1
+        deadline = time.monotonic() + 60
+        while (not seen or seen[-1][0] < end - 1) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    offsets = [o for o, _k, _v in seen]
+    assert offsets == sorted(set(offsets)), "offsets only ever go forward"
+    assert offsets[-1] == end - 1
+    by_offset = {o: (k, v) for o, k, v in produced}
+    assert all(by_offset[o] == (k, v) for o, k, v in seen), "every record read is the one produced at its offset"
+    last_read = {}
+    for _o, k, v in seen:
+        last_read[k] = v
+    last_produced = {k: v for _o, k, v in produced}
+    assert last_read == last_produced, "the last value of every key is read"
+    assert broker.state.partition("live", 0).cleaner_checkpoint is not None, "the cleaner threads did clean"

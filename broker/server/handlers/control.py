@@ -14,8 +14,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
-  as with a wrong password: auth-failure), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
-  an error, latency or drop-response rule used up or cleared, with its hits);
+  as with a wrong password: auth-failure; the broker dies as on kill -9 when its log cleaner reaches a point "at"
+  of a segment swap, on a log of "topic" or any: cleaner-crash), fault.clear (kind, id), fault.list, fault.get (id:
+  one fault, active or an error, latency or drop-response rule used up or cleared, with its hits);
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
@@ -63,6 +64,7 @@ from kafka.protocol.admin.cluster import DescribeClusterRequest
 
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
 from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.log.log_cleaner import CleanerStopped
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
 from minikafka.broker.network.metrics_endpoint import as_dict
@@ -172,8 +174,10 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": services.faults.hold_transaction_markers(_optional_int(request, "to")).describe()}
     if kind == "auth-failure":
         return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
+    if kind == "cleaner-crash":
+        return {"fault": services.faults.crash_cleaner(str(request.get("at")), request.get("topic")).describe()}
     raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir, "
-                     "txn-markers-hold or auth-failure")
+                     "txn-markers-hold, auth-failure or cleaner-crash")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
@@ -432,14 +436,18 @@ async def _shutdown(services: BrokerServices, _request: dict[str, Any], conn: Co
 
 
 async def _log_clean(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
-    results = await services.log_cleaner.clean_logs(request.get("topic"))
+    try:
+        results = await services.log_cleaner.clean_logs(request.get("topic"))
+    except CleanerStopped as exc:
+        raise ControlRefused(str(exc)) from None
     return {"cleaned": [result.as_dict() for result in results]}
 
 
 async def _metrics(services: BrokerServices, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     replica_manager = getattr(services, "replica_manager", None)  # built once the broker has caught up
     return {"node_id": services.node_id, "metrics": as_dict(broker_families(
-        services.metrics, services.purgatory, services.fetch_sessions, services.metadata, replica_manager))}
+        services.metrics, services.purgatory, services.fetch_sessions, services.metadata, replica_manager,
+        getattr(services, "log_cleaner", None)))}
 
 
 OPERATIONS: dict[str, Operation[BrokerServices]] = {
