@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
 from minikafka.control_client import ControlError
@@ -218,3 +218,66 @@ def test_a_consumer_reading_while_the_cleaner_runs_never_goes_back_nor_misses_a_
     last_produced = {k: v for _o, k, v in produced}
     assert last_read == last_produced, "the last value of every key is read"
     assert broker.state.partition("live", 0).cleaner_checkpoint is not None, "the cleaner threads did clean"
+
+
+def produce_transactions(bootstrap: str, topic: str, transactions: list[tuple[list[tuple[bytes, bytes]], bool]]
+                         ) -> list[tuple[int, bytes, bytes, bool]]:
+    """Keyed transactions with confluent-kafka, each committed or aborted; (offset, key, value, committed) of
+    every record."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "compacted-txn", "linger.ms": 5})
+    out: list[tuple[int, bytes, bytes, bool]] = []
+    producer.init_transactions(30)
+    for pairs, commit in transactions:
+        offsets: list[int] = []
+        producer.begin_transaction()
+        for key, value in pairs:
+            producer.produce(topic, key=key, value=value, partition=0,
+                             on_delivery=lambda err, msg, got=offsets: got.append(-1 if err else msg.offset()))
+        assert producer.flush(30) == 0
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+        assert len(offsets) == len(pairs) and -1 not in offsets
+        out += [(o, k, v, commit) for o, (k, v) in zip(offsets, pairs, strict=True)]
+    producer.flush(10)
+    return out
+
+
+def consume_isolated(bootstrap: str, topic: str, isolation: str, until: int) -> list[Record]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"iso-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[Record] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.offset() >= until:  # the partition's end
+                    break
+                continue
+            out.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_aborted_transactions_go_and_committed_ones_are_compacted(broker_factory):
+    broker = broker_factory(**MANUAL)
+    admin_create_topic(broker.bootstrap_servers, "txn-table", 1, **COMPACTED)
+    transactions = [([(b"k%02d" % (i % 30), b"t%d-%03d-" % (t, i) + b"v" * 300) for i in range(40)], t % 3 != 1)
+                    for t in range(8)]
+    written = produce_transactions(broker.bootstrap_servers, "txn-table", transactions)
+    [cleaned] = broker.clean_logs("txn-table")
+    up_to = cleaned["cleaned_up_to"]
+    assert up_to > 2 * 41, "the cleaning covers committed and aborted transactions"
+    last_committed = {k: o for o, k, _v, committed in written if committed and o < up_to}
+    kept = [(o, k, v, c) for o, k, v, c in written if o >= up_to or (c and last_committed[k] == o)]
+    end = broker.state.partition("txn-table", 0).log_end_offset
+    assert consume_isolated(broker.bootstrap_servers, "txn-table", "read_uncommitted", end) == \
+        [(o, k, v) for o, k, v, _c in kept]
+    assert consume_isolated(broker.bootstrap_servers, "txn-table", "read_committed", end) == \
+        [(o, k, v) for o, k, v, c in kept if c]
