@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
 from minikafka.control_client import ControlError
+from minikafka.protocol.record_batch import ATTRIBUTES_OFFSET
 from tests.helpers import admin_create_topic, wait_until
 
 Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
@@ -30,11 +31,11 @@ def produce_keyed(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes | N
         producer.close(timeout=10)
 
 
-def consume_all(bootstrap: str, topic: str, end_offset: int) -> list[Record]:
-    """Every record of partition 0 from the start up to `end_offset`, with confluent-kafka."""
+def consume_all(bootstrap: str, topic: str, end_offset: int, start: int = 0) -> list[Record]:
+    """Every record of partition 0 from `start` up to `end_offset`, with confluent-kafka."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+    consumer.assign([TopicPartition(topic, 0, start)])
     out: list[Record] = []
     deadline = time.monotonic() + 30
     try:
@@ -281,3 +282,31 @@ def test_aborted_transactions_go_and_committed_ones_are_compacted(broker_factory
         [(o, k, v) for o, k, v, _c in kept]
     assert consume_isolated(broker.bootstrap_servers, "txn-table", "read_committed", end) == \
         [(o, k, v) for o, k, v, c in kept if c]
+
+
+def test_a_log_the_cleaner_cannot_read_is_marked_uncleanable_and_skipped(broker_factory):
+    broker = broker_factory(**MANUAL)
+    for topic in ("damaged", "healthy"):
+        admin_create_topic(broker.bootstrap_servers, topic, 1, **COMPACTED)
+        produce_keyed(broker.bootstrap_servers, topic, [(b"k%02d" % (i % 20), b"v" * 200) for i in range(400)])
+    # The first batch claims gzip for records that are not: the cleaner cannot decode it (as a corrupt batch).
+    first_segment = Path(broker.data_dir, "damaged-0", "00000000000000000000.log")
+    with first_segment.open("r+b") as f:
+        f.seek(ATTRIBUTES_OFFSET + 1)
+        low = f.read(1)[0]
+        f.seek(ATTRIBUTES_OFFSET + 1)
+        f.write(bytes([(low & ~0x07) | 0x01]))
+
+    bases_before = segment_bases(broker, "damaged")
+    cleaned = broker.clean_logs()
+    assert [(c["topic"], c["partition"]) for c in cleaned] == [("healthy", 0)], "the other logs are cleaned"
+    assert broker.clean_logs("damaged") == [], "an uncleanable log is skipped"
+    [metrics] = broker.state.metrics().values()
+    counts = {k: v for k, v in metrics.items() if k.startswith("kafka_log_logcleanermanager_uncleanable_partitions")}
+    assert list(counts.values()) == [1], counts
+    lines = [line for line in Path(broker.log_path).read_text().splitlines() if "as uncleanable" in line]
+    assert len(lines) == 1 and "damaged-0" in lines[0], lines
+    # The broker goes on serving the partition (but for the batch damaged on disk), and nothing of it was changed.
+    assert produce_keyed(broker.bootstrap_servers, "damaged", [(b"k00", b"after")])[0][0] == 400
+    assert consume_all(broker.bootstrap_servers, "damaged", 401, start=400) == [(400, b"k00", b"after")]
+    assert sorted(segment_bases(broker, "damaged")) == bases_before
