@@ -30,6 +30,7 @@ from minikafka.broker.log.log_manager import LogManager
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_cleaner import CleanedGroup, clean_segments, discard_cleaned
 from minikafka.storage.log_dir import CLEANER_OFFSET_CHECKPOINT, LogDir
+from minikafka.storage.segment import LogSegment
 
 log = logging.getLogger("minikafka.log_cleaner")
 
@@ -254,9 +255,12 @@ class LogCleaner:
         if changed():
             await trio.to_thread.run_sync(discard_cleaned, the_log.dir, [g.base_offset for g in groups])
             return None
-        stats = self._swap(tp, groups)
-        if stats is None:
+        swapped = self._swap(tp, groups)
+        if swapped is None:
             return None
+        stats, cleaned_segments = swapped
+        # Their offset and time indexes are built from the cleaned log here rather than by the first read.
+        await trio.to_thread.run_sync(lambda: [s.offset_index for s in cleaned_segments], limiter=self._limiter)
         stats.elapsed_s = time.monotonic() - started
         self.threads[thread_id % len(self.threads)].last_stats = stats
         log_dir = self.manager.set_checkpoint(tp, end_offset)
@@ -265,25 +269,27 @@ class LogCleaner:
         self._log_cleaning(thread_id, the_log.name, to_clean.first_dirty_offset, end_offset, stats)
         return CleanResult(tp, to_clean.first_dirty_offset, end_offset, stats)
 
-    def _swap(self, tp: TopicPartition, groups: list[CleanedGroup]) -> CleanerStats | None:
+    def _swap(self, tp: TopicPartition, groups: list[CleanedGroup]) -> tuple[CleanerStats, list[LogSegment]] | None:
         """Swap the cleaned groups in, on the loop: nothing else changes the log meanwhile. A group whose segments
         retention deleted meanwhile is dropped with the rest, and the checkpoint stays."""
         the_log = self.log_manager.logs[tp]
         stats = CleanerStats()
+        cleaned = []
         for i, group in enumerate(groups):
             self.fault_point(tp, "before-swap")
             try:
-                the_log.replace_segments(group.base_offset, group.replaced, self._now_ms(),
+                segment = the_log.replace_segments(group.base_offset, group.replaced, self._now_ms(),
                                          partial(self.fault_point, tp, "mid-swap"))
             except ValueError:
                 discard_cleaned(the_log.dir, [g.base_offset for g in groups[i:]])
                 return None
+            cleaned.append(segment)
             self.fault_point(tp, "after-swap")
             stats.bytes_read += group.bytes_read
             stats.bytes_written += group.bytes_written
             stats.messages_read += group.messages_read
             stats.messages_written += group.messages_retained
-        return stats
+        return stats, cleaned
 
     async def _write_checkpoint(self, log_dir: Path) -> None:
         offsets = self.manager.checkpoint_of(log_dir)
