@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType
 
 from minikafka.control_client import ControlError
 from minikafka.protocol.record_batch import ATTRIBUTES_OFFSET
@@ -310,3 +311,38 @@ def test_a_log_the_cleaner_cannot_read_is_marked_uncleanable_and_skipped(broker_
     assert produce_keyed(broker.bootstrap_servers, "damaged", [(b"k00", b"after")])[0][0] == 400
     assert consume_all(broker.bootstrap_servers, "damaged", 401, start=400) == [(400, b"k00", b"after")]
     assert sorted(segment_bases(broker, "damaged")) == bases_before
+
+
+def alter_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    """Set these topic configs (kafka-python sends IncrementalAlterConfigs SET: the others stay)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=configs)])
+    finally:
+        admin.close()
+
+
+def test_compaction_lags_and_ratio_apply_as_soon_as_the_topic_config_changes(broker_factory):
+    broker = broker_factory(**MANUAL)
+    lagging = {**COMPACTED, "min.compaction.lag.ms": "3600000"}
+    admin_create_topic(broker.bootstrap_servers, "lags", 1, **lagging)
+    produced = produce_keyed(broker.bootstrap_servers, "lags", [(b"k%02d" % (i % 20), b"v" * 200) for i in range(400)])
+    assert broker.clean_logs("lags") == [], "every segment is younger than min.compaction.lag.ms"
+    assert broker.state.partition("lags", 0).dirty_ratio == 0.0
+
+    alter_topic(broker.bootstrap_servers, "lags", {"min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.99"})
+    wait_until(lambda: broker.state.partition("lags", 0).dirty_ratio == 1.0, message="the new config applied")
+    [first] = broker.clean_logs("lags")  # a never-cleaned log is all dirty: 1.0 > 0.99
+    produced += produce_keyed(broker.bootstrap_servers, "lags", [(b"k%02d" % (i % 20), b"w" * 200)
+                                                                 for i in range(100)])
+    ratio = broker.state.partition("lags", 0).dirty_ratio
+    assert ratio is not None and 0 < ratio < 0.99
+    assert broker.clean_logs("lags") == [], "below min.cleanable.dirty.ratio and no max.compaction.lag.ms"
+
+    # KIP-354: once its oldest dirty record is older than max.compaction.lag.ms, the log is cleaned whatever its ratio.
+    alter_topic(broker.bootstrap_servers, "lags", {"max.compaction.lag.ms": "1"})
+    wait_until(lambda: broker.clean_logs("lags"), message="the overdue log to be cleaned")
+    state = broker.state.partition("lags", 0)
+    assert state.cleaner_checkpoint is not None and state.cleaner_checkpoint > first["cleaned_up_to"]
+    assert consume_all(broker.bootstrap_servers, "lags", len(produced)) == \
+        compacted(produced, state.cleaner_checkpoint)
