@@ -22,7 +22,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 import minikafka
 from minikafka.storage.log import Log
-from minikafka.storage.log_cleaner import clean_segments
+from minikafka.storage.log_cleaner import SegmentSnapshot, clean_segments
 from minikafka.storage.log_config import LogConfig
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -56,7 +56,8 @@ def cleaner_throughput(mb: int, record_size: int, keys: int, codec: int) -> None
         dirty = sum(s.size for s in segments)
         began = time.perf_counter()
         cpu_began = time.process_time()
-        groups, end = clean_segments(log.dir, segments, 0, segments[-1].base_offset, {}, int(time.time() * 1000),
+        groups, end = clean_segments(log.dir, [SegmentSnapshot.of(s) for s in segments[:-1]], 0,
+                                     segments[-1].base_offset, {}, int(time.time() * 1000),
                                      86400000, 128 * MB, config.segment_bytes, config.segment_index_bytes)
         elapsed = time.perf_counter() - began
         cpu = time.process_time() - cpu_began

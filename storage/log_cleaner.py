@@ -394,18 +394,46 @@ def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[in
     fsync_dir(directory)
 
 
-class CleanedGroup(NamedTuple):
-    """A cleaned segment left as `.cleaned` files, to be put in place of `replaced` (Log.replace_segments)."""
+class SegmentSnapshot(NamedTuple):
+    """What a cleaning reads of a segment, taken by the log's owner: its file, its size then, its aborted
+    transactions and the sizes of its indexes. Picklable, so a cleaner process can read the segment on its own."""
 
     base_offset: int
-    replaced: list[LogSegment]
+    size: int
+    log_path: Path
+    aborted: list[AbortedTxn]
+    offset_index_bytes: int
+    time_index_bytes: int
+
+    @classmethod
+    def of(cls, segment: LogSegment) -> SegmentSnapshot:
+        return cls(segment.base_offset, segment.size, segment.log_path, segment.txn_index.entries,
+                   segment.offset_index.entries * segment.offset_index.entry_size,
+                   segment.time_index.entries * segment.time_index.entry_size)
+
+    def read(self) -> bytes:
+        """The segment's bytes as they were when the snapshot was taken (an inactive segment only grows by
+        nothing; FileNotFoundError once retention or a truncation has deleted it)."""
+        with open(self.log_path, "rb") as f:
+            data = f.read(self.size)
+        if len(data) != self.size:
+            raise FileNotFoundError(f"{self.log_path} is shorter than the {self.size} bytes it had")
+        return data
+
+
+class CleanedGroup(NamedTuple):
+    """A cleaned segment left as `.cleaned` files, to be put in place of the segments at `replaced` (base offsets;
+    Log.replace_segments)."""
+
+    base_offset: int
+    replaced: list[int]
     bytes_read: int
     bytes_written: int
     messages_read: int
     messages_retained: int
 
 
-def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offset: int,
+def clean_segments(directory: Path, segments: list[SegmentSnapshot], first_dirty_offset: int,
                    first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int], now_ms: int,
                    delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
                    max_index_bytes: int, on_read: Callable[[int], None] | None = None,
@@ -423,24 +451,22 @@ def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offs
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable_offset
         if upper <= first_dirty_offset or segment.base_offset >= first_uncleanable_offset:
             continue
-        data = segment.read_bytes(0, segment.size)
+        data = segment.read()
         read(len(data))
-        full = build_offset_map(data, offset_map, first_dirty_offset, segment.txn_index.entries)
+        full = build_offset_map(data, offset_map, first_dirty_offset, segment.aborted)
         end_offset = offset_map.latest_offset + 1 if full else upper
         if full:
             break
     cleanable = [s for s in segments if s.base_offset < end_offset]
-    sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index.entries * s.offset_index.entry_size,
-                          s.time_index.entries * s.time_index.entry_size)
-             for s in cleanable]
+    sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index_bytes, s.time_index_bytes) for s in cleanable]
     by_base = {s.base_offset: s for s in cleanable}
-    txn = CleanedTransactionMetadata([t for s in cleanable for t in s.txn_index.entries])
+    txn = CleanedTransactionMetadata([t for s in cleanable for t in s.aborted])
     grouped = group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset)
     groups: list[CleanedGroup] = []
     try:
         for group in grouped:
             replaced = [by_base[g.base_offset] for g in group]
-            data = b"".join(s.read_bytes(0, s.size) for s in replaced)
+            data = b"".join(s.read() for s in replaced)
             read(len(data))
             result = filter_batches(data, offset_map, txn, last_batch_offset_of_producer, now_ms,
                                     delete_retention_ms)
@@ -449,7 +475,8 @@ def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offs
             txn.cleaned_aborted.clear()
             write_cleaned(directory, replaced[0].base_offset, result.output, txn_index)
             read(len(result.output))
-            groups.append(CleanedGroup(replaced[0].base_offset, replaced, result.bytes_read, len(result.output),
+            groups.append(CleanedGroup(replaced[0].base_offset, [s.base_offset for s in replaced], result.bytes_read,
+                                       len(result.output),
                                        result.messages_read, result.messages_retained))
     except BaseException:
         discard_cleaned(directory, [g[0].base_offset for g in grouped])

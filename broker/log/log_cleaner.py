@@ -1,12 +1,14 @@
 """The log cleaner: compaction of every compacted log of this broker (Kafka's LogCleaner and its CleanerThreads).
 
-log.cleaner.threads tasks each take the dirtiest log due a cleaning (log_cleaner_manager), clean it on a worker
-thread (storage/log_cleaner.py's clean_segments over a snapshot of its inactive segments, writing `.cleaned`
-files), then swap the cleaned segments in on the event loop, where nothing else can touch the log in between. A
-log truncated (a follower's truncation), deleted, moved or taken offline while it was being cleaned is not swapped:
+log.cleaner.threads tasks each take the dirtiest log due a cleaning (log_cleaner_manager), clean it in a cleaner
+process (storage/log_cleaner.py's clean_segments over a snapshot of its inactive segments, writing `.cleaned`
+files; a process, so that the cleaning's CPU work never holds the broker's interpreter lock), then swap the cleaned
+segments in on the event loop, where nothing else can touch the log in between. A log truncated (a follower's
+truncation), deleted, moved, taken offline or shortened by retention while it was being cleaned is not swapped:
 its `.cleaned` files are removed and the next pass starts again, as Kafka's abortAndPauseCleaning has it. Fetches
-still reading a replaced segment keep its file descriptors until they are done. Reads and writes are throttled
-together to log.cleaner.io.max.bytes.per.second. With nothing to clean a task waits log.cleaner.backoff.ms.
+still reading a replaced segment keep its file descriptors until they are done. Reads and writes are throttled to
+log.cleaner.io.max.bytes.per.second, shared evenly by the cleaner processes. With nothing to clean a task waits
+log.cleaner.backoff.ms.
 
 A log whose cleaning fails (a corrupt batch, a codec it cannot write, a disk error) is marked uncleanable with one
 log line and skipped until the broker restarts; the broker goes on.
@@ -15,9 +17,13 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -28,7 +34,7 @@ import trio
 from minikafka.broker.log.log_cleaner_manager import LogCleanerManager, LogToClean, TopicPartition
 from minikafka.broker.log.log_manager import LogManager
 from minikafka.storage.errors import KafkaStorageError
-from minikafka.storage.log_cleaner import CleanedGroup, clean_segments, discard_cleaned
+from minikafka.storage.log_cleaner import CleanedGroup, SegmentSnapshot, clean_segments, discard_cleaned
 from minikafka.storage.log_dir import CLEANER_OFFSET_CHECKPOINT, LogDir
 from minikafka.storage.segment import LogSegment
 
@@ -36,6 +42,7 @@ log = logging.getLogger("minikafka.log_cleaner")
 
 MB = 1024 * 1024
 THROTTLE_CHECK_INTERVAL_S = 0.3  # Kafka's Throttler checks the rate every 300 ms
+PARENT_CHECK_INTERVAL_S = 0.2  # how soon a cleaner process notices that its broker is gone
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,7 @@ class CleanerConfig:
 
 
 class Throttler:
-    """Bytes per second across every cleaner thread (Kafka's Throttler): past the rate, the thread that notices
-    sleeps until the bytes so far fit it."""
+    """Bytes per second (Kafka's Throttler): past the rate, the caller sleeps until the bytes so far fit it."""
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
@@ -87,10 +93,6 @@ class Throttler:
 class CleanerStopped(Exception):
     """The broker crashed at a fault point of the cleaner (an in-process broker: the process itself is killed
     otherwise); nothing more is cleaned."""
-
-
-class CleaningAborted(Exception):
-    """The log changed under a cleaning (truncated, deleted) or the broker is stopping."""
 
 
 @dataclass
@@ -138,12 +140,12 @@ class LogCleaner:
         self.manager = LogCleanerManager(lambda: log_manager.logs, log_manager.dir_of, log_manager.log_dirs,
                                          high_watermark_of)
         self._now_ms = now_ms
-        self.throttler = Throttler(config.max_io_bytes_per_second)
         self.threads = [CleanerThreadState() for _ in range(max(config.num_threads, 1))]
         self._stopping = False
         self._wake = trio.Event()
         self._finished = trio.Event()
         self._limiter = trio.CapacityLimiter(max(config.num_threads, 1))
+        self._executor: ProcessPoolExecutor | None = None
         self.time_of_last_run_ms = now_ms()
         # Fault injection's crash points of a swap (broker/faults/cleaner_crashes.py), called on the loop.
         self.fault_point: Callable[[TopicPartition, str], None] = lambda _tp, _point: None
@@ -159,6 +161,18 @@ class LogCleaner:
                 await trio.sleep_forever()
             finally:
                 self._stopping = True
+                if self._executor is not None:
+                    # A cleaning under way is dropped: its .cleaned files are removed by the next start.
+                    self._executor.shutdown(wait=False, cancel_futures=True)
+                    self._executor = None
+
+    def _pool(self) -> ProcessPoolExecutor:
+        """The cleaner processes (started with the first cleaning): the cleaning's CPU work never holds the
+        broker's interpreter lock, so requests are served meanwhile as if no cleaning ran."""
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(len(self.threads), mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=exit_with_broker, initargs=(os.getpid(),))
+        return self._executor
 
     async def _cleaner_thread(self, thread_id: int) -> None:
         while True:
@@ -216,7 +230,8 @@ class LogCleaner:
         """Kafka's Cleaner.clean: the dirty section on a worker thread, the swap here."""
         tp, the_log = to_clean.tp, to_clean.log
         truncations = the_log.truncations
-        segments = the_log.segments
+        segments = [s for s in the_log.segments if s.base_offset < to_clean.first_uncleanable_offset]
+        snapshots = [SegmentSnapshot.of(s) for s in segments]
         last_of_producer = {pid: entry.batches[-1].last_offset
                             for pid, entry in the_log.producer_state.last_entries().items() if entry.batches}
         config = the_log.config
@@ -224,29 +239,29 @@ class LogCleaner:
         started = time.monotonic()
 
         def changed() -> bool:
+            """The log was truncated, deleted, moved, or lost a segment to retention meanwhile."""
+            current = the_log.segments
             return (self._stopping or the_log.deleted or the_log.truncations != truncations
-                    or self.log_manager.logs.get(tp) is not the_log)
-
-        def on_read(size: int) -> None:
-            if changed():
-                raise CleaningAborted
-            self.throttler.maybe_throttle(size)
+                    or self.log_manager.logs.get(tp) is not the_log or any(s not in current for s in segments))
 
         log.info("Cleaner %d: Beginning cleaning of log %s (cleaning from offset %d up to %d, cleanable ratio "
                  "%.2f)", thread_id, the_log.name, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset,
                  to_clean.cleanable_ratio)
         dedupe = max(self.config.dedupe_buffer_size // len(self.threads), 24)
         try:
-            groups, end_offset = await trio.to_thread.run_sync(partial(
-                clean_segments, the_log.dir, segments, to_clean.first_dirty_offset,
+            future = self._pool().submit(
+                clean_in_cleaner_process, the_log.dir, snapshots, to_clean.first_dirty_offset,
                 to_clean.first_uncleanable_offset, last_of_producer, now, config.delete_retention_ms, dedupe,
-                config.segment_bytes, config.segment_index_bytes, on_read, self.config.dedupe_buffer_load_factor),
-                limiter=self._limiter)
-        except CleaningAborted:
-            log.info("Cleaner %d: cleaning of log %s aborted: the log changed", thread_id, the_log.name)
-            return None
+                config.segment_bytes, config.segment_index_bytes, self.config.dedupe_buffer_load_factor,
+                self.config.max_io_bytes_per_second / len(self.threads))
+            groups, end_offset = await trio.to_thread.run_sync(future.result, limiter=self._limiter,
+                                                               abandon_on_cancel=True)
         except Exception as exc:  # noqa: BLE001 - any failure marks the log uncleanable, never the broker down
+            if isinstance(exc, BrokenProcessPool):
+                self._executor = None  # a cleaner process died (killed, out of memory): the next cleaning starts anew
             if changed():
+                log.info("Cleaner %d: cleaning of log %s dropped: the log changed meanwhile", thread_id,
+                         the_log.name)
                 return None
             self.manager.mark_uncleanable(tp)
             log.error("Cleaner %d: Unexpected exception thrown when cleaning log %s. Marking its partition (%s) as "
@@ -254,8 +269,9 @@ class LogCleaner:
             return None
         if changed():
             await trio.to_thread.run_sync(discard_cleaned, the_log.dir, [g.base_offset for g in groups])
+            log.info("Cleaner %d: cleaning of log %s dropped: the log changed meanwhile", thread_id, the_log.name)
             return None
-        swapped = self._swap(tp, groups)
+        swapped = self._swap(tp, groups, {s.base_offset: s for s in segments})
         if swapped is None:
             return None
         stats, cleaned_segments = swapped
@@ -269,7 +285,8 @@ class LogCleaner:
         self._log_cleaning(thread_id, the_log.name, to_clean.first_dirty_offset, end_offset, stats)
         return CleanResult(tp, to_clean.first_dirty_offset, end_offset, stats)
 
-    def _swap(self, tp: TopicPartition, groups: list[CleanedGroup]) -> tuple[CleanerStats, list[LogSegment]] | None:
+    def _swap(self, tp: TopicPartition, groups: list[CleanedGroup], by_base: dict[int, LogSegment]
+              ) -> tuple[CleanerStats, list[LogSegment]] | None:
         """Swap the cleaned groups in, on the loop: nothing else changes the log meanwhile. A group whose segments
         retention deleted meanwhile is dropped with the rest, and the checkpoint stays."""
         the_log = self.log_manager.logs[tp]
@@ -278,7 +295,8 @@ class LogCleaner:
         for i, group in enumerate(groups):
             self.fault_point(tp, "before-swap")
             try:
-                segment = the_log.replace_segments(group.base_offset, group.replaced, self._now_ms(),
+                segment = the_log.replace_segments(group.base_offset, [by_base[b] for b in group.replaced],
+                                                   self._now_ms(),
                                          partial(self.fault_point, tp, "mid-swap"))
             except ValueError:
                 discard_cleaned(the_log.dir, [g.base_offset for g in groups[i:]])
@@ -342,6 +360,30 @@ class LogCleaner:
         for tp, path in self.manager.uncleanable.items():
             by_dir.setdefault(path, []).append(tp)
         return by_dir
+
+
+def exit_with_broker(broker_pid: int) -> None:
+    """A cleaner process ends when its broker's does, even killed (kill -9): nothing else would tell it."""
+
+    def watch() -> None:
+        while os.getppid() == broker_pid:
+            time.sleep(PARENT_CHECK_INTERVAL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-broker", daemon=True).start()
+
+
+def clean_in_cleaner_process(directory: Path, snapshots: list[SegmentSnapshot], first_dirty_offset: int,
+                             first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int],
+                             now_ms: int, delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
+                             max_index_bytes: int, load_factor: float, max_io_bytes_per_second: float
+                             ) -> tuple[list[CleanedGroup], int]:
+    """One cleaning, in a cleaner process: reads the segments by their files and writes `.cleaned` files, at most
+    `max_io_bytes_per_second` (this process's share of log.cleaner.io.max.bytes.per.second)."""
+    throttler = Throttler(max_io_bytes_per_second)
+    return clean_segments(directory, snapshots, first_dirty_offset, first_uncleanable_offset,
+                          last_batch_offset_of_producer, now_ms, delete_retention_ms, dedupe_buffer_size,
+                          max_segment_bytes, max_index_bytes, throttler.maybe_throttle, load_factor)
 
 
 def _write_cleaner_offsets(log_dir: LogDir, offsets: dict[TopicPartition, int]) -> None:
