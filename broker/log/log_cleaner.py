@@ -351,7 +351,7 @@ class LogCleaner:
         now = self._now_ms()
         for tp in partitions:
             the_log = self.log_manager.logs.get(tp)
-            to_clean = None if the_log is None else self.manager.log_to_clean(tp, the_log, now)
+            to_clean = None if the_log is None else self.manager.log_to_clean(tp, the_log, now, look=False)
             total += 0 if to_clean is None else to_clean.cleanable_bytes
         return total
 

@@ -140,16 +140,18 @@ class LogCleanerManager:
         log_dir = self._dir_of(tp)
         return None if log_dir is None else self.checkpoints.get(log_dir.path, {}).get(tp)
 
-    def log_to_clean(self, tp: TopicPartition, the_log: Log, now_ms: int) -> LogToClean | None:
-        """The log's dirty section now; None when its high watermark is unknown here."""
+    def log_to_clean(self, tp: TopicPartition, the_log: Log, now_ms: int, *, look: bool = True) -> LogToClean | None:
+        """The log's dirty section now; None when its high watermark is unknown here. A look by the cleaner
+        (`look`) also resets an invalid checkpoint and records the compaction delay for the metrics."""
         high_watermark = self._high_watermark_of(tp)
         if high_watermark is None:
             return None
         offsets = cleanable_offsets(the_log, self.last_clean_offset(tp), now_ms, high_watermark)
-        if offsets.force_update_checkpoint:
+        if offsets.force_update_checkpoint and look:
             self.set_checkpoint(tp, offsets.first_dirty_offset)
         delay = max_compaction_delay_ms(the_log, offsets.first_dirty_offset, now_ms)
-        self.max_compaction_delay_ms = max(self.max_compaction_delay_ms, delay)
+        if look:
+            self.max_compaction_delay_ms = max(self.max_compaction_delay_ms, delay)
         return LogToClean.of(tp, the_log, offsets.first_dirty_offset, offsets.first_uncleanable_offset, delay > 0)
 
     def grab_filthiest(self, now_ms: int, wanted: Callable[[TopicPartition], bool] = lambda _tp: True
@@ -209,5 +211,5 @@ class LogCleanerManager:
         the_log = self._logs().get(tp)
         if the_log is None or not the_log.config.compact_enabled:
             return None
-        candidate = self.log_to_clean(tp, the_log, now_ms)
+        candidate = self.log_to_clean(tp, the_log, now_ms, look=False)
         return None if candidate is None else candidate.cleanable_ratio
