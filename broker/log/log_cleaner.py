@@ -2,12 +2,13 @@
 
 log.cleaner.threads tasks each take the dirtiest log due a cleaning (log_cleaner_manager), clean it in a cleaner
 process (storage/log_cleaner.py's clean_segments over a snapshot of its inactive segments, writing `.cleaned`
-files; a process, so that the cleaning's CPU work never holds the broker's interpreter lock), then swap the cleaned
+files; a process, so that the cleaning's CPU work never holds the broker's interpreter lock; a worker thread for a
+broker run in-process), then swap the cleaned
 segments in on the event loop, where nothing else can touch the log in between. A log truncated (a follower's
 truncation), deleted, moved, taken offline or shortened by retention while it was being cleaned is not swapped:
 its `.cleaned` files are removed and the next pass starts again, as Kafka's abortAndPauseCleaning has it. Fetches
 still reading a replaced segment keep its file descriptors until they are done. Reads and writes are throttled to
-log.cleaner.io.max.bytes.per.second, shared evenly by the cleaner processes. With nothing to clean a task waits
+log.cleaner.io.max.bytes.per.second, shared evenly by the cleaners. With nothing to clean a task waits
 log.cleaner.backoff.ms.
 
 A log whose cleaning fails (a corrupt batch, a codec it cannot write, a disk error) is marked uncleanable with one
@@ -22,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
@@ -145,7 +146,7 @@ class LogCleaner:
         self._wake = trio.Event()
         self._finished = trio.Event()
         self._limiter = trio.CapacityLimiter(max(config.num_threads, 1))
-        self._executor: ProcessPoolExecutor | None = None
+        self._executor: Executor | None = None
         self.time_of_last_run_ms = now_ms()
         # Fault injection's crash points of a swap (broker/faults/cleaner_crashes.py), called on the loop.
         self.fault_point: Callable[[TopicPartition, str], None] = lambda _tp, _point: None
@@ -166,12 +167,19 @@ class LogCleaner:
                     self._executor.shutdown(wait=False, cancel_futures=True)
                     self._executor = None
 
-    def _pool(self) -> ProcessPoolExecutor:
-        """The cleaner processes (started with the first cleaning): the cleaning's CPU work never holds the
-        broker's interpreter lock, so requests are served meanwhile as if no cleaning ran."""
+    def _pool(self) -> Executor:
+        """Where cleanings run, started with the first one. A broker in a process of its own (its event loop on
+        the main thread) cleans in cleaner processes, so that the cleaning's CPU work never holds its interpreter
+        lock and requests are served meanwhile as if no cleaning ran. A broker run on a thread of another program
+        (in-process, for tests) cleans on worker threads: a new process would import that program's main module
+        again."""
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(len(self.threads), mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=exit_with_broker, initargs=(os.getpid(),))
+            if threading.current_thread() is threading.main_thread():
+                self._executor = ProcessPoolExecutor(
+                    len(self.threads), mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_broker,
+                    initargs=(os.getpid(),))
+            else:
+                self._executor = ThreadPoolExecutor(len(self.threads), thread_name_prefix="log-cleaner")
         return self._executor
 
     async def _cleaner_thread(self, thread_id: int) -> None:

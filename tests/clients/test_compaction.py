@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 
+import minikafka
 from minikafka.control_client import ControlError
 from minikafka.protocol.record_batch import ATTRIBUTES_OFFSET
 from tests.helpers import admin_create_topic, wait_until
@@ -346,3 +347,15 @@ def test_compaction_lags_and_ratio_apply_as_soon_as_the_topic_config_changes(bro
     assert state.cleaner_checkpoint is not None and state.cleaner_checkpoint > first["cleaned_up_to"]
     assert consume_all(broker.bootstrap_servers, "lags", len(produced)) == \
         compacted(produced, state.cleaner_checkpoint)
+
+
+def test_an_in_process_broker_compacts_too(tmp_path):
+    """In-process, cleanings run on worker threads of the test's own process: the same result."""
+    with minikafka.Broker(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log", in_process=True,
+                          config={"log.cleaner.enable": "false"}) as broker:
+        admin_create_topic(broker.bootstrap_servers, "inside", 1, **COMPACTED)
+        produced = produce_keyed(broker.bootstrap_servers, "inside",
+                                 [(b"k%02d" % (i % 10), b"v%03d" % i + b"x" * 300) for i in range(500)])
+        [cleaned] = broker.clean_logs("inside")
+        assert cleaned["messages_retained"] == 10
+        assert consume_all(broker.bootstrap_servers, "inside", 500) == compacted(produced, cleaned["cleaned_up_to"])
