@@ -11,9 +11,11 @@
     minikafka fault pause-fetching [--topic T [--partition P]]
     minikafka fault fail-log-dir --path DIR
     minikafka fault hold-txn-markers [--to N]
+    minikafka fault crash-cleaner --at before-swap|mid-swap|after-swap [--topic T]
     minikafka fault close-connections
     minikafka fault list
-    minikafka fault clear [--kind error|latency|drop-response|disk|link|fetch-pause|txn-markers-hold] [--id N]
+    minikafka fault clear [--kind error|latency|drop-response|disk|link|fetch-pause|txn-markers-hold|cleaner-crash]
+                          [--id N]
     minikafka fault shutdown
 
 error, latency and drop-response take --when NAME=VALUE[,NAME=VALUE...] (request fields that must be as given:
@@ -32,7 +34,8 @@ fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails on
 I/O error would: its replicas go offline and their leaderships move; only a restart of the broker brings the dir
 back. hold-txn-markers keeps the broker, as transaction coordinator, from writing commit and abort markers to
 broker N (default: to any): EndTxn is answered, the partitions' last stable offsets stay put until the fault is
-cleared.
+cleared. crash-cleaner kills the broker (as kill -9) when its log cleaner reaches that point of a cleaned segment's
+swap (of topic T, or any): the next start recovers the log as Kafka's LogLoader does.
 """
 from __future__ import annotations
 
@@ -96,6 +99,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(held)
     held.add_argument("--to", type=int, help="only the markers to this broker (default: to every broker)")
 
+    crash = actions.add_parser("crash-cleaner", help="kill the broker when its log cleaner reaches a point of a swap")
+    add_bootstrap(crash)
+    crash.add_argument("--at", required=True, choices=["before-swap", "mid-swap", "after-swap"],
+                       help="before the cleaned segment is renamed to .swap, once it is, or once it is swapped in")
+    crash.add_argument("--topic", help="only while cleaning a log of this topic (default: any)")
+
     for name, text in (("close-connections", "close every client connection (clients reconnect)"),
                        ("list", "print the active faults"),
                        ("shutdown", "stop the broker cleanly, as SIGTERM does")):
@@ -104,7 +113,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
     clear.add_argument("--kind", choices=["error", "latency", "drop-response", "disk", "link", "fetch-pause",
-                                          "txn-markers-hold"], help="only the faults of this kind")
+                                          "txn-markers-hold", "cleaner-crash"], help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
 
@@ -172,6 +181,9 @@ def describe_fault(fault: dict[str, Any]) -> str:
     if fault["kind"] == "txn-markers-hold":
         to = "every broker" if fault["to"] is None else f"broker {fault['to']}"
         return f"transaction markers to {to} held"
+    if fault["kind"] == "cleaner-crash":
+        scope = "any topic" if fault["topic"] is None else f"topic {fault['topic']}"
+        return f"the broker dies at the log cleaner's {fault['at']} of {scope}"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
     return f"disk quota {quota} bytes: {used} in use, {room}"
@@ -201,6 +213,8 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="log-dir", path=args.path)
     elif action == "hold-txn-markers":
         answer = control.call("fault.add", kind="txn-markers-hold", to=args.to)
+    elif action == "crash-cleaner":
+        answer = control.call("fault.add", kind="cleaner-crash", at=args.at, topic=args.topic)
     elif action == "close-connections":
         print(f"Closed {control.call('connections.close')['closed']} connection(s).")
         return 0
