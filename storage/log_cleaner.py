@@ -406,8 +406,12 @@ class SegmentSnapshot(NamedTuple):
     time_index_bytes: int
 
     @classmethod
-    def of(cls, segment: LogSegment) -> SegmentSnapshot:
-        return cls(segment.base_offset, segment.size, segment.log_path, segment.txn_index.entries,
+    def of(cls, segment: LogSegment, aborted: list[AbortedTxn] | None = None) -> SegmentSnapshot:
+        """`aborted`: the aborted transactions overlapping the segment's offsets (Log.collect_aborted_transactions,
+        as Kafka's cleaner asks for them: one may begin in an earlier segment); default: those its own transaction
+        index holds (the transactions that end in it)."""
+        return cls(segment.base_offset, segment.size, segment.log_path,
+                   segment.txn_index.entries if aborted is None else aborted,
                    segment.offset_index.entries * segment.offset_index.entry_size,
                    segment.time_index.entries * segment.time_index.entry_size)
 
@@ -460,7 +464,7 @@ def clean_segments(directory: Path, segments: list[SegmentSnapshot], first_dirty
     cleanable = [s for s in segments if s.base_offset < end_offset]
     sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index_bytes, s.time_index_bytes) for s in cleanable]
     by_base = {s.base_offset: s for s in cleanable}
-    txn = CleanedTransactionMetadata([t for s in cleanable for t in s.aborted])
+    txn = CleanedTransactionMetadata(sorted({t for s in cleanable for t in s.aborted}))
     grouped = group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset)
     groups: list[CleanedGroup] = []
     try:

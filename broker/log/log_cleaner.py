@@ -238,8 +238,10 @@ class LogCleaner:
         """Kafka's Cleaner.clean: the dirty section on a worker thread, the swap here."""
         tp, the_log = to_clean.tp, to_clean.log
         truncations = the_log.truncations
-        segments = [s for s in the_log.segments if s.base_offset < to_clean.first_uncleanable_offset]
-        snapshots = [SegmentSnapshot.of(s) for s in segments]
+        everything = the_log.segments
+        segments = [s for s in everything if s.base_offset < to_clean.first_uncleanable_offset]
+        snapshots = [SegmentSnapshot.of(s, the_log.collect_aborted_transactions(s.base_offset, upper.base_offset))
+                     for s, upper in zip(segments, everything[1:], strict=False)]
         last_of_producer = {pid: entry.batches[-1].last_offset
                             for pid, entry in the_log.producer_state.last_entries().items() if entry.batches}
         config = the_log.config

@@ -227,7 +227,8 @@ def produce_transactions(bootstrap: str, topic: str, transactions: list[tuple[li
                          ) -> list[tuple[int, bytes, bytes, bool]]:
     """Keyed transactions with confluent-kafka, each committed or aborted; (offset, key, value, committed) of
     every record."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "compacted-txn", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "compacted-txn", "linger.ms": 5,
+                         "batch.size": 8192})  # each batch well within segment.bytes
     out: list[tuple[int, bytes, bytes, bool]] = []
     producer.init_transactions(30)
     for pairs, commit in transactions:
@@ -268,11 +269,24 @@ def consume_isolated(bootstrap: str, topic: str, isolation: str, until: int) -> 
     return out
 
 
-def test_aborted_transactions_go_and_committed_ones_are_compacted(broker_factory):
+def keyed_transaction(t: int, keys: bytes, count: int, commit: bool) -> tuple[list[tuple[bytes, bytes]], bool]:
+    return [(keys % (i % 30), b"t%d-%03d-" % (t, i) + b"v" * 300) for i in range(count)], commit
+
+
+# Every third transaction aborted; or an aborted transaction over every key, spanning segments, after the last
+# committed values of those keys (which must survive it), then others.
+TRANSACTION_PATTERNS = {
+    "every-third-aborted": [keyed_transaction(t, b"k%02d", 40, t % 3 != 1) for t in range(8)],
+    "abort-across-segments": [keyed_transaction(0, b"k%02d", 40, True), keyed_transaction(1, b"k%02d", 120, False),
+                              keyed_transaction(2, b"f%02d", 120, True)],
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(TRANSACTION_PATTERNS))
+def test_aborted_transactions_go_and_committed_ones_are_compacted(broker_factory, pattern):
     broker = broker_factory(**MANUAL)
     admin_create_topic(broker.bootstrap_servers, "txn-table", 1, **COMPACTED)
-    transactions = [([(b"k%02d" % (i % 30), b"t%d-%03d-" % (t, i) + b"v" * 300) for i in range(40)], t % 3 != 1)
-                    for t in range(8)]
+    transactions = TRANSACTION_PATTERNS[pattern]
     written = produce_transactions(broker.bootstrap_servers, "txn-table", transactions)
     [cleaned] = broker.clean_logs("txn-table")
     up_to = cleaned["cleaned_up_to"]
