@@ -48,6 +48,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "log.cleaner.enable": (bool, True),
     "log.cleaner.threads": (int, 1),
     "log.cleaner.dedupe.buffer.size": (int, 134217728),
+    "log.cleaner.io.buffer.size": (int, 524288),
     "log.cleaner.io.buffer.load.factor": (float, 0.9),
     "log.cleaner.io.max.bytes.per.second": (float, 1.7976931348623157e308),
     "log.cleaner.backoff.ms": (int, 15000),

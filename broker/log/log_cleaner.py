@@ -43,6 +43,7 @@ log = logging.getLogger("minikafka.log_cleaner")
 
 MB = 1024 * 1024
 THROTTLE_CHECK_INTERVAL_S = 0.3  # Kafka's Throttler checks the rate every 300 ms
+MIN_READ_BUFFER = 4096
 PARENT_CHECK_INTERVAL_S = 0.2  # how soon a cleaner process notices that its broker is gone
 
 
@@ -53,6 +54,7 @@ class CleanerConfig:
     num_threads: int = 1
     dedupe_buffer_size: int = 128 * MB
     dedupe_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 512 * 1024
     max_io_bytes_per_second: float = 1.7976931348623157e308
     backoff_ms: int = 15000
     enable_cleaner: bool = True
@@ -62,6 +64,7 @@ class CleanerConfig:
         return cls(num_threads=int(get("log.cleaner.threads")),
                    dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size")),
                    dedupe_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor")),
+                   io_buffer_size=int(get("log.cleaner.io.buffer.size")),
                    max_io_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second")),
                    backoff_ms=int(get("log.cleaner.backoff.ms")),
                    enable_cleaner=bool(get("log.cleaner.enable")))
@@ -263,7 +266,9 @@ class LogCleaner:
                 clean_in_cleaner_process, the_log.dir, snapshots, to_clean.first_dirty_offset,
                 to_clean.first_uncleanable_offset, last_of_producer, now, config.delete_retention_ms, dedupe,
                 config.segment_bytes, config.segment_index_bytes, self.config.dedupe_buffer_load_factor,
-                self.config.max_io_bytes_per_second / len(self.threads))
+                self.config.max_io_bytes_per_second / len(self.threads),
+                # Kafka's split: each cleaner's share of log.cleaner.io.buffer.size, half of it for reading.
+                max(self.config.io_buffer_size // len(self.threads) // 2, MIN_READ_BUFFER))
             groups, end_offset = await trio.to_thread.run_sync(future.result, limiter=self._limiter,
                                                                abandon_on_cancel=True)
         except Exception as exc:  # noqa: BLE001 - any failure marks the log uncleanable, never the broker down
@@ -386,14 +391,15 @@ def exit_with_broker(broker_pid: int) -> None:
 def clean_in_cleaner_process(directory: Path, snapshots: list[SegmentSnapshot], first_dirty_offset: int,
                              first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int],
                              now_ms: int, delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
-                             max_index_bytes: int, load_factor: float, max_io_bytes_per_second: float
-                             ) -> tuple[list[CleanedGroup], int]:
+                             max_index_bytes: int, load_factor: float, max_io_bytes_per_second: float,
+                             read_buffer_size: int) -> tuple[list[CleanedGroup], int]:
     """One cleaning, in a cleaner process: reads the segments by their files and writes `.cleaned` files, at most
     `max_io_bytes_per_second` (this process's share of log.cleaner.io.max.bytes.per.second)."""
     throttler = Throttler(max_io_bytes_per_second)
     return clean_segments(directory, snapshots, first_dirty_offset, first_uncleanable_offset,
                           last_batch_offset_of_producer, now_ms, delete_retention_ms, dedupe_buffer_size,
-                          max_segment_bytes, max_index_bytes, throttler.maybe_throttle, load_factor)
+                          max_segment_bytes, max_index_bytes, throttler.maybe_throttle, load_factor,
+                          read_buffer_size)
 
 
 def _write_cleaner_offsets(log_dir: LogDir, offsets: dict[TopicPartition, int]) -> None:

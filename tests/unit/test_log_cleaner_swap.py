@@ -179,3 +179,30 @@ def test_cleaning_a_transactional_log_drops_aborted_records_and_keeps_their_inde
                                  (6, False, 2, False), (8, True, 1, False)]
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("io_buffer_size", [1, 100, 250])
+def test_small_read_buffers_clean_as_a_whole_read_does(tmp_path: Path, io_buffer_size: int) -> None:
+    """Segments read a few batches at a time (or one, when a batch outgrows the buffer) give the same cleaning:
+    a transaction's records in one chunk, its abort marker in a later one."""
+    log = open_log(tmp_path)
+    try:
+        fill(log)  # pid 1 aborts [0, 1] at 4; pid 2's [2, 3] committed at 5; pid 1 writes [6, 7] again
+        end_txn(log, 1, 0, COMMIT)  # at 8
+        log.producer_state.on_high_watermark_updated(9)
+        log.roll(NOW)
+        segments = log.segments
+        snapshots = [SegmentSnapshot.of(s) for s in segments[:-1]]
+        cleaned = log.dir / "00000000000000000000.log.cleaned"
+
+        def clean(buffer_size: int) -> tuple[bytes, tuple[int, ...]]:
+            [group], end = clean_segments(log.dir, snapshots, 0, 9, {1: 7, 2: 3}, NOW, RETENTION, 1 << 20, 1 << 30,
+                                          10 << 20, io_buffer_size=buffer_size)
+            assert end == 9
+            return cleaned.read_bytes(), tuple(group[2:])  # the bytes, and bytes and records read and kept
+
+        whole = clean(1 << 20)
+        assert whole[1][1] == len(whole[0]) > 0
+        assert clean(io_buffer_size) == whole
+    finally:
+        log.close()
