@@ -13,7 +13,9 @@ cluster's size and controller properties with `@pytest.mark.minikafka(brokers=3,
 for a ZooKeeper-mode cluster (a ZooKeeper server of its own, any broker controller) with
 `@pytest.mark.minikafka(brokers=3, zookeeper=True)`; such a test is skipped, naming the Debian/Ubuntu package
 `zookeeper`, where ZooKeeper is not installed. To run one test in both modes, parametrize it with
-`pytest.param(..., marks=pytest.mark.minikafka(zookeeper=True))`.
+`pytest.param(..., marks=pytest.mark.minikafka(zookeeper=True))`. `@pytest.mark.minikafka(clock="manual")` starts
+the fixture's broker (or cluster) on a manual clock the test advances (`minikafka_broker.clock.advance(ms)`; see
+docs/virtual-time.md).
 When a test fails, its report names each node's log file (brokers, a cluster's controller or ZooKeeper server) and
 shows the log's last lines, and shows the last requests the fixture's brokers answered (the `minikafka_broker` and
 `minikafka_cluster` fixtures record the last REPORTED_REQUESTS of them while the test runs; see
@@ -55,9 +57,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "minikafka(config=None, in_process=None, brokers=1, controller_config=None, "
-                                       "zookeeper=False): broker properties and mode for the minikafka_broker and "
-                                       "minikafka_cluster fixtures of this test, and the cluster's size, controller "
-                                       "properties and controller kind (ZooKeeper mode with zookeeper=True)")
+                                       "zookeeper=False, clock='system'): broker properties and mode for the "
+                                       "minikafka_broker and minikafka_cluster fixtures of this test, the cluster's "
+                                       "size, controller properties and controller kind (ZooKeeper mode with "
+                                       "zookeeper=True), and a manual clock the test advances (clock='manual')")
 
 
 def _safe_name(name: str) -> str:
@@ -73,6 +76,7 @@ class MarkerOptions:
     controller_config: dict = field(default_factory=dict)
     brokers: int = 1
     zookeeper: bool = False
+    clock: str = "system"
 
 
 def _marker_options(request: pytest.FixtureRequest) -> MarkerOptions:
@@ -86,6 +90,8 @@ def _marker_options(request: pytest.FixtureRequest) -> MarkerOptions:
             options.brokers = int(marker.kwargs["brokers"])
         if marker.kwargs.get("zookeeper") is not None:
             options.zookeeper = bool(marker.kwargs["zookeeper"])
+        if marker.kwargs.get("clock") is not None:
+            options.clock = str(marker.kwargs["clock"])
     return options
 
 
@@ -106,7 +112,8 @@ def minikafka_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     options = _marker_options(request)
     base = _base_dir(request, tmp_path_factory, request.node.name)
     with Broker(data_dir=base / "data", log_path=base / "broker.log", in_process=options.in_process,
-                config=options.config) as broker, _recorded(request, broker.recording(REPORTED_REQUESTS)):
+                config=options.config, clock=options.clock) as broker, \
+            _recorded(request, broker.recording(REPORTED_REQUESTS)):
         yield broker
 
 
@@ -129,7 +136,7 @@ def minikafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
     try:
         cluster = Cluster(brokers=options.brokers, data_dir=base, in_process=options.in_process,
                           config=options.config, controller_config=options.controller_config,
-                          zookeeper=options.zookeeper)
+                          zookeeper=options.zookeeper, clock=options.clock)
     except ZooKeeperNotInstalled as exc:
         pytest.skip(str(exc))
     with cluster, _recorded(request, cluster.recording(REPORTED_REQUESTS)):

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from minikafka.clock import Clock
 from minikafka.control_client import ControlClient
 from minikafka.controller_handle import CONTROLLER_LISTENER
 from minikafka.faults import Faults
@@ -60,7 +61,8 @@ class Broker(StateWaits, NodeHandle):
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, controller: Controller | None = None,
                  log_dirs: int = 1, security: str | HandleSecurity = "PLAINTEXT",
                  users: Mapping[str, str] | None = None, ssl_client_auth: str = "none",
-                 acls: Sequence[Acl] | None = None, ui: bool = False, ui_port: int | None = None) -> None:
+                 acls: Sequence[Acl] | None = None, ui: bool = False, ui_port: int | None = None,
+                 clock: str = "system") -> None:
         """
         port: the listener's port (default: a free one, kept across restarts).
         data_dir: log.dirs (default: a temporary dir, removed on close unless keep_data).
@@ -76,6 +78,8 @@ class Broker(StateWaits, NodeHandle):
           (`minikafka.Acl`) created at the first start; `add_acls` / `remove_acls` change them later.
         ui: serve the status page (minikafka.status_page) from this process once started, at `ui_url` (on
           `ui_port`, default a free one).
+        clock: "system", or "manual": a clock the test advances (`clock.advance(ms)`), for tests only (see
+          minikafka.clock and docs/virtual-time.md).
         """
         owned = [name for name in (config or {}) if name in OWNED_PROPERTIES]
         if owned:
@@ -83,7 +87,7 @@ class Broker(StateWaits, NodeHandle):
                              "not config")
         super().__init__(port=port, host=host, data_dir=data_dir, keep_data=keep_data, in_process=in_process,
                          config={**TEST_DEFAULTS, **(config or {})}, node_id=node_id, log_path=log_path,
-                         start_timeout_s=start_timeout_s)
+                         start_timeout_s=start_timeout_s, clock=clock)
         if log_dirs < 1:
             raise ValueError("a broker needs at least one log dir")
         self.controller = controller
@@ -199,6 +203,14 @@ class Broker(StateWaits, NodeHandle):
         if self._faults is None:
             self._faults = Faults(self._control())
         return self._faults
+
+    @property
+    def clock(self) -> Clock:
+        """The broker's manual clock (Broker(clock="manual")): `advance(ms)`, `now()` (see minikafka.clock)."""
+        if self.clock_mode != "manual":
+            raise RuntimeError("this broker runs on the system's clock: make it with Broker(clock=\"manual\") to "
+                               "advance its time")
+        return Clock(lambda: [self._control()])
 
     @property
     def state(self) -> State:

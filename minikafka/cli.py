@@ -12,6 +12,7 @@ from pathlib import Path
 
 from minikafka import (
     cli_acls,
+    cli_clock,
     cli_cluster,
     cli_fault,
     cli_format,
@@ -57,6 +58,11 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker property, e.g. -o num.partitions=3 (repeatable)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
+    p.add_argument("--clock", choices=["system", "manual"], default="system",
+                   help="the node's clock: the system's (default), or, for a test harness (with --testing), a "
+                        "manual one that `minikafka clock advance` moves (see docs/virtual-time.md)")
+    p.add_argument("--testing", action="store_true",
+                   help="this node serves a test harness: allows --clock manual")
 
 
 def _serve_config(args: argparse.Namespace) -> BrokerConfig:
@@ -183,6 +189,10 @@ def data_line(config: BrokerConfig) -> str:
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.clock == "manual" and not args.testing:
+        print("minikafka: --clock manual is for test harnesses (minikafka.Broker(clock=\"manual\")): its time jumps "
+              "when a test advances it; give --testing as well to run one", file=sys.stderr)
+        return 2
     try:
         config = _serve_config(args)
     except (ConfigError, OSError) as exc:
@@ -198,6 +208,7 @@ def serve(args: argparse.Namespace) -> int:
         logging.getLogger("minikafka").warning("The configuration '%s' was supplied but isn't a known config.", name)
     import trio
 
+    from minikafka.broker.clock.broker_clock import BrokerClock
     from minikafka.broker.metadata.broker_lifecycle_manager import RegistrationError
     from minikafka.broker.zk.zookeeper_client import ZooKeeperClientTimeoutError
     from minikafka.storage.errors import KafkaStorageError
@@ -205,7 +216,7 @@ def serve(args: argparse.Namespace) -> int:
     # What stops a node from starting, said in one line: a port, a config, the controller, a data dir, ZooKeeper.
     start_errors = (OSError, ConfigError, RegistrationError, KafkaStorageError, ZooKeeperClientTimeoutError)
     try:
-        trio.run(_serve, config, args.ui_port)
+        trio.run(_serve, config, args.ui_port, clock=BrokerClock(manual=args.clock == "manual"))
     except BaseExceptionGroup as group:
         _, rest = group.split(start_errors)
         if rest is not None:
@@ -246,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_acls.add_parser(sub)
     cli_users.add_parser(sub)
     cli_fault.add_parser(sub)
+    cli_clock.add_parser(sub)
     cli_format.add_parser(sub)
     return parser
 
@@ -271,7 +283,8 @@ class _VersionAction(argparse.Action):
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
             "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
-            "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "format": cli_format.format_storage}
+            "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "clock": cli_clock.run,
+            "format": cli_format.format_storage}
 
 
 def main(argv: list[str] | None = None) -> int:

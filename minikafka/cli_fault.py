@@ -6,19 +6,25 @@
                           --when acks=all,client_id=billing
     minikafka fault latency --ms 2000 [--api Fetch] [--count N] [--source client]
     minikafka fault drop-response --api Produce [--count N | --forever] [--source client]
+    minikafka fault connection-delay --ms 500 [--api A] [--count N] --when client_id=billing
+    minikafka fault reorder [--api A] [--count N]
+    minikafka fault bandwidth --bytes-per-s 10000 [--api Fetch] [--count N]
+    minikafka fault close-after-bytes --bytes 1000 [--count N | --forever]
+    minikafka fault partial-fetch [--count N | --forever]
     minikafka fault disk-full [--quota-bytes N]
     minikafka fault cut-link --to N [--one-way]
     minikafka fault pause-fetching [--topic T [--partition P]]
     minikafka fault fail-log-dir --path DIR
     minikafka fault hold-txn-markers [--to N]
+    minikafka fault jump-clock --ms -3600000
     minikafka fault crash-cleaner --at before-swap|mid-swap|after-swap [--topic T]
     minikafka fault close-connections
     minikafka fault list
-    minikafka fault clear [--kind error|latency|drop-response|disk|link|fetch-pause|txn-markers-hold|cleaner-crash]
-                          [--id N]
+    minikafka fault clear [--kind KIND] [--id N]
     minikafka fault shutdown
 
-error, latency and drop-response take --when NAME=VALUE[,NAME=VALUE...] (request fields that must be as given:
+error, latency, drop-response and the network faults (connection-delay, reorder, bandwidth, close-after-bytes,
+partial-fetch) take --source, --when NAME=VALUE[,NAME=VALUE...] (request fields that must be as given:
 client_id, version, acks (a number or all), group, transactional_id, producer_id, isolation_level; topic, and
 partition with it, for requests with entries for them: an error then fails those entries only; min_offset and
 max_offset, for requests with an entry carrying such an offset: fetch, committed or DeleteRecords offsets) and
@@ -34,8 +40,17 @@ fault undoes it (a cut made both ways heals at both ends). fail-log-dir fails on
 I/O error would: its replicas go offline and their leaderships move; only a restart of the broker brings the dir
 back. hold-txn-markers keeps the broker, as transaction coordinator, from writing commit and abort markers to
 broker N (default: to any): EndTxn is answered, the partitions' last stable offsets stay put until the fault is
-cleared. crash-cleaner kills the broker (as kill -9) when its log cleaner reaches that point of a cleaned segment's
-swap (of topic T, or any): the next start recovers the log as Kafka's LogLoader does.
+cleared. jump-clock steps the broker's wall clock by --ms (negative: back), its timers untouched, as a clock step on
+its host would; clearing it steps the clock back. crash-cleaner kills the broker (as kill -9) when its log cleaner
+reaches that point of a cleaned segment's swap (of topic T, or any): the next start recovers the log as Kafka's
+LogLoader does.
+
+The network faults shape how responses travel. connection-delay holds back the responses of one connection (the
+first whose request matches; others, even of the same client id, are answered at once); reorder, on one
+connection, answers a pipelined request N+1 before request N; bandwidth writes responses at that many bytes per
+second; close-after-bytes closes a connection once that many response bytes were written to it, the response
+under way cut off; partial-fetch answers a Fetch with each partition's last record batch cut short (the first
+batch stays whole, as a broker at its size limits answers).
 """
 from __future__ import annotations
 
@@ -43,6 +58,9 @@ import argparse
 from typing import Any
 
 from minikafka.cli_common import add_bootstrap, add_topic, control_client, run_guarded
+
+# The network fault kinds (the broker's broker/faults/network_rules.KINDS), each the name of its subcommand.
+NETWORK_KINDS = ("connection-delay", "reorder", "bandwidth", "close-after-bytes", "partial-fetch")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -77,6 +95,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     drop_count.add_argument("--forever", action="store_true", help="every matching request, until cleared")
     _add_source(drop)
 
+    delayed = actions.add_parser("connection-delay", help="hold back the responses of one connection")
+    add_bootstrap(delayed)
+    delayed.add_argument("--ms", type=int, required=True, help="delay in milliseconds")
+    _add_network(delayed, default_count=None)
+
+    reorder = actions.add_parser("reorder", help="answer a pipelined request before the one sent ahead of it, on "
+                                                 "one connection")
+    add_bootstrap(reorder)
+    _add_network(reorder, default_count=None)
+
+    paced = actions.add_parser("bandwidth", help="write responses at a bandwidth")
+    add_bootstrap(paced)
+    paced.add_argument("--bytes-per-s", type=int, required=True, help="bytes per second")
+    _add_network(paced, default_count=None)
+
+    closing = actions.add_parser("close-after-bytes", help="close a connection after N response bytes")
+    add_bootstrap(closing)
+    closing.add_argument("--bytes", type=int, required=True, help="response bytes written before the close")
+    _add_network(closing, default_count=1)
+
+    partial = actions.add_parser("partial-fetch", help="answer Fetch requests with the last batch cut short")
+    add_bootstrap(partial)
+    _add_network(partial, default_count=1, api=False)
+
     disk = actions.add_parser("disk-full", help="cap the data dir: appends beyond it fail with KAFKA_STORAGE_ERROR")
     add_bootstrap(disk)
     disk.add_argument("--quota-bytes", type=int, help="the cap (default: what the data dir holds now)")
@@ -104,6 +146,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     crash.add_argument("--at", required=True, choices=["before-swap", "mid-swap", "after-swap"],
                        help="before the cleaned segment is renamed to .swap, once it is, or once it is swapped in")
     crash.add_argument("--topic", help="only while cleaning a log of this topic (default: any)")
+    jump = actions.add_parser("jump-clock", help="step the broker's wall clock forwards or back")
+    add_bootstrap(jump)
+    jump.add_argument("--ms", type=int, required=True, help="how far, in ms (negative: back)")
 
     for name, text in (("close-connections", "close every client connection (clients reconnect)"),
                        ("list", "print the active faults"),
@@ -112,9 +157,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
-    clear.add_argument("--kind", choices=["error", "latency", "drop-response", "disk", "link", "fetch-pause",
-                                          "txn-markers-hold", "cleaner-crash"], help="only the faults of this kind")
+    clear.add_argument("--kind", choices=["error", "latency", "drop-response", *NETWORK_KINDS, "disk", "link",
+                                          "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump",
+                                          "cleaner-crash"],
+                       help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
+
+
+def _add_network(parser: argparse.ArgumentParser, default_count: int | None, api: bool = True) -> None:
+    """The options of a network fault: --api, --count or --forever, and the request selectors."""
+    if api:
+        parser.add_argument("--api", help="only responses to this API (default: all)")
+    count = parser.add_mutually_exclusive_group()
+    times = "until cleared" if default_count is None else str(default_count)
+    count.add_argument("--count", type=int, default=default_count, help=f"how many times it applies (default {times})")
+    count.add_argument("--forever", action="store_true", help="until cleared")
+    _add_source(parser)
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
@@ -168,25 +226,45 @@ def describe_fault(fault: dict[str, Any]) -> str:
     if fault["kind"] == "drop-response":
         times = "until cleared" if fault["remaining"] is None else f"for the next {fault['remaining']} request(s)"
         return f"{fault['api']}{source} carried out but left unanswered (connection closed) {times}{_hits(fault)}"
+    if fault["kind"] in NETWORK_KINDS:
+        return _describe_network(fault, source)
     if fault["kind"] == "link":
         ways = "both ways" if fault["both_ways"] else "one way (this end)"
-        return f"link to node {fault['to']} cut, {ways}"
+        return f"link to node {fault['to']} cut, {ways}{_hits(fault)}"
     if fault["kind"] == "fetch-pause":
         if fault["topic"] is None:
-            return "replica fetching paused for every partition"
+            return f"replica fetching paused for every partition{_hits(fault)}"
         scope = fault["topic"] if fault["partition"] is None else f"{fault['topic']}-{fault['partition']}"
-        return f"replica fetching paused for {scope}"
+        return f"replica fetching paused for {scope}{_hits(fault)}"
     if fault["kind"] == "log-dir":
         return f"log dir {fault['path']} failed (offline until the broker restarts)"
+    if fault["kind"] == "clock-jump":
+        return f"wall clock stepped {'forwards' if fault['ms'] >= 0 else 'back'} by {abs(fault['ms'])} ms"
     if fault["kind"] == "txn-markers-hold":
         to = "every broker" if fault["to"] is None else f"broker {fault['to']}"
-        return f"transaction markers to {to} held"
+        return f"transaction markers to {to} held{_hits(fault)}"
+    if fault["kind"] == "auth-failure":
+        who = "everyone" if fault["user"] is None else fault["user"]
+        return f"SASL authentications of {who} refused{_hits(fault)}"
     if fault["kind"] == "cleaner-crash":
         scope = "any topic" if fault["topic"] is None else f"topic {fault['topic']}"
         return f"the broker dies at the log cleaner's {fault['at']} of {scope}"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
-    return f"disk quota {quota} bytes: {used} in use, {room}"
+    return f"disk quota {quota} bytes: {used} in use, {room}{_hits(fault)}"
+
+
+def _describe_network(fault: dict[str, Any], source: str) -> str:
+    times = "until cleared" if fault["remaining"] is None else f"{fault['remaining']} more time(s)"
+    responses = f"{fault['api'] or 'every'} response{source}"
+    one = f"connection {fault['connection_id']} ({fault['peer']})" if fault.get("connection_id") else \
+        "the first connection to match"
+    what = {"connection-delay": f"{responses} on {one} delayed {fault['delay_ms']} ms",
+            "reorder": f"{responses} on {one} written after the next pipelined response",
+            "bandwidth": f"{responses} written at {fault['bytes_per_s']} bytes/s",
+            "close-after-bytes": f"connection closed after {fault['close_after_bytes']} bytes of {responses}",
+            "partial-fetch": f"Fetch response{source} with the last record batch cut short"}[fault["kind"]]
+    return f"{what}, {times}{_hits(fault)}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -203,6 +281,12 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="drop-response", api=args.api,
                               count=None if args.forever else args.count, source=args.source, when=args.when,
                               skip=args.skip)
+    elif action in NETWORK_KINDS:
+        parameter = {name: getattr(args, option) for name, option in (("delay_ms", "ms"),
+                     ("bytes_per_s", "bytes_per_s"), ("close_after_bytes", "bytes")) if hasattr(args, option)}
+        answer = control.call("fault.add", kind=action, api=getattr(args, "api", None),
+                              count=None if args.forever else args.count, source=args.source, when=args.when,
+                              skip=args.skip, **parameter)
     elif action == "disk-full":
         answer = control.call("fault.add", kind="disk", quota_bytes=args.quota_bytes)
     elif action == "cut-link":
@@ -215,6 +299,8 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="txn-markers-hold", to=args.to)
     elif action == "crash-cleaner":
         answer = control.call("fault.add", kind="cleaner-crash", at=args.at, topic=args.topic)
+    elif action == "jump-clock":
+        answer = control.call("fault.add", kind="clock-jump", ms=args.ms)
     elif action == "close-connections":
         print(f"Closed {control.call('connections.close')['closed']} connection(s).")
         return 0

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from minikafka.broker_handle import Broker
-from minikafka.control_client import ControlError
+from minikafka.clock import Clock
+from minikafka.control_client import ControlClient, ControlError
 from minikafka.controller_handle import CONTROLLER_NODE_ID, Controller
 from minikafka.faults import Fault, Faults
 from minikafka.handle_security import HandleSecurity
@@ -98,7 +99,7 @@ class Cluster(StateWaits, StartedInWith):
                  zookeeper_connect: str | None = None, zookeeper_port: int | None = None,
                  log_dirs: int = 1, security: str = "PLAINTEXT", users: Mapping[str, str] | None = None,
                  ssl_client_auth: str = "none", acls: Sequence[Acl] | None = None, ui: bool = False,
-                 ui_port: int | None = None) -> None:
+                 ui_port: int | None = None, clock: str = "system") -> None:
         """
         brokers: how many brokers (node ids 1..n). ports: one listener port per broker (default: free ones);
         controller_port likewise. data_dir: parent of each node's data dir (`broker-<id>`, `controller-3000`) and
@@ -119,6 +120,8 @@ class Cluster(StateWaits, StartedInWith):
         alike, as `admin`: no listener is plaintext.
         acls: Kafka's StandardAuthorizer on every broker, `admin` its super user, with these ACLs created at the
         first start (see Broker).
+        clock: "system", or "manual": one clock the test advances on every node together (`clock.advance(ms)`),
+        for tests only (see minikafka.clock and docs/virtual-time.md).
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -160,13 +163,13 @@ class Cluster(StateWaits, StartedInWith):
                                           keep_data=True, in_process=in_process,
                                           config={**defaults, **(config or {}), **(controller_config or {})},
                                           log_path=root / f"{controller_name}.log", start_timeout_s=start_timeout_s,
-                                          security=self.security)
+                                          security=self.security, clock=clock)
         shared = {**defaults, **(config or {})}
         self.brokers: list[Broker] = [
             Broker(port=ports[i] if ports else None, host=host, data_dir=root / f"broker-{i + 1}", keep_data=True,
                    in_process=in_process, config=shared, node_id=i + 1, log_path=root / f"broker-{i + 1}.log",
                    start_timeout_s=start_timeout_s, controller=self._controller, log_dirs=log_dirs,
-                   security=self.security)
+                   security=self.security, clock=clock)
             for i in range(brokers)
         ]
         self._state: State | None = None
@@ -179,6 +182,21 @@ class Cluster(StateWaits, StartedInWith):
     def nodes(self) -> list[NodeHandle]:
         """The controller process, then the brokers (in ZooKeeper mode the brokers alone)."""
         return [*([self._controller] if self._controller is not None else []), *self.brokers]
+
+    @property
+    def clock(self) -> Clock:
+        """The cluster's manual clock (Cluster(clock="manual")): `advance(ms)` moves every running node's clock,
+        the controller's first, then each broker's; `now()` reads the first broker's (see minikafka.clock)."""
+        if any(node.clock_mode != "manual" for node in self.nodes):
+            raise RuntimeError("this cluster runs on the system's clock: make it with Cluster(clock=\"manual\") to "
+                               "advance its time")
+
+        def controls() -> list[ControlClient]:
+            running = [node for node in self.nodes if node.running]
+            controllers = [node.control() for node in running if isinstance(node, Controller)]
+            return controllers + [node._control() for node in running if isinstance(node, Broker)]
+
+        return Clock(controls)
 
     @property
     def controller(self) -> Controller | Broker:

@@ -34,14 +34,17 @@ class Controller(NodeHandle):
     def __init__(self, *, port: int | None = None, host: str = "127.0.0.1", data_dir: str | Path | None = None,
                  keep_data: bool = False, in_process: bool = False, config: Mapping[str, object] | None = None,
                  node_id: int = CONTROLLER_NODE_ID, log_path: str | Path | None = None,
-                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, security: HandleSecurity | None = None) -> None:
-        """security: the listener's TLS and SASL, as the cluster's brokers have theirs; None: PLAINTEXT."""
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, security: HandleSecurity | None = None,
+                 clock: str = "system") -> None:
+        """security: the listener's TLS and SASL, as the cluster's brokers have theirs; None: PLAINTEXT.
+        clock: "system", or "manual" for a clock the test advances (see minikafka.clock)."""
         owned = [name for name in (config or {}) if name in OWNED_PROPERTIES]
         if owned:
             raise ValueError(f"set {', '.join(owned)} through the controller's port, host and data dir, not its "
                              "config")
         super().__init__(port=port, host=host, data_dir=data_dir, keep_data=keep_data, in_process=in_process,
-                         config=config or {}, node_id=node_id, log_path=log_path, start_timeout_s=start_timeout_s)
+                         config=config or {}, node_id=node_id, log_path=log_path, start_timeout_s=start_timeout_s,
+                         clock=clock)
         self.security = security if security is not None and security.protocol != "PLAINTEXT" else None
 
     def properties(self) -> dict[str, str]:

@@ -7,6 +7,11 @@
     broker.faults.fill_disk()                # appends now fail with KAFKA_STORAGE_ERROR
     broker.faults.cut_link(to=2)             # a network partition between this broker and node 2
     broker.faults.pause_fetching("t", 0)     # this follower stops fetching t-0: it falls out of the ISR
+    broker.faults.delay_connection(500, when={"client_id": "billing"})   # one connection's responses held back
+    broker.faults.reorder_responses()        # one connection's pipelined responses answered out of order
+    broker.faults.throttle_bandwidth(10_000) # responses written at 10 kB/s
+    broker.faults.close_after_bytes(1000)    # a connection closed once 1000 response bytes were written to it
+    broker.faults.partial_fetch()            # a Fetch answered with its last record batch cut short
     broker.faults.crash_cleaner("mid-swap")   # the broker dies (kill -9) halfway through a log cleaning's swap
     broker.faults.clear()                    # undo everything
 
@@ -29,14 +34,19 @@ from typing import Any
 
 from minikafka.control_client import ControlClient
 
-# The kinds that count the requests they hit, and how often `Fault.wait` asks the broker.
-COUNTED_KINDS = ("error", "latency", "drop-response")
+# The kinds that count what they hit (every kind but a failed log dir and a cleaner crash, which the broker dies of),
+# and how often `Fault.wait` asks the broker.
+COUNTED_KINDS = ("error", "latency", "drop-response", "connection-delay", "reorder", "bandwidth", "close-after-bytes",
+                 "partial-fetch", "disk", "link", "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump")
 WAIT_POLL_S = 0.02
 
 
 class Fault:
-    """One fault; `clear()` (or leaving its `with` block) undoes it. An error, latency or drop-response fault counts
-    its `hits` (the requests it answered, held back or left unanswered), also once used up or cleared."""
+    """One fault; `clear()` (or leaving its `with` block) undoes it. It counts its `hits`, also once used up or
+    cleared: requests an error fault answered (a latency held back, a drop-response left unanswered), responses a
+    network fault delayed, swapped, paced or cut, connections a close-after-bytes closed, appends a full disk
+    refused, requests a cut link failed or refused at this end, partition fetches a pause held back, times
+    transaction markers were held, authentications refused. A failed log dir counts nothing."""
 
     def __init__(self, faults: Faults, description: dict[str, Any]) -> None:
         self._faults = faults
@@ -60,7 +70,7 @@ class Fault:
 
     @property
     def hits(self) -> int:
-        """How many requests it has answered (an error fault) or held back (a latency fault) so far."""
+        """How many times it has applied so far (see the class)."""
         return int(self._current()["hits"])
 
     @property
@@ -74,7 +84,7 @@ class Fault:
         return bool(self._current()["active"])
 
     def wait(self, hits: int = 1, timeout: float = 10.0) -> Fault:
-        """Until it has answered (or held back) `hits` requests; TimeoutError saying how many it had otherwise."""
+        """Until it has hit `hits` times; TimeoutError saying how many it had otherwise."""
         deadline = time.monotonic() + timeout
         while True:
             current = self._current()
@@ -148,6 +158,48 @@ class Faults:
                                     when=when, skip=skip)
         return Fault(self, answer["fault"])
 
+    def delay_connection(self, delay_ms: int, api: str | int | None = None, count: int | None = None, *,
+                         source: str | None = None, when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
+        """Hold back the responses of ONE connection by `delay_ms`: the first connection whose request matches
+        (`api`, `source`, `when` as for `add_latency`, e.g. `when={"client_id": "billing"}`) and only it; other
+        connections, the same client's included, are answered at once. `hits` counts the responses held back."""
+        return self._network("connection-delay", api, count, source, when, skip, delay_ms=delay_ms)
+
+    def reorder_responses(self, api: str | int | None = None, count: int | None = None, *,
+                          source: str | None = None, when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
+        """On ONE connection (the first whose request matches), answer a pipelined request N+1 before request N:
+        the response to a matching request is written after the response to the request sent behind it, when the
+        client has already sent that one. Kafka's protocol answers in order; `hits` counts the pairs swapped."""
+        return self._network("reorder", api, count, source, when, skip)
+
+    def throttle_bandwidth(self, bytes_per_s: int, api: str | int | None = None, count: int | None = None, *,
+                           source: str | None = None, when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
+        """Write the responses to matching requests at `bytes_per_s` (a slow link to that client: its requests are
+        carried out at once, their responses trickle out). `hits` counts the responses paced."""
+        return self._network("bandwidth", api, count, source, when, skip, bytes_per_s=bytes_per_s)
+
+    def close_after_bytes(self, n: int, count: int | None = 1, *, api: str | int | None = None,
+                          source: str | None = None, when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
+        """Close a connection once `n` bytes of responses to matching requests have been written to it, the
+        response under way cut off where the n-th byte ends; `count` connections (None: every one until cleared).
+        `hits` counts the connections closed."""
+        return self._network("close-after-bytes", api, count, source, when, skip, close_after_bytes=n)
+
+    def partial_fetch(self, count: int | None = 1, *, source: str | None = None,
+                      when: dict[str, Any] | None = None, skip: int = 0) -> Fault:
+        """Answer the next `count` Fetch requests with the last record batch of each partition cut to half its
+        bytes, as a broker does at a size limit (max.partition.fetch.bytes, fetch.max.bytes): clients drop the
+        partial batch and fetch it again from its offset. A partition's first batch is always sent whole, as
+        Kafka's are (KIP-74), so only responses with two batches or more of a partition are cut; `hits` counts
+        the responses whose records were cut."""
+        return self._network("partial-fetch", "Fetch", count, source, when, skip)
+
+    def _network(self, kind: str, api: str | int | None, count: int | None, source: str | None,
+                 when: dict[str, Any] | None, skip: int, **parameter: int) -> Fault:
+        answer = self._control.call("fault.add", kind=kind, api=api, count=count, source=source, when=when,
+                                    skip=skip, **parameter)
+        return Fault(self, answer["fault"])
+
     def fill_disk(self, quota_bytes: int | None = None) -> Fault:
         """Cap the broker's data dir at `quota_bytes` (default: what it holds now, i.e. full).
 
@@ -208,13 +260,22 @@ class Faults:
         a connection closes at its next request unless its client re-authenticates first. Returns how many."""
         return self._control.call("sessions.expire", user=user)["expired"]
 
+    def jump_clock(self, ms: int) -> Fault:
+        """Step this broker's wall clock by `ms` milliseconds, forwards or back (negative), as a clock step on
+        its host would: the timestamps it assigns (LogAppendTime), retention.ms and segment.ms, group and
+        transaction timestamps read the stepped clock, while its timers (session timeouts, long polls) go on.
+        Applied at once (its `hits` is 1); clearing the fault steps the clock back."""
+        answer = self._control.call("fault.add", kind="clock-jump", ms=ms)
+        return Fault(self, answer["fault"])
+
     def close_connections(self) -> int:
         """Close every client connection the broker has open (clients reconnect); returns how many."""
         return self._control.call("connections.close")["closed"]
 
     def clear(self, kind: str | None = None) -> int:
-        """Undo all faults, or those of one kind ("error", "latency", "drop-response", "disk", "link", "fetch-pause",
-        "txn-markers-hold", "auth-failure", "cleaner-crash"); returns how many."""
+        """Undo all faults, or those of one kind ("error", "latency", "drop-response", "connection-delay", "reorder",
+        "bandwidth", "close-after-bytes", "partial-fetch", "disk", "link", "fetch-pause", "txn-markers-hold",
+        "auth-failure", "clock-jump", "cleaner-crash"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -45,10 +45,12 @@ class InProcessRunner:
     """One KafkaNode on a daemon thread. `start` returns once it is ready (its broker accepting connections);
     `stop` shuts it down."""
 
-    def __init__(self, properties: dict[str, str], log_path: Path, start_timeout_s: float) -> None:
+    def __init__(self, properties: dict[str, str], log_path: Path, start_timeout_s: float,
+                 clock: str = "system") -> None:
         self.properties = properties
         self.log_path = log_path
         self.start_timeout_s = start_timeout_s
+        self.clock = clock
         self._thread: threading.Thread | None = None
         self._node: KafkaNode | None = None
         self._token: TrioToken | None = None
@@ -105,10 +107,12 @@ class InProcessRunner:
     def _run(self, config) -> None:
         import trio
 
+        from minikafka.broker.clock.broker_clock import BrokerClock
+
         assert self._log_handler is not None  # attached by start() before this thread starts
         self._log_handler.thread_id = threading.get_ident()
         try:
-            trio.run(self._serve, config)
+            trio.run(self._serve, config, clock=BrokerClock(manual=self.clock == "manual"))
         except BaseException as exc:
             if not self._ready.is_set():
                 self._error = _sole_cause(exc)

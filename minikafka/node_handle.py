@@ -24,6 +24,8 @@ DEFAULT_START_TIMEOUT_S = 30.0
 DEFAULT_WAIT_S = 30.0
 # How long an in-process node gets to stop at interpreter exit (a process is killed instead).
 EXIT_STOP_TIMEOUT_S = 5.0
+# A node's clock: the system's, or a manual one a test advances (see minikafka.clock).
+CLOCKS = ("system", "manual")
 
 
 def property_value(value: object) -> str:
@@ -39,11 +41,14 @@ class NodeHandle(LocalServer):
 
     def __init__(self, *, port: int | None, host: str, data_dir: str | Path | None, keep_data: bool,
                  in_process: bool, config: Mapping[str, object], node_id: int, log_path: str | Path | None,
-                 start_timeout_s: float) -> None:
+                 start_timeout_s: float, clock: str = "system") -> None:
+        if clock not in CLOCKS:
+            raise ValueError(f"clock {clock!r}: expected one of {', '.join(CLOCKS)}")
         super().__init__(host=host, port=port, data_dir=data_dir, keep_data=keep_data, temp_prefix="minikafka-")
         self.node_id = node_id
         self.in_process = in_process
         self.start_timeout_s = start_timeout_s
+        self.clock_mode = clock
         self.config = {k: property_value(v) for k, v in config.items()}
         if log_path is not None:
             self.log_path = Path(log_path).absolute()
@@ -73,9 +78,10 @@ class NodeHandle(LocalServer):
             # lazy: it brings in logging, a fifth of `import minikafka`, for in-process nodes only
             from minikafka.in_process_runner import InProcessRunner
 
-            runner = InProcessRunner(self.properties(), self.log_path, self.start_timeout_s)
+            runner = InProcessRunner(self.properties(), self.log_path, self.start_timeout_s, self.clock_mode)
         else:
-            runner = SubprocessRunner(self.properties(), self.log_path, self.start_timeout_s, self.ready_prefix)
+            runner = SubprocessRunner(self.properties(), self.log_path, self.start_timeout_s, self.ready_prefix,
+                                      self.clock_mode)
         self._runner = runner
         self._bound = runner.start()
         self._port = self._bound[1]  # a restart comes back on the same port

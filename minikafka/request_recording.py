@@ -1,6 +1,8 @@
 """Seeing what clients did: `with broker.recording() as rec:` (or `cluster.recording()`) records every Kafka request
 the brokers answer while it is open. The record is kept in each broker process (control ops recording.*) and read
-here; `wait_for` is answered by the broker when a request is recorded, not polled.
+here; `wait_for` is answered by the broker when a request is recorded, not polled. `wait_for` waits for a request
+recorded after it is called (so two calls return two requests, and a request from before an action is not taken
+for one the action caused); `earlier=True` takes any request the recording holds, the oldest first.
 
 Each entry is a dict: time (epoch seconds), node (the broker's control address), connection, peer, client_id,
 client_software_name and client_software_version (from the connection's ApiVersions v3+), api (Kafka's name),
@@ -67,20 +69,24 @@ class Recording:
         self._refresh()
         return [entry for entry in self._entries if _matches(entry, api, topic, fields)]
 
-    def wait_for(self, api: str | None = None, timeout: float = DEFAULT_WAIT_S, topic: str | None = None,
-                 **fields: Any) -> dict[str, Any]:
-        """The first recorded request matching as `filter` does, waiting for one until `timeout`; each broker
-        answers when it records a request. TimeoutError naming the last requests seen otherwise."""
+    def wait_for(self, api: str | None = None, timeout: float = DEFAULT_WAIT_S, topic: str | None = None, *,
+                 earlier: bool = False, **fields: Any) -> dict[str, Any]:
+        """The first request recorded after this call that matches as `filter` does (with `earlier`, the first
+        the recording holds, however old), waiting for one until `timeout`; each broker answers when it records a
+        request. TimeoutError naming the last requests seen otherwise."""
         deadline = time.monotonic() + timeout
+        self._refresh()
+        seen = {} if earlier else {_node(control): after[0] for control, _id, after in self._open}
         while True:
-            found = next((entry for entry in self.filter(api, topic, **fields)), None)
+            found = next((entry for entry in self.filter(api, topic, **fields)
+                          if entry["sequence"] > seen.get(entry["node"], -1)), None)
             if found is not None:
                 return found
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 last = [f"{e['api']} v{e['version']} from {e['client_id']}" for e in list(self._entries)[-5:]]
                 wanted = {"api": api, "topic": topic, **fields}
-                raise TimeoutError(f"waited {timeout:g} s for a request with "
+                raise TimeoutError(f"waited {timeout:g} s for a {'' if earlier else 'new '}request with "
                                    f"{ {k: v for k, v in wanted.items() if v is not None} }; "
                                    f"{len(self._entries)} recorded, the last: {last or 'none'}")
             slice_s = WAIT_SLICE_S if len(self._open) == 1 else SHARED_WAIT_SLICE_S
@@ -109,10 +115,15 @@ class Recording:
     def _read(self, control: ControlClient, after: list[int], wait_s: float) -> None:
         answer = control.with_timeout(wait_s + CONTROL_MARGIN_S).call(
             "recording.read", after=after[0], timeout_ms=int(wait_s * 1000))
-        node = f"{control.address[0]}:{control.address[1]}"
+        node = _node(control)
         for entry in answer["entries"]:
             self._entries.append({"node": node, **entry})
         after[0] = max(after[0], int(answer["sequence"]))
+
+
+def _node(control: ControlClient) -> str:
+    """How entries name the broker that recorded them: its control address."""
+    return f"{control.address[0]}:{control.address[1]}"
 
 
 def _matches(entry: dict[str, Any], api: str | None, topic: str | None, fields: dict[str, Any]) -> bool:

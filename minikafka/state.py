@@ -114,8 +114,8 @@ class GroupMember:
     host: str
     group_instance_id: str | None
     assignment: list[tuple[str, int]]  # the partitions the member owns now, sorted
-    # Consumer protocol (KIP-848) only, None in a classic group: the member's epoch, and the partitions the
-    # coordinator's target assignment gives it (those it owns once reconciled).
+    # Consumer (KIP-848) and share (KIP-932) protocols only, None in a classic group: the member's epoch, and (consumer
+    # protocol only) the partitions the coordinator's target assignment gives it (those it owns once reconciled).
     member_epoch: int | None = None
     target_assignment: list[tuple[str, int]] | None = None
 
@@ -124,15 +124,17 @@ class GroupMember:
 class GroupState:
     group_id: str
     state: str  # Kafka's name: classic Empty, PreparingRebalance, CompletingRebalance, Stable, Dead; consumer
-    # protocol Empty, Assigning, Reconciling, Stable
-    protocol_type: str  # "consumer" for consumer groups of either protocol (DescribeGroups' protocol type)
+    # protocol Empty, Assigning, Reconciling, Stable; share Empty, Stable
+    protocol_type: str  # "consumer" for consumer groups of either protocol (DescribeGroups' protocol type), "share"
     protocol: str  # the classic group's chosen assignor (e.g. "range"), or a consumer group's server assignor
     members: list[GroupMember]
     offsets: dict[tuple[str, int], int]  # committed offset per (topic, partition)
-    # Which group protocol, as ListGroups v5 types it: "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848).
+    # Which group protocol, as ListGroups v5 types it: "classic" (JoinGroup/SyncGroup), "consumer" (KIP-848) or
+    # "share" (KIP-932).
     group_type: str = "classic"
-    # Consumer protocol only, None in a classic group: the group epoch, the epoch of its target assignment (the
-    # group epoch the assignor last ran at) and the server-side assignor (`uniform`, `range`).
+    # Consumer and share protocols only, None in a classic group: the group epoch, the epoch of its target
+    # assignment (the group epoch the assignor last ran at) and the server-side assignor (`uniform`, `range`,
+    # `simple`).
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     assignor: str | None = None
@@ -143,6 +145,45 @@ class GroupState:
             if member.member_id == member_id:
                 return member
         raise KeyError(f"group {self.group_id!r} has no member {member_id!r}")
+
+
+@dataclass(frozen=True)
+class InFlightRecord:
+    """One offset of a share-partition between its start and end offsets (KIP-932)."""
+    offset: int
+    state: str  # Kafka's RecordState: AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED
+    delivery_count: int
+    member_id: str | None  # the member holding it, while ACQUIRED
+
+
+@dataclass(frozen=True)
+class SharePartitionState:
+    """One share-partition as its leader holds it: what the group has done with the partition's records."""
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    start_offset: int  # every record before it is acknowledged or archived
+    end_offset: int  # the records from here on were never delivered
+    records: list[InFlightRecord]  # the in-flight offsets, start_offset to end_offset
+
+    def record(self, offset: int) -> InFlightRecord:
+        for record in self.records:
+            if record.offset == offset:
+                return record
+        raise KeyError(f"offset {offset} is not in flight in {self.topic}-{self.partition}")
+
+
+@dataclass(frozen=True)
+class ShareGroupState:
+    group_id: str
+    partitions: dict[tuple[str, int], SharePartitionState]  # those loaded on their leaders
+    sessions: dict[str, int]  # the share sessions open on the partitions' leaders: member id -> session epoch
+
+    def acquired(self, member_id: str) -> list[tuple[str, int, int]]:
+        """The (topic, partition, offset)s the member holds now."""
+        return [(p.topic, p.partition, r.offset) for p in self.partitions.values() for r in p.records
+                if r.state == "ACQUIRED" and r.member_id == member_id]
 
 
 class State:
@@ -379,9 +420,14 @@ class State:
 
     def group(self, group_id: str) -> GroupState:
         """The group as its coordinator describes it, whichever its protocol: ConsumerGroupDescribe for a KIP-848
-        consumer group (epochs, assignments and target assignments), else DescribeGroups for a classic one; with
-        the group's committed offsets (OffsetFetch). KeyError if the coordinator knows no such group."""
+        consumer group (epochs, assignments and target assignments), ShareGroupDescribe for a KIP-932 share group
+        (epochs and assignments; no committed offsets), else DescribeGroups for a classic one; with the group's
+        committed offsets (OffsetFetch). KeyError if the coordinator knows no such group."""
         consumer_groups = self._with_admin(lambda admin: describe_consumer_groups(admin, [group_id]))
+        if group_id not in consumer_groups:
+            share_groups = self._with_admin(lambda admin: describe_share_groups(admin, [group_id]))
+            if group_id in share_groups:
+                return share_group_state(share_groups[group_id])
         offsets = self.committed_offsets(group_id)
         if group_id in consumer_groups:
             return consumer_group_state(consumer_groups[group_id], offsets)
@@ -391,6 +437,26 @@ class State:
                 raise KeyError(f"unknown group {group_id!r}")
             raise RuntimeError(f"DescribeGroups {group_id!r}: {described['error']}")
         return classic_group_state(group_id, described, offsets)
+
+    def share_group(self, group_id: str) -> ShareGroupState:
+        """A share group's in-flight records, as the leaders of its share-partitions hold them (each running
+        broker's control API; the newest leader epoch wins where an old leader has not let go yet), with the
+        delivery count of every record and the member holding each acquired one."""
+        partitions: dict[tuple[str, int], SharePartitionState] = {}
+        sessions: dict[str, int] = {}
+        for control in self._controls():
+            answer = control.call("share_group.describe", group=group_id)
+            for p in answer["partitions"]:
+                key = (p["topic"], p["partition"])
+                if key in partitions and partitions[key].leader_epoch >= p["leader_epoch"]:
+                    continue
+                partitions[key] = SharePartitionState(
+                    p["topic"], p["partition"], answer["node_id"], p["leader_epoch"], p["start_offset"],
+                    p["end_offset"], [InFlightRecord(r["offset"], r["state"], r["delivery_count"], r["member_id"])
+                                      for r in p["records"]])
+            for session in answer["sessions"]:
+                sessions[session["member_id"]] = session["epoch"]
+        return ShareGroupState(group_id, dict(sorted(partitions.items())), sessions)
 
     def wait_for_committed(self, group_id: str, topic: str, partition: int, offset: int,
                            timeout: float = DEFAULT_TIMEOUT_S) -> int:
@@ -595,10 +661,23 @@ def describe_consumer_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]
     """ConsumerGroupDescribe of each group at its coordinator, through a kafka-python admin client: the described
     groups (ConsumerGroupDescribeResponse's DescribedGroup) by id. A group the coordinator does not know as a
     consumer group (GROUP_ID_NOT_FOUND: a classic group, or none) is left out; other errors are raised."""
+    from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest
+
+    return _describe_modern_groups(admin, group_ids, ConsumerGroupDescribeRequest)
+
+
+def describe_share_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]:
+    """ShareGroupDescribe of each group at its coordinator, as describe_consumer_groups: groups that are not share
+    groups are left out, and so is every group while share groups are off (share.version 0)."""
+    from minikafka.protocol.client_apis.messages import ShareGroupDescribeRequest
+
+    return _describe_modern_groups(admin, group_ids, ShareGroupDescribeRequest, share_groups_may_be_off=True)
+
+
+def _describe_modern_groups(admin: Any, group_ids: list[str], request_class: Any,
+                            share_groups_may_be_off: bool = False) -> dict[str, Any]:
     with quiet_schema_loading():
         import kafka.errors as errors
-
-    from minikafka.protocol.client_apis.messages import ConsumerGroupDescribeRequest
 
     async def describe() -> dict[str, Any]:
         coordinators = await admin._find_coordinator_ids(group_ids)  # kafka-python has no public call for these
@@ -607,14 +686,15 @@ def describe_consumer_groups(admin: Any, group_ids: list[str]) -> dict[str, Any]
             by_coordinator.setdefault(node_id, []).append(group_id)
         found: dict[str, Any] = {}
         for node_id, ids in by_coordinator.items():
-            request = ConsumerGroupDescribeRequest(group_ids=ids, include_authorized_operations=False)
+            request = request_class(group_ids=ids, include_authorized_operations=False)
             response = await admin._manager.send(request, node_id=node_id)
             for group in response.groups:
                 error = errors.for_code(group.error_code)
-                if error is errors.GroupIdNotFoundError:
+                if error is errors.GroupIdNotFoundError or (share_groups_may_be_off
+                                                            and error is errors.UnsupportedVersionError):
                     continue
                 if error is not errors.NoError:
-                    raise error(group.error_message or f"ConsumerGroupDescribe of group {group.group_id!r}")
+                    raise error(group.error_message or f"{request_class.__name__} of group {group.group_id!r}")
                 found[group.group_id] = group
         return found
 
@@ -635,6 +715,16 @@ def consumer_group_state(described: Any, offsets: dict[tuple[str, int], int]) ->
     return GroupState(described.group_id, described.group_state, "consumer", described.assignor_name, members,
                       offsets, "consumer", described.group_epoch, described.assignment_epoch,
                       described.assignor_name)
+
+
+def share_group_state(described: Any) -> GroupState:
+    """A GroupState from ShareGroupDescribe's description of a share group (no committed offsets: a share group's
+    progress is its share partitions' state)."""
+    members = [GroupMember(m.member_id, m.client_id, m.client_host, None, described_partitions(m.assignment),
+                           m.member_epoch)
+               for m in described.members]
+    return GroupState(described.group_id, described.group_state, "share", described.assignor_name, members, {},
+                      "share", described.group_epoch, described.assignment_epoch, described.assignor_name)
 
 
 def classic_group_state(group_id: str, described: dict[str, Any], offsets: dict[tuple[str, int], int]) -> GroupState:

@@ -46,11 +46,12 @@ class SubprocessRunner:
     `stop` is SIGTERM, `kill` SIGKILL, `pause`/`resume` SIGSTOP/SIGCONT."""
 
     def __init__(self, properties: dict[str, str], log_path: Path, start_timeout_s: float,
-                 ready_prefix: bytes = READY_PREFIX) -> None:
+                 ready_prefix: bytes = READY_PREFIX, clock: str = "system") -> None:
         self.properties = properties
         self.log_path = log_path
         self.start_timeout_s = start_timeout_s
         self.ready_prefix = ready_prefix
+        self.clock = clock
         self.proc: subprocess.Popen | None = None
         self.paused = False
 
@@ -65,6 +66,8 @@ class SubprocessRunner:
     def start(self) -> tuple[str, int]:
         """Start the process and wait for its readiness line; returns the bound (host, port)."""
         cmd = [sys.executable, "-m", "minikafka", "serve"]
+        if self.clock != "system":
+            cmd += ["--clock", self.clock, "--testing"]  # a handle is a test's: its node may have a manual clock
         for key, value in self.properties.items():
             cmd += ["--override", f"{key}={value}"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,13 @@ class FrameDecoder:
         return whole
 
     @property
+    def has_frame(self) -> bool:
+        """Whether a whole frame is buffered: the next `next_frame` returns one."""
+        if self._need is not None:
+            return len(self._buffer) >= self._need
+        return len(self._buffer) >= 4 and len(self._buffer) - 4 >= max(0, _SIZE.unpack_from(self._buffer, 0)[0])
+
+    @property
     def pending(self) -> int:
         """Bytes received that are not yet part of a whole frame."""
         return len(self._buffer) + (4 if self._need is not None else 0)

@@ -403,10 +403,10 @@ class Log:
                     headers[0].base_offset,
                     headers[-1].last_offset,
                 )
-            if end > self.config.segment_bytes:
+            if end > self.config.segment_size:
                 raise RecordBatchTooLargeError(
                     f"Message batch size is {end} bytes in append to partition {self.name}, which exceeds "
-                    f"the maximum configured segment size of {self.config.segment_bytes}."
+                    f"the maximum configured segment size of {self.config.segment_size}."
                 )
             for header in headers:
                 if header.partition_leader_epoch >= 0:
@@ -421,10 +421,10 @@ class Log:
                     f"The record batch size in the append to {self.name} is {header.size} bytes "
                     f"which exceeds the maximum configured value of {limit}."
                 )
-        if total > self.config.segment_bytes:
+        if total > self.config.segment_size:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {total} bytes in append to partition {self.name}, which exceeds "
-                f"the maximum configured segment size of {self.config.segment_bytes}."
+                f"the maximum configured segment size of {self.config.segment_size}."
             )
 
     def _append(

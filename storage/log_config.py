@@ -66,12 +66,19 @@ class LogConfig:
     segment_jitter_ms: int = 0
     segment_ms: int = 604800000
     unclean_leader_election_enable: bool = False
+    # Kafka's internal.segment.bytes: a segment size below segment.bytes' minimum, for tests only (None: unset).
+    internal_segment_bytes: int | None = None
     overrides: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def compact_enabled(self) -> bool:
         """Whether the log cleaner compacts the log (cleanup.policy contains "compact")."""
         return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def segment_size(self) -> int:
+        """The size a segment rolls at: internal.segment.bytes where a test sets it, else segment.bytes."""
+        return self.segment_bytes if self.internal_segment_bytes is None else self.internal_segment_bytes
 
     @property
     def delete_enabled(self) -> bool:
@@ -108,6 +115,8 @@ class LogConfig:
         """Every topic config with its value and where it comes from, for DescribeConfigs."""
         entries = []
         for definition in _DEFS:
+            if definition.internal and definition.name not in self.overrides:
+                continue  # Kafka lists an internal config only where it is set
             value = self.value_string(definition.name)
             if definition.name in self.overrides:
                 source = SOURCE_TOPIC_CONFIG
@@ -134,6 +143,7 @@ class _Def(NamedTuple):
     name: str
     kind: str  # int | long | boolean | double | string | list
     check: Callable[[Any], str | None] | None = None
+    internal: bool = False  # Kafka's defineInternal: for tests, not listed unless set
 
 
 def _at_least(minimum: int) -> Callable[[Any], str | None]:
@@ -189,11 +199,12 @@ _DEFS: tuple[_Def, ...] = (
     _Def("remote.storage.enable", "boolean"),
     _Def("retention.bytes", "long"),
     _Def("retention.ms", "long", _at_least(-1)),
-    _Def("segment.bytes", "int", _at_least(14)),
+    _Def("segment.bytes", "int", _at_least(1024 * 1024)),
     _Def("segment.index.bytes", "int", _at_least(4)),
     _Def("segment.jitter.ms", "long", _at_least(0)),
     _Def("segment.ms", "long", _at_least(1)),
     _Def("unclean.leader.election.enable", "boolean"),
+    _Def("internal.segment.bytes", "int", internal=True),
 )
 _DEF_BY_NAME = {d.name: d for d in _DEFS}
 
@@ -245,7 +256,7 @@ def _parse(name: str, raw: Any) -> Any:
     return value
 
 
-TOPIC_CONFIG_DEFAULTS: dict[str, str] = {d.name: LogConfig().value_string(d.name) for d in _DEFS}
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {d.name: LogConfig().value_string(d.name) for d in _DEFS if not d.internal}
 """Kafka's default value, as a string, of every topic config name."""
 
 

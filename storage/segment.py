@@ -463,7 +463,7 @@ class LogSegment:
         config = self._config
         reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > config.segment_ms - self.roll_jitter_ms
         return (
-            self.size > config.segment_bytes - messages_size
+            self.size > config.segment_size - messages_size
             or (self.size > 0 and reached_roll_ms)
             or self.offset_index.is_full
             or self.time_index.is_full

@@ -40,6 +40,18 @@ class RawConnection:
         self.sock.sendall(request.encode(header=True, framed=True))
         return self._correlation
 
+    def pipeline(self, *requests: ApiMessage) -> list[int]:
+        """Send the requests in one write, so the broker has all of them before it answers the first; their
+        correlation ids."""
+        frames, correlations = [], []
+        for request in requests:
+            self._correlation += 1
+            request.with_header(correlation_id=self._correlation, client_id="raw-test")
+            frames.append(request.encode(header=True, framed=True))
+            correlations.append(self._correlation)
+        self.sock.sendall(b"".join(frames))
+        return correlations
+
     def read_frame(self) -> bytes | None:
         """One response frame, or None if the broker closed the connection."""
         while not self._frames:

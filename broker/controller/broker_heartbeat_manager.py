@@ -1,7 +1,8 @@
 """Broker sessions on the controller (Kafka's BrokerHeartbeatManager): who heartbeats, how far each broker has
 replayed the metadata log, and which unfenced broker has gone silent.
 
-A broker's session lasts `broker.session.timeout.ms` from its last heartbeat, on trio's clock. A broker whose
+A broker's session lasts `broker.session.timeout.ms` from its last heartbeat, in real time: an advance of a manual
+clock (minikafka.broker.clock) does not make a broker that heartbeats look silent. A broker whose
 controller connection (the one it registered or heartbeats on) closes loses its session at once: a killed broker's
 socket closes with it, so its leaderships move without waiting out the timeout, while a silent one (paused, cut
 off) is fenced when its session runs out. Sessions are memory only: after a controller restart every registered
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import trio
 
+from minikafka.broker.clock.broker_clock import move_on_at_real, real_time
 from minikafka.broker.metadata.metadata_image import BrokerInfo, MetadataImage
 
 log = logging.getLogger("minikafka.controller")
@@ -36,7 +38,7 @@ class BrokerControlState(enum.Enum):
 
 @dataclass
 class BrokerSession:
-    last_contact: float  # trio time of the last heartbeat, -inf once its connection has closed
+    last_contact: float  # real time (see real_time) of the last heartbeat, -inf once its connection has closed
     registration_offset: int  # offset of the broker's latest RegisterBrokerRecord: caught up from there
     metadata_offset: int = -1  # highest metadata offset the broker has said it applied
     controlled_shutdown_offset: int = -1  # offset of the records that began its controlled shutdown
@@ -56,7 +58,7 @@ class BrokerHeartbeatManager:
         """A RegisterBrokerRecord was replayed: a new incarnation starts a new session."""
         session = self.sessions.get(broker_id)
         if session is None or new_incarnation:
-            self.sessions[broker_id] = BrokerSession(trio.current_time(), registration_offset)
+            self.sessions[broker_id] = BrokerSession(real_time(), registration_offset)
         else:
             session.registration_offset = registration_offset
         self._changed.set()
@@ -67,7 +69,7 @@ class BrokerHeartbeatManager:
     def touch(self, broker_id: int, metadata_offset: int, connection_id: int | None) -> None:
         """A heartbeat or registration arrived: the session runs again from now."""
         session = self.sessions[broker_id]
-        session.last_contact = trio.current_time()
+        session.last_contact = real_time()
         session.metadata_offset = max(session.metadata_offset, metadata_offset)
         if connection_id is not None:
             session.connection_id = connection_id
@@ -87,7 +89,7 @@ class BrokerHeartbeatManager:
         session = self.sessions.get(broker_id)
         if broker is None or session is None or broker.fenced:
             return False
-        return session.last_contact + self.session_timeout_s >= trio.current_time()
+        return session.last_contact + self.session_timeout_s >= real_time()
 
     def stale_brokers(self) -> list[int]:
         """Unfenced brokers whose session has run out, the longest silent first."""
@@ -112,7 +114,7 @@ class BrokerHeartbeatManager:
             for broker_id in stale:
                 await fence_if_stale(broker_id)
             if not stale:
-                with trio.move_on_at(self.next_expiry()):
+                with move_on_at_real(self.next_expiry()):
                     await self._changed.wait()
 
     # ---- controlled shutdown ---------------------------------------------------------------------------------------

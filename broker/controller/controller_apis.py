@@ -4,7 +4,7 @@ operations, Kafka responses out.
 Served to brokers (and to tools that ask a controller): BrokerRegistration, BrokerHeartbeat, AlterPartition and
 AllocateProducerIds; the metadata-changing admin requests brokers forward as they came (CreateTopics,
 DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders, AlterPartitionReassignments,
-AlterClientQuotas, AlterUserScramCredentials) and ListPartitionReassignments; Fetch of
+AlterClientQuotas, AlterUserScramCredentials, UpdateFeatures) and ListPartitionReassignments; Fetch of
 `__cluster_metadata-0`, by which brokers replicate the metadata log; ApiVersions; DescribeCluster for controller
 endpoints (KIP-919). Metadata is not served here, as Kafka's controller does not serve it.
 
@@ -36,6 +36,7 @@ from minikafka.broker.controller.quorum_controller import (
 )
 from minikafka.broker.controller.replication_control import PREFERRED_ELECTION, CreatedTopic, IsrChange, NewTopic
 from minikafka.broker.controller.scram_control import ScramCredentialDeletion, ScramCredentialUpsertion
+from minikafka.broker.metadata.features import SAFE_DOWNGRADE, UPGRADE
 from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo
 from minikafka.broker.network.socket_server import ConnectionInfo
 from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType, acl_binding_of, acl_filter_of
@@ -62,7 +63,7 @@ _CLIENT_KEYS = (ApiKey.API_VERSIONS, ApiKey.FETCH, ApiKey.CREATE_TOPICS, ApiKey.
                 ApiKey.CREATE_PARTITIONS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
                 ApiKey.ELECT_LEADERS, ApiKey.DESCRIBE_CLUSTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                 ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-                ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
+                ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.UPDATE_FEATURES)
 
 Handler = Callable[[Any, int, "ConnectionInfo | None"], Awaitable[ApiMessage]]
 
@@ -94,6 +95,7 @@ class ControllerApis:
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.CREATE_ACLS: self._create_acls,
             ApiKey.DELETE_ACLS: self._delete_acls,
+            ApiKey.UPDATE_FEATURES: self._update_features,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
@@ -384,6 +386,22 @@ class ControllerApis:
             R.AlterUserScramCredentialsResult(user=user, error_code=e.code if e else ErrorCode.NONE,
                                               error_message=e.message if e else None)
             for user, e in results])
+
+    async def _update_features(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
+        """All the updates or none (Kafka's QuorumController.updateFeatures); v0's AllowDowngrade is a safe
+        downgrade. Per-feature results only up to v1, and only when the update succeeded."""
+        updates = [(u.feature, u.max_version_level,
+                    (SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE) if version == 0 else u.upgrade_type)
+                   for u in request.feature_updates]
+        error = await self.controller.update_features(updates, validate_only=version >= 1 and request.validate_only)
+        R = self.schemas[ApiKey.UPDATE_FEATURES].response[version]
+        if error is not None:
+            return R(throttle_time_ms=0, error_code=error.code, results=[],
+                     error_message="The update failed for all features since the following feature had an error: "
+                                   f"{error.message}")
+        return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                 results=[R.UpdatableFeatureResult(feature=u.feature, error_code=ErrorCode.NONE, error_message=None)
+                          for u in request.feature_updates] if version <= 1 else [])
 
     async def _create_acls(self, request: Any, version: int, peer: ConnectionInfo | None) -> ApiMessage:
         errors = await self.controller.create_acls([acl_binding_of(c) for c in request.creations])

@@ -4,7 +4,8 @@ A test reaches the controller the way it reaches a broker, with the same framing
 - describe: node id, active faults, and the registered brokers (broker epoch, fenced, in controlled shutdown);
 - fault.add (kind link: to node "to", both ways unless "both_ways" is false), fault.clear (kind, id), fault.list;
 - leader.move: make replica "to" of "topic"-"partition" its leader (see leader_move);
-- metrics: the controller's metrics, by their Prometheus names (see metrics).
+- metrics: the controller's metrics, by their Prometheus names (see metrics);
+- clock.now, clock.advance: the node's clock, a manual one moved forwards (see network/clock_control.py).
 
 A broker cut off from the controller has its control-plane requests refused here unanswered (`admit`), its
 connection closed. Closing a broker's controller connection normally fences it at once, as when the broker was
@@ -21,6 +22,7 @@ from typing import Any
 from minikafka.broker.controller.quorum_controller import QuorumController
 from minikafka.broker.faults.link_faults import LinkFaults
 from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.network.clock_control import CLOCK_OPERATIONS
 from minikafka.broker.network.control_api import Operation, answer_control
 from minikafka.broker.network.socket_server import CloseConnection, ConnectionInfo
 from minikafka.protocol.request_header import RequestHeader
@@ -123,4 +125,5 @@ OPERATIONS: dict[str, Operation[ControllerControl]] = {
     "fault.list": _fault_list,
     "leader.move": _leader_move,
     "metrics": _metrics,
+    **CLOCK_OPERATIONS,
 }

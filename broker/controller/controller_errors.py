@@ -71,6 +71,10 @@ def error_response(request: Any, version: int, code: ErrorCode) -> ApiMessage:
         response = R(throttle_time_ms=0, results=[
             R.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=None)
             for user in sorted({e.name for e in [*request.deletions, *request.upsertions]})])
+    elif key == ApiKey.UPDATE_FEATURES:
+        response = R(throttle_time_ms=0, error_code=code, error_message=None, results=[
+            R.UpdatableFeatureResult(feature=u.feature, error_code=code, error_message=None)
+            for u in request.feature_updates] if version <= 1 else [])
     elif key == ApiKey.BROKER_REGISTRATION:
         response = R(throttle_time_ms=0, error_code=code, broker_epoch=-1)
     elif key == ApiKey.BROKER_HEARTBEAT:

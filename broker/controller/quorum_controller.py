@@ -73,6 +73,7 @@ from minikafka.broker.controller.scram_control import (
     ScramCredentialUpsertion,
     alter_scram_credentials,
 )
+from minikafka.broker.metadata.features import feature_update_error
 from minikafka.broker.metadata.metadata_image import (
     BROKER_RESOURCE,
     GROUP_RESOURCE,
@@ -85,6 +86,7 @@ from minikafka.broker.security.acl import AclBinding, AclBindingFilter
 from minikafka.config import ConfigError
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.metadata_records import (
+    FeatureLevelRecord,
     MetadataRecord,
     MetadataRecordError,
     RegisterBrokerRecord,
@@ -593,6 +595,30 @@ class QuorumController:
             records, results = alter_scram_credentials(self.image.scram_credentials, deletions, upsertions)
             errors = await self._commit_each(records, [error for _, error in results])
             return [(user, error) for (user, _), error in zip(results, errors, strict=True)]
+
+    # ---- features -----------------------------------------------------------------------------------------------
+
+    async def update_features(self, updates: Sequence[tuple[str, int, int]], *,
+                              validate_only: bool = False) -> KafkaError | None:
+        """Finalize features at new levels ((name, level, upgrade type) each): all of them in one commit, or none
+        with the first refusal (Kafka's FeatureControlManager.updateFeatures, INVALID_UPDATE_VERSION)."""
+        async with self._lock:
+            records: list[MetadataRecord] = []
+            for name, level, upgrade_type in updates:
+                message = feature_update_error(name, level, upgrade_type, self.image.features, self.node_id)
+                if message is not None:
+                    log.warning("%s", message)
+                    return KafkaError(ErrorCode.INVALID_UPDATE_VERSION, message)
+                records.append(FeatureLevelRecord(name=name, feature_level=level))
+            if validate_only or not records:
+                return None
+            try:
+                await self._commit(records)
+            except KafkaStorageError as exc:
+                return exc
+            log.info("controller %d finalized %s", self.node_id,
+                     ", ".join(f"{name}={level}" for name, level, _ in updates))
+            return None
 
     # ---- ACLs -------------------------------------------------------------------------------------------------
 

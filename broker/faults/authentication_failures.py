@@ -15,13 +15,14 @@ log = logging.getLogger("minikafka.faults")
 KIND = "auth-failure"
 
 
-@dataclass(frozen=True)
+@dataclass
 class AuthenticationFailure:
     id: int
     user: str | None  # None: every user
+    hits: int = 0  # authentications refused
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": KIND, "id": self.id, "user": self.user}
+        return {"kind": KIND, "id": self.id, "user": self.user, "hits": self.hits}
 
 
 class AuthenticationFailures:
@@ -42,7 +43,11 @@ class AuthenticationFailures:
         return cleared
 
     def refuses(self, user: str) -> bool:
-        return any(f.user is None or f.user == user for f in self.failures)
+        """Whether `user`'s authentication must fail; the failure that refuses it counts a hit."""
+        failure = next((f for f in self.failures if f.user is None or f.user == user), None)
+        if failure is not None:
+            failure.hits += 1
+        return failure is not None
 
     def describe(self) -> list[dict[str, Any]]:
         return [f.describe() for f in self.failures]

@@ -26,6 +26,8 @@ class DiskQuota:
     def __init__(self, log_dirs: Iterable[Path | str]) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.quota_bytes: int | None = None
+        self.fault_id: int | None = None  # the fault the quota is, once set
+        self.hits = 0  # appends refused since it was set
         # Partitions refused since the quota was set and not appended to since: their refusals are logged once.
         self._refused: set[TopicPartition] = set()
 
@@ -33,15 +35,15 @@ class DiskQuota:
         """Bytes held under the log dirs (every file's size, checkpoints and metadata included)."""
         return sum(_tree_bytes(path) for path in self.log_dirs)
 
-    def set(self, quota_bytes: int | None) -> dict[str, Any]:
+    def set(self, quota_bytes: int | None, fault_id: int | None = None) -> dict[str, Any]:
         """Cap the log dirs at `quota_bytes` (None: what they hold now, i.e. the disk is full); returns the fault."""
         used = self.used_bytes()
         quota = used if quota_bytes is None else int(quota_bytes)
         if quota < 0:
             raise FaultError(f"disk quota must not be negative, got {quota}")
-        self.quota_bytes = quota
+        self.quota_bytes, self.fault_id, self.hits = quota, fault_id, 0
         self._refused.clear()
-        fault = _describe(quota, used)
+        fault = self._describe(quota, used)
         log.warning("fault added: disk quota of %d bytes on %s (%d in use)", quota,
                     ", ".join(map(str, self.log_dirs)), used)
         return fault
@@ -55,7 +57,11 @@ class DiskQuota:
 
     def describe(self) -> dict[str, Any] | None:
         """The quota as a fault, or None when there is none."""
-        return None if self.quota_bytes is None else _describe(self.quota_bytes, self.used_bytes())
+        return None if self.quota_bytes is None else self._describe(self.quota_bytes, self.used_bytes())
+
+    def _describe(self, quota: int, used: int) -> dict[str, Any]:
+        return {"kind": "disk", "id": self.fault_id, "quota_bytes": quota, "used_bytes": used,
+                "free_bytes": max(0, quota - used), "hits": self.hits}
 
     def refusal(self, tp: TopicPartition, size: int) -> KafkaStorageError | None:
         """The error for an append of `size` bytes to `tp` the quota cannot take, or None if it fits.
@@ -73,6 +79,7 @@ class DiskQuota:
             f"[Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)}: appending {size} bytes would take the log dirs to "
             f"{used + size} bytes, past the disk quota of {self.quota_bytes} ({used} in use, "
             f"{max(0, self.quota_bytes - used)} free)")
+        self.hits += 1
         if tp in self._refused:
             log.debug("append to %s-%s refused: %s", tp[0], tp[1], error)
         else:
@@ -80,10 +87,6 @@ class DiskQuota:
             log.error("append to %s-%s refused: %s (logged once until an append to it fits or the disk fault is "
                       "cleared)", tp[0], tp[1], error)
         return error
-
-
-def _describe(quota: int, used: int) -> dict[str, Any]:
-    return {"kind": "disk", "quota_bytes": quota, "used_bytes": used, "free_bytes": max(0, quota - used)}
 
 
 def _tree_bytes(root: Path) -> int:

@@ -23,16 +23,18 @@ TopicPartition = tuple[str, int]
 Scope = frozenset[TopicPartition] | None
 
 
-@dataclass(frozen=True)
+@dataclass
 class FetchPause:
     id: int
     topic: str | None  # None: every partition
     partition: int | None  # None with a topic: every partition of the topic this broker has a replica of
     partitions: Scope
+    hits: int = 0  # partition fetches it held back (a partition left out of a fetch round)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "fetch-pause", "id": self.id, "topic": self.topic, "partition": self.partition,
-                "partitions": None if self.partitions is None else [list(tp) for tp in sorted(self.partitions)]}
+                "partitions": None if self.partitions is None else [list(tp) for tp in sorted(self.partitions)],
+                "hits": self.hits}
 
 
 class FetchPauses:
@@ -44,6 +46,7 @@ class FetchPauses:
               partitions: Scope) -> FetchPause:
         """Stop fetching `partitions` (None: all) until the pause is cleared."""
         self._manager = manager
+        manager.on_held_back = self._held_back
         before = self._scope()
         pause = FetchPause(fault_id, topic, partition, partitions)
         self.pauses.append(pause)
@@ -63,6 +66,12 @@ class FetchPauses:
 
     def describe(self) -> list[dict[str, Any]]:
         return [pause.describe() for pause in self.pauses]
+
+    def _held_back(self, tp: TopicPartition) -> None:
+        """A fetch left `tp` out: the first pause covering it counts the hit."""
+        pause = next((p for p in self.pauses if p.partitions is None or tp in p.partitions), None)
+        if pause is not None:
+            pause.hits += 1
 
     def _scope(self) -> Scope:
         """What the pauses cover together: None once one covers everything."""

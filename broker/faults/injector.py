@@ -8,9 +8,11 @@ a while, released early when cleared or at shutdown. A cut link (see `link_fault
 the node cut off; paused fetching (see `fetch_pauses`) stops this broker's replica fetchers. The disk quota is the
 broker's own object; the injector only lists and clears it with the other faults. A drop-response rule lets the
 request be carried out, then closes the connection instead of answering. Every fault has an id of one sequence,
-so one id names one fault whatever its kind. Error, latency and drop-response rules count their hits (requests
-they answered, held back or left unanswered); a rule used up or cleared is kept, inactive, among the last
-SPENT_KEPT, so a test can still read how often it fired.
+so one id names one fault whatever its kind. Every fault counts its hits (what it affected: requests answered,
+held back or left unanswered, responses delayed, swapped, paced or cut, connections closed, appends refused,
+requests across a cut link, partition fetches held back, transaction markers held, authentications refused); a
+fault used up or cleared is kept, inactive, as last described, among the last SPENT_KEPT, so a test can still read
+how often it fired.
 """
 from __future__ import annotations
 
@@ -24,11 +26,23 @@ from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATI
 from minikafka.broker.faults.authentication_failures import AuthenticationFailure, AuthenticationFailures
 from minikafka.broker.faults.cleaner_crashes import KIND as CLEANER_CRASH_KIND
 from minikafka.broker.faults.cleaner_crashes import CleanerCrash, CleanerCrashes
+from minikafka.broker.faults.clock_jumps import KIND as CLOCK_JUMP_KIND
+from minikafka.broker.faults.clock_jumps import ClockJump, ClockJumps
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.fetch_pauses import FetchPause, FetchPauses, Scope
 from minikafka.broker.faults.link_faults import CutLink, LinkFaults, PeerSecurity
 from minikafka.broker.faults.marker_holds import KIND as MARKER_HOLD_KIND
 from minikafka.broker.faults.marker_holds import MarkerHold, MarkerHolds
+from minikafka.broker.faults.network_rules import (
+    BANDWIDTH,
+    CLOSE_AFTER_BYTES,
+    CONNECTION_DELAY,
+    PARTIAL_FETCH,
+    REORDER,
+    NetworkRule,
+    cut_last_batch,
+)
+from minikafka.broker.faults.network_rules import KINDS as NETWORK_KINDS
 from minikafka.broker.faults.rules import (
     DropRule,
     ErrorRule,
@@ -58,8 +72,10 @@ from minikafka.broker.faults.shaping import (
     target_depth,
 )
 from minikafka.broker.network.request_channel import Request
+from minikafka.broker.network.response_faults import ByteBudget, ResponseFaults
 from minikafka.broker.network.socket_server import CloseConnection
 from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import Records
 from minikafka.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -73,10 +89,11 @@ log = logging.getLogger("minikafka.faults")
 LATENCY_KEY = ("minikafka", "latency")
 SPENT_KEPT = 1000
 DROP_KIND = "drop-response"
-KINDS = ("error", "latency", DROP_KIND, "disk", "link", "fetch-pause", MARKER_HOLD_KIND, AUTHENTICATION_FAILURE_KIND,
+KINDS = ("error", "latency", DROP_KIND, *NETWORK_KINDS, "disk", "link", "fetch-pause", MARKER_HOLD_KIND,
+         AUTHENTICATION_FAILURE_KIND, CLOCK_JUMP_KIND,
          CLEANER_CRASH_KIND)
 
-Rule = ErrorRule | LatencyRule | DropRule
+Rule = ErrorRule | LatencyRule | DropRule | NetworkRule
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -91,12 +108,14 @@ class FaultInjector:
         self.error_rules: list[ErrorRule] = []
         self.latency_rules: list[LatencyRule] = []
         self.drop_rules: list[DropRule] = []
-        self._spent: dict[int, Rule] = {}  # used up or cleared, oldest first
+        self.network_rules: list[NetworkRule] = []
+        self._spent: dict[int, dict[str, Any]] = {}  # faults used up or cleared, as last described, oldest first
         self.links = LinkFaults(peer_security)
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
         self.authentication_failures = AuthenticationFailures()
         self.cleaner_crashes = CleanerCrashes()
+        self.clock_jumps = ClockJumps()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
 
@@ -156,6 +175,35 @@ class FaultInjector:
         log.warning("fault added: %s", rule.describe())
         return rule
 
+    def add_network_rule(self, kind: str, api: int | str | None = None, count: int | None = None,
+                         source: str | None = None, when: dict[str, Any] | None = None, skip: int | None = None,
+                         delay_ms: int | None = None, bytes_per_s: int | None = None,
+                         close_after_bytes: int | None = None) -> NetworkRule:
+        """A rule of a network kind (network_rules.KINDS), with the parameter that kind takes."""
+        _check_count(count)
+        needed = {CONNECTION_DELAY: ("delay_ms", delay_ms, 0), BANDWIDTH: ("bytes_per_s", bytes_per_s, 1),
+                  CLOSE_AFTER_BYTES: ("close_after_bytes", close_after_bytes, 1)}.get(kind)
+        if needed is not None:
+            name, value, least = needed
+            if value is None or int(value) < least:
+                raise FaultError(f"a {kind} fault needs {name} of at least {least}, got {value}")
+        api_key = None if api is None else api_key_of(api)
+        if kind == PARTIAL_FETCH:
+            if api_key not in (None, ApiKey.FETCH):
+                raise FaultError("a partial-fetch fault answers Fetch requests only")
+            api_key = ApiKey.FETCH
+        rule = NetworkRule(next(self._ids), kind, count, api_key, source_of(source, api_key), when_of(when),
+                           None if delay_ms is None else int(delay_ms),
+                           None if bytes_per_s is None else int(bytes_per_s),
+                           None if close_after_bytes is None else int(close_after_bytes), skip=skip_of(skip))
+        self.network_rules.append(rule)
+        log.warning("fault added: %s", rule.describe())
+        return rule
+
+    def fill_disk(self, quota_bytes: int | None) -> dict[str, Any]:
+        """Cap the broker's log dirs at `quota_bytes` (None: what they hold now); the disk fault, with its id."""
+        return self.disk_quota.set(quota_bytes, next(self._ids))
+
     async def cut_link(self, own_id: int, to: int, peer: tuple[str, int], both_ways: bool) -> CutLink:
         """Cut this node's link to node `to` (whose control API is at `peer`), and its link here too if both ways."""
         return await self.links.cut(next(self._ids), own_id, to, peer, both_ways)
@@ -179,13 +227,16 @@ class FaultInjector:
             return self.cleaner_crashes.arm(next(self._ids), at, topic)
         except ValueError as exc:
             raise FaultError(str(exc)) from None
+    def jump_clock(self, ms: int) -> ClockJump:
+        """Step this broker's wall clock by `ms` (negative: back), its timers untouched (see clock_jumps)."""
+        return self.clock_jumps.jump(next(self._ids), ms)
 
     async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
-        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold",
-        "auth-failure" or "cleaner-crash", or one by id); returns how many."""
+        """Remove faults (all, those of one of KINDS, or one by id); returns how many."""
         if kind is not None and kind not in KINDS:
             raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
+        others = {fault["id"]: fault for fault in self._other_faults() if fault.get("id") is not None}
         if kind in (None, "error"):
             kept = [r for r in self.error_rules if rule_id is not None and r.id != rule_id]
             cleared += len(self.error_rules) - len(kept)
@@ -202,6 +253,13 @@ class FaultInjector:
             cleared += len(self.drop_rules) - len(kept_drops)
             self._retire(r for r in self.drop_rules if r not in kept_drops)
             self.drop_rules = kept_drops
+        if kind is None or kind in NETWORK_KINDS:
+            kept_network = [r for r in self.network_rules
+                            if (rule_id is not None and r.id != rule_id) or kind not in (None, r.kind)]
+            cleared += len(self.network_rules) - len(kept_network)
+            self._retire(r for r in self.network_rules if r not in kept_network)
+            self.network_rules = kept_network
+            self._purgatory.check_and_complete(LATENCY_KEY)
         if kind in (None, "disk") and rule_id is None and self.disk_quota.clear():
             cleared += 1
         if kind in (None, "fetch-pause"):
@@ -212,53 +270,69 @@ class FaultInjector:
             cleared += self.authentication_failures.clear(rule_id)
         if kind in (None, CLEANER_CRASH_KIND):
             cleared += self.cleaner_crashes.disarm(rule_id)
+        if kind in (None, CLOCK_JUMP_KIND):
+            cleared += self.clock_jumps.undo(rule_id)
         if kind in (None, "link"):
             cleared += await self.links.heal(rule_id)
         if cleared:
             log.warning("faults cleared: %d (%s)", cleared, kind or "all")
+            remaining = {fault.get("id") for fault in self._other_faults()}
+            self._keep_spent(fault for fault_id, fault in others.items() if fault_id not in remaining)
         return cleared
 
+    def _other_faults(self) -> list[dict[str, Any]]:
+        """The faults that are not rules, as they describe themselves now."""
+        faults = self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
+        faults += self.authentication_failures.describe() + self.clock_jumps.describe()
+        faults += self.cleaner_crashes.describe()
+        disk = self.disk_quota.describe()
+        return faults if disk is None else faults + [disk]
+
     def _retire(self, rules: Iterable[Rule]) -> None:
-        for rule in rules:
-            self._spent[rule.id] = rule
+        self._keep_spent(rule.describe() for rule in rules)
+
+    def _keep_spent(self, faults: Iterable[dict[str, Any]]) -> None:
+        for fault in faults:
+            self._spent[fault["id"]] = fault
         while len(self._spent) > SPENT_KEPT:
             del self._spent[next(iter(self._spent))]
 
     def get(self, rule_id: int) -> dict[str, Any]:
-        """One fault by id, active or (an error or latency rule) used up or cleared, with "active" saying which."""
+        """One fault by id, active or used up or cleared, with "active" saying which."""
         for fault in self.describe():
             if fault.get("id") == rule_id:
                 return {**fault, "active": True}
         spent = self._spent.get(rule_id)
         if spent is None:
             raise FaultError(f"no fault {rule_id}")
-        return {**spent.describe(), "active": False}
+        return {**spent, "active": False}
 
     def describe(self) -> list[dict[str, Any]]:
-        rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules]
-        faults = [r.describe() for r in rules]
-        faults += self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
-        faults += self.authentication_failures.describe() + self.cleaner_crashes.describe()
-        disk = self.disk_quota.describe()
-        return faults if disk is None else faults + [disk]
+        rules: list[Rule] = [*self.error_rules, *self.latency_rules, *self.drop_rules, *self.network_rules]
+        return [r.describe() for r in rules] + self._other_faults()
 
     # ---- the request hook ---------------------------------------------------------------------------------------
 
     async def handle(self, request: Request, handler: Handler) -> Any:
         """Answer one request, applying whatever faults match it; with none, this is just `handler`."""
         self._refuse_if_cut_off(request)
-        if not (self.error_rules or self.latency_rules or self.drop_rules):
+        if not (self.error_rules or self.latency_rules or self.drop_rules or self.network_rules):
             response = await handler(request)
         else:
             header = request.header
             facts = request_facts(header.client_id, header.api_version, request.body,
                                   request_source(header.api_key, request.body))
             facts["entries"] = self._entries(request)
+            cut = self._take_partial_fetch(request, facts)
             response = await self._respond(request, handler, facts)
+            if cut is not None and cut():
+                self._hit(self.network_rules, cut.rule)
             if response is not None and self._take_drop(header.api_key, facts):
                 raise CloseConnection(f"dropped the {ApiKey(request.header.api_key).api_name} response to "
                                       f"{request.context.peer} after carrying out the request")
             delay_ms = self._take_latency(header.api_key, facts)
+            if response is not None:
+                delay_ms += self._shape_response(request, facts)
             if delay_ms:
                 await self._purgatory.wait_any([LATENCY_KEY], delay_ms / 1000)
         self._refuse_if_cut_off(request)  # cut while the request waited: its response is lost with the link
@@ -345,12 +419,84 @@ class FaultInjector:
         self._hit(self.drop_rules, rule)
         return True
 
+    def _matching(self, kind: str, api_key: int, facts: dict[str, Any], connection_id: int) -> NetworkRule | None:
+        rule = next((r for r in self.network_rules if r.kind == kind and r.matches(api_key, facts, connection_id)),
+                    None)
+        return None if rule is None or rule.take_skip() else rule
+
+    def _take_partial_fetch(self, request: Request, facts: dict[str, Any]) -> _RecordsCut | None:
+        """A partial-fetch rule for this Fetch: its records cut as the response is built (ResponseFaults)."""
+        if request.header.api_key != ApiKey.FETCH:
+            return None
+        rule = self._matching(PARTIAL_FETCH, request.header.api_key, facts, request.context.connection_id)
+        if rule is None:
+            return None
+        cut = _RecordsCut(rule)
+        request.context.response_faults = ResponseFaults(cut_records=cut.records)
+        return cut
+
+    def _shape_response(self, request: Request, facts: dict[str, Any]) -> int:
+        """Leave the network rules matching this request on its connection for the socket server (reorder,
+        bandwidth, byte budget); the connection delay to hold the response back by, in ms."""
+        api_key, conn = request.header.api_key, request.context
+        faults = conn.response_faults or ResponseFaults()
+        delay_ms = 0
+        delayed = self._matching(CONNECTION_DELAY, api_key, facts, conn.connection_id)
+        if delayed is not None and delayed.delay_ms is not None:
+            delayed.take_connection(conn.connection_id, conn.peer)
+            self._hit(self.network_rules, delayed)
+            delay_ms = delayed.delay_ms
+        reordered = self._matching(REORDER, api_key, facts, conn.connection_id)
+        if reordered is not None:
+            reordered.take_connection(conn.connection_id, conn.peer)
+            faults.on_reordered = functools.partial(self._reordered, reordered)
+        paced = self._matching(BANDWIDTH, api_key, facts, conn.connection_id)
+        if paced is not None:
+            faults.bytes_per_s = paced.bytes_per_s
+            self._hit(self.network_rules, paced)
+        closing = self._matching(CLOSE_AFTER_BYTES, api_key, facts, conn.connection_id)
+        if closing is not None and closing.close_after_bytes is not None:
+            budget = conn.byte_budgets.get(closing.id)
+            if budget is None:
+                budget = conn.byte_budgets[closing.id] = ByteBudget(closing.close_after_bytes,
+                                                                    functools.partial(self._closed, closing))
+            faults.budget = budget
+        if faults.on_reordered is not None or faults.shapes_writes:
+            conn.response_faults = faults
+        return delay_ms
+
+    def _reordered(self, rule: NetworkRule) -> None:
+        if rule in self.network_rules:
+            self._hit(self.network_rules, rule)
+
+    def _closed(self, rule: NetworkRule) -> None:
+        if rule in self.network_rules:
+            self._hit(self.network_rules, rule)
+
     def _take_latency(self, api_key: int, facts: dict[str, Any]) -> int:
         rule = next((r for r in self.latency_rules if r.matches(api_key, facts)), None)
         if rule is None or rule.take_skip():
             return 0
         self._hit(self.latency_rules, rule)
         return rule.delay_ms
+
+
+class _RecordsCut:
+    """A partial-fetch rule's cut of one Fetch response's records; called after, whether it cut any."""
+
+    def __init__(self, rule: NetworkRule) -> None:
+        self.rule = rule
+        self.cut = 0
+
+    def records(self, records: Records) -> Records:
+        shorter = cut_last_batch(records)
+        if shorter is None:
+            return records
+        self.cut += 1
+        return shorter
+
+    def __call__(self) -> bool:
+        return self.cut > 0
 
 
 def _check_count(count: int | None) -> None:

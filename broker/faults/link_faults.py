@@ -47,17 +47,18 @@ def sender_node(api_key: int, request: Any) -> int | None:
     return replica_id if replica_id is not None and replica_id >= 0 else None
 
 
-@dataclass(frozen=True)
+@dataclass
 class CutLink:
     id: int
     to: int
     both_ways: bool
     peer: tuple[str, int] | None = None  # the other end's control API, when this end set its half too
     peer_fault_id: int | None = None
+    hits: int = 0  # requests to the other node failed, and requests from it refused, at this end
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "link", "id": self.id, "to": self.to, "both_ways": self.both_ways,
-                "peer_fault_id": self.peer_fault_id}
+                "peer_fault_id": self.peer_fault_id, "hits": self.hits}
 
 
 class LinkFaults:
@@ -69,10 +70,16 @@ class LinkFaults:
         self.controller_ids: set[int] = set()
 
     def is_cut(self, node_id: int) -> bool:
-        """Whether requests to `node_id` must fail as if it were unreachable."""
+        """Whether requests to `node_id` must fail as if it were unreachable; the cut link counts a hit."""
+        link = self._link_to(node_id)
+        if link is not None:
+            link.hits += 1
+        return link is not None
+
+    def _link_to(self, node_id: int) -> CutLink | None:
         if node_id < 0:
-            return any(link.to in self.controller_ids for link in self.cut_links)
-        return any(link.to == node_id for link in self.cut_links)
+            return next((link for link in self.cut_links if link.to in self.controller_ids), None)
+        return next((link for link in self.cut_links if link.to == node_id), None)
 
     def refusal(self, api_key: int, request: Any) -> str | None:
         """Why a request must be refused unanswered (it comes from a node cut off from this one), or None."""

@@ -17,13 +17,14 @@ log = logging.getLogger("minikafka.faults")
 KIND = "txn-markers-hold"
 
 
-@dataclass(frozen=True)
+@dataclass
 class MarkerHold:
     id: int
     to: int | None  # None: every broker
+    hits: int = 0  # times markers were held back (a partition's marker routed, or a send to the broker)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": KIND, "id": self.id, "to": self.to}
+        return {"kind": KIND, "id": self.id, "to": self.to, "hits": self.hits}
 
 
 class MarkerHolds:
@@ -44,7 +45,11 @@ class MarkerHolds:
         return released
 
     def is_held(self, broker_id: int) -> bool:
-        return any(h.to is None or h.to == broker_id for h in self.holds)
+        """Whether markers to `broker_id` must wait; the hold that keeps them counts a hit."""
+        hold = next((h for h in self.holds if h.to is None or h.to == broker_id), None)
+        if hold is not None:
+            hold.hits += 1
+        return hold is not None
 
     def describe(self) -> list[dict[str, Any]]:
         return [h.describe() for h in self.holds]

@@ -120,7 +120,8 @@ def request_facts(client_id: str | None, version: int, body: Any, source: str) -
     return facts
 
 
-def _selects(source: str | None, when: dict[str, Any], facts: dict[str, Any]) -> bool:
+def selects(source: str | None, when: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether a request with these facts is one a rule's source and `when` select."""
     if source not in (None, facts["source"]):
         return False
     if not all(facts.get(name) == value for name, value in when.items() if name not in ENTRY_FIELDS):
@@ -183,7 +184,7 @@ class ErrorRule(Skipping):
     skipped: int = 0
 
     def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
-        return self.api_key == api_key and _selects(self.source, self.when, facts)
+        return self.api_key == api_key and selects(self.source, self.when, facts)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "error", **asdict(self), "api_key": int(self.api_key), "api": _name(self.api_key),
@@ -205,7 +206,7 @@ class LatencyRule(Skipping):
     skipped: int = 0
 
     def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
-        return self.api_key in (None, api_key) and _selects(self.source, self.when, facts)
+        return self.api_key in (None, api_key) and selects(self.source, self.when, facts)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "latency", **asdict(self), "api_key": None if self.api_key is None else int(self.api_key),
@@ -227,7 +228,7 @@ class DropRule(Skipping):
     skipped: int = 0
 
     def matches(self, api_key: int, facts: dict[str, Any]) -> bool:
-        return self.api_key == api_key and _selects(self.source, self.when, facts)
+        return self.api_key == api_key and selects(self.source, self.when, facts)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "drop-response", **asdict(self), "api_key": int(self.api_key), "api": _name(self.api_key)}

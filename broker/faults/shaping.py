@@ -25,6 +25,10 @@ GROUP = "group"
 TOPIC = "topic"
 PARTITION = "partition"
 RESOURCE = "resource"
+PRODUCER = "producer"  # a transaction marker's producer
+USER = "user"  # a SCRAM credential's user
+RESULT = "result"  # an entry answered by a result of its own, in order, naming nothing (an ACL creation)
+DIR = "dir"  # a level of the request alone (a log dir): its entries' children are answered side by side
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ def _r(req: str, resp: str) -> Level:
     return Level(RESOURCE, req, resp)
 
 
+def _n(req: str, resp: str) -> Level:
+    return Level(RESULT, req, resp)
+
+
 # Per API, the shapes its versions use (the first whose outer request field exists in the request's version).
 SHAPES: dict[ApiKey, list[Shape]] = {
     ApiKey.PRODUCE: [(_t("topic_data", "responses"), _p("partition_data", "partition_responses"))],
@@ -75,6 +83,8 @@ SHAPES: dict[ApiKey, list[Shape]] = {
     ApiKey.OFFSET_FETCH: [(_g("groups", "groups"), _t("topics", "topics"), _p("partition_indexes", "partitions")),
                           (_t("topics", "topics"), _p("partition_indexes", "partitions"))],
     ApiKey.DESCRIBE_GROUPS: [(_g("groups", "groups"),)],
+    # v4+ batches its keys (groups or transactional ids, answered alike); v0-3 is answered by its top-level error.
+    ApiKey.FIND_COORDINATOR: [(_g("coordinator_keys", "coordinators"),)],
     ApiKey.CREATE_TOPICS: [(_t("topics", "topics"),)],
     ApiKey.DELETE_TOPICS: [(_t("topics", "responses"),), (_t("topic_names", "responses"),)],
     ApiKey.DELETE_RECORDS: [(_t("topics", "topics"), _p("partitions", "partitions"))],
@@ -90,10 +100,34 @@ SHAPES: dict[ApiKey, list[Shape]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: [(_r("resources", "responses"),)],
     ApiKey.OFFSET_DELETE: [(_t("topics", "topics"), _p("partitions", "partitions"))],
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: [(_t("topics", "topics"),)],
+    ApiKey.WRITE_TXN_MARKERS: [(Level(PRODUCER, "markers", "markers"), _t("topics", "topics"),
+                                _p("partition_indexes", "partitions"))],
+    ApiKey.CREATE_ACLS: [(_n("creations", "results"),)],
+    ApiKey.DELETE_ACLS: [(_n("filters", "filter_results"),)],
+    ApiKey.ALTER_REPLICA_LOG_DIRS: [(Level(DIR, "dirs", ""), _t("topics", "results"), _p("partitions", "partitions"))],
+    ApiKey.ALTER_CLIENT_QUOTAS: [(_n("entries", "entries"),)],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [(Level(USER, "deletions", "results"),)],
+    ApiKey.DESCRIBE_PRODUCERS: [(_t("topics", "topics"), _p("partition_indexes", "partitions"))],
+    ApiKey.DESCRIBE_TRANSACTIONS: [(_g("transactional_ids", "transaction_states"),)],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [(_g("group_ids", "groups"),)],
+    ApiKey.SHARE_GROUP_DESCRIBE: [(_g("group_ids", "groups"),)],
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
+    ApiKey.READ_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
+    ApiKey.WRITE_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
+    ApiKey.DELETE_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: [(_t("topics", "results"), _p("partitions", "partitions"))],
+}
+# Further request lists answered in the same response list as the shape's first level (a whole-request error).
+MORE_ENTRIES: dict[ApiKey, tuple[Level, ...]] = {
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Level(USER, "upsertions", "results"),),
 }
 
 _IDENTITY = {
-    GROUP: ("group_id",),
+    GROUP: ("group_id", "key", "transactional_id"),
+    PRODUCER: ("producer_id",),
+    USER: ("name", "user"),
+    RESULT: (),
+    DIR: ("path",),
     TOPIC: ("name", "topic"),
     PARTITION: ("partition_index", "partition", "index"),
     RESOURCE: ("resource_type", "resource_name"),
@@ -189,6 +223,15 @@ def _set_error(obj: Any, code: ErrorCode) -> None:
         # Offsets and watermarks of an entry in error are unknown (-1), as Kafka answers.
         if field.type_str == "int64" and (name.endswith("offset") or name == "high_watermark"):
             setattr(obj, name, -1)
+    _no_node(obj)
+
+
+def _no_node(obj: Any) -> None:
+    """A coordinator that is not known is Kafka's Node.noNode(): node id and port -1, host empty."""
+    fields = obj._struct.fields
+    for name in ("node_id", "port"):
+        if name in fields and fields[name].type_str == "int32":
+            setattr(obj, name, -1)
 
 
 def _identity_entry(answering: Answering, cls: type, level: Level, request_entry: Any) -> Any:
@@ -197,6 +240,8 @@ def _identity_entry(answering: Answering, cls: type, level: Level, request_entry
     key = entry_key(answering, level.kind, request_entry)
     if level.kind == RESOURCE:
         values = {"resource_type": request_entry.resource_type, "resource_name": request_entry.resource_name}
+    elif level.kind == USER:
+        values = {"user": key}
     elif level.kind == TOPIC:
         topic_id = None if isinstance(request_entry, str) else getattr(request_entry, "topic_id", None)
         for name in ("name", "topic"):
@@ -244,11 +289,21 @@ def build_error_response(answering: Answering, request: Any, shape: Shape | None
         response.error_code = int(code)
     if "error_message" in fields:
         response.error_message = INJECTED_MESSAGE
+    _no_node(response)
     if shape is not None:
+        if not shape[0].response:  # a level of the request alone: its children answered side by side
+            children = [c for e in getattr(request, shape[0].request, None) or () for c in
+                        getattr(e, shape[1].request, None) or ()]
+            shape = shape[1:]
+        else:
+            children = list(getattr(request, shape[0].request, None) or ())
         top = shape[0]
         cls = _entry_class(answering.response_class, top.response)
-        entries = getattr(request, top.request, None) or []
-        setattr(response, top.response, [mirror(answering, cls, shape, e, code) for e in entries])
+        answered = [mirror(answering, cls, shape, e, code) for e in children]
+        api_key = ApiKey(answering.response_class.API_KEY)  # type: ignore[attr-defined]
+        for more in MORE_ENTRIES.get(api_key, ()):
+            answered += [mirror(answering, cls, (more,), e, code) for e in getattr(request, more.request, None) or ()]
+        setattr(response, top.response, answered)
     return response
 
 
@@ -257,6 +312,8 @@ def splice(answering: Answering, response: Any, shape: Shape, path: list[Any], c
     holder, holder_cls = response, answering.response_class
     for depth, request_entry in enumerate(path):
         level = shape[depth]
+        if not level.response:
+            continue  # a level of the request alone (a log dir): its children sit in the holder
         cls = _entry_class(holder_cls, level.response)
         entries = getattr(holder, level.response, None)
         if entries is None:

@@ -265,7 +265,7 @@ class LogCleaner:
             future = self._pool().submit(
                 clean_in_cleaner_process, the_log.dir, snapshots, to_clean.first_dirty_offset,
                 to_clean.first_uncleanable_offset, last_of_producer, now, config.delete_retention_ms, dedupe,
-                config.segment_bytes, config.segment_index_bytes, self.config.dedupe_buffer_load_factor,
+                config.segment_size, config.segment_index_bytes, self.config.dedupe_buffer_load_factor,
                 self.config.max_io_bytes_per_second / len(self.threads),
                 # Kafka's split: each cleaner's share of log.cleaner.io.buffer.size, half of it for reading.
                 max(self.config.io_buffer_size // len(self.threads) // 2, MIN_READ_BUFFER))

@@ -33,6 +33,7 @@ from typing import Protocol
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.config import ConfigError
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import METADATA_TOPIC
@@ -92,7 +93,8 @@ class NewLog:
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The node's wall clock (see minikafka.broker.clock)."""
+    return wall_clock_ms()
 
 
 def future_dir_name(topic: str, index: int) -> str:
@@ -225,19 +227,20 @@ class LogManager:
                 nursery.start_soon(self._create_batch, placed[start:start + LOG_CREATION_BATCH], threads)
 
     async def _create_batch(self, placed: list[tuple[NewLog, LogDir]], threads: trio.CapacityLimiter) -> None:
-        created = await trio.to_thread.run_sync(self._open_new_logs, placed, limiter=threads)
+        created = await trio.to_thread.run_sync(self._open_new_logs, placed, now_ms(), limiter=threads)
         for spec, log_dir, the_log in created:
             self.logs[(spec.topic, spec.index)] = the_log
             self._dir_of[(spec.topic, spec.index)] = log_dir
 
-    def _open_new_logs(self, placed: list[tuple[NewLog, LogDir]]) -> list[tuple[NewLog, LogDir, Log]]:
-        """Runs on a worker thread: it only creates files and new Log objects, which nothing else holds yet."""
+    def _open_new_logs(self, placed: list[tuple[NewLog, LogDir]], now: int) -> list[tuple[NewLog, LogDir, Log]]:
+        """Runs on a worker thread: it only creates files and new Log objects, which nothing else holds yet. `now`
+        is the node's wall clock, read on the event loop (its clock is the loop's)."""
         created = []
         for spec, log_dir in placed:
             try:
                 config = LogConfig.from_props(spec.overrides, self.defaults)
                 the_log = Log.open(log_dir.partition_dir(spec.topic, spec.index), spec.topic, spec.index, config,
-                                   topic_id=spec.topic_id.bytes, now_ms=now_ms(),
+                                   topic_id=spec.topic_id.bytes, now_ms=now,
                                    producer_id_expiration_ms=self.producer_id_expiration_ms)
             except (KafkaError, OSError, ValueError) as exc:
                 log.debug("%s-%d not created ahead: %s", spec.topic, spec.index, exc)

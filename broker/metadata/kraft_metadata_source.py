@@ -145,6 +145,9 @@ class KRaftMetadataSource:
     async def scram_credentials_altered(self, users: list[str]) -> None:
         pass  # the metadata log brought them before the controller answered
 
+    async def features_altered(self) -> None:
+        pass  # the metadata log brought them before the controller answered
+
     async def acls_altered(self) -> None:
         pass  # the metadata log brought them before the controller answered
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from minikafka.broker.metadata.acls import acl_of_record
 from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity, quota_entity
+from minikafka.broker.metadata.features import DEFAULT_FEATURES_EPOCH
 from minikafka.broker.metadata.scram_credentials import ScramCredential, ScramCredentialKey, credential_data
 from minikafka.broker.security.acl import AclBinding
 from minikafka.protocol.metadata_records import (
@@ -20,6 +21,7 @@ from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -177,6 +179,10 @@ class MetadataImage:
     scram_credentials: dict[ScramCredentialKey, ScramCredential] = field(default_factory=dict)
     acls: dict[uuid.UUID, AclBinding] = field(default_factory=dict)  # by ACL id
     acl_version: int = 0  # moves with every change of `acls`: the authorizer's index follows it
+    # Feature levels UpdateFeatures finalized (KIP-584), in place of the defaults (features.finalized_levels), and
+    # the epoch of the finalized levels ApiVersions answers: moved by every FeatureLevelRecord.
+    features: dict[str, int] = field(default_factory=dict)
+    features_epoch: int = DEFAULT_FEATURES_EPOCH
     offset: int = -1  # offset of the last record replayed
     controller_epoch: int = -1
 
@@ -197,13 +203,13 @@ class MetadataImage:
     def replay(self, record: MetadataRecord, offset: int, controller_epoch: int | None = None) -> MetadataChange | None:
         """Apply one record at `offset` (written under `controller_epoch`, when known); returns what changed, or
         None when nothing a listener acts on did (a producer-id block)."""
-        change = self._apply(record)
+        change = self._apply(record, offset)
         self.offset = offset
         if controller_epoch is not None and controller_epoch > self.controller_epoch:
             self.controller_epoch = controller_epoch
         return change
 
-    def _apply(self, record: MetadataRecord) -> MetadataChange | None:
+    def _apply(self, record: MetadataRecord, offset: int) -> MetadataChange | None:
         if isinstance(record, RegisterBrokerRecord):
             return self._register_broker(record)
         if isinstance(record, UnregisterBrokerRecord):
@@ -265,6 +271,11 @@ class MetadataImage:
             return None
         if isinstance(record, ProducerIdsRecord):
             self.next_producer_id = record.next_producer_id
+            return None
+        if isinstance(record, FeatureLevelRecord):
+            self.features[record.name] = record.feature_level
+            # Past the default epoch whatever the offset (the first record of a log is at 0).
+            self.features_epoch = DEFAULT_FEATURES_EPOCH + offset + 1
             return None
         raise MetadataReplayError(f"no replay rule for {type(record).__name__}")
 

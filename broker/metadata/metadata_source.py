@@ -98,6 +98,11 @@ class MetadataSource(Protocol):
         answered."""
         ...
 
+    async def features_altered(self) -> None:
+        """The controller finalized new feature levels through this broker: read back as `client_quotas_altered`
+        reads quotas, so the image's `features` hold them when the client is answered."""
+        ...
+
     async def acls_altered(self) -> None:
         """The controller accepted ACL changes through this broker: read back as `client_quotas_altered` reads
         quotas, so the next request through this broker is authorized by them."""

@@ -20,6 +20,7 @@ from typing import Protocol
 import trio
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.clock.broker_clock import fail_at_real, move_on_at_real, real_time
 from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
 from minikafka.config import ControllerAddress
 
@@ -69,22 +70,22 @@ class NetworkControllerChannel:
             await client.aclose()
 
     async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage:
-        deadline = trio.current_time() + self._retry_timeout_s
+        deadline = real_time() + self._retry_timeout_s  # liveness: real time (see minikafka.broker.clock)
         failures = 0
         while True:
             client = self._clients[self._current]
             try:
                 self._check_link(client)
-                with trio.fail_at(deadline):
+                with fail_at_real(deadline):
                     response = await client.send(request, version)
             except (DisconnectedError, trio.TooSlowError) as exc:
                 failures += 1
-                if trio.current_time() >= deadline:
+                if real_time() >= deadline:
                     raise DisconnectedError(f"no controller reachable at {self._addresses()} within "
                                             f"{self._retry_timeout_s:.1f} s: {exc}") from None
                 log.debug("%r: %s; trying again", self, exc)
                 self._current = (self._current + 1) % len(self._clients)
-                with trio.move_on_at(deadline):
+                with move_on_at_real(deadline):
                     await trio.sleep(self._config.reconnect_backoff_s(failures))
             else:
                 self._check_link(client)  # a response that came after the cut is lost with it (and not resent)

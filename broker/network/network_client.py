@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import trio
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.clock.broker_clock import fail_at_real, move_on_at_real, real_time
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.network.tls_stream import TlsStream
 from minikafka.broker.security.client_security import ClientChannelSecurity
@@ -232,8 +233,8 @@ class NetworkClient:
             connection = await self._ready()
             if connection.reauthenticate_at is not None and trio.current_time() >= connection.reauthenticate_at:
                 timeout_ms = self.config.request_timeout_ms
-                await self._authenticate(connection, trio.current_time() + timeout_ms / 1000, timeout_ms)
-            deadline = trio.current_time() + self.config.request_timeout_ms / 1000
+                await self._authenticate(connection, real_time() + timeout_ms / 1000, timeout_ms)
+            deadline = real_time() + self.config.request_timeout_ms / 1000  # liveness: real time
             in_flight = await self._write(connection, request, schema, version, deadline)
         finally:
             self._send_lock.release()
@@ -254,7 +255,7 @@ class NetworkClient:
         connection.in_flight.append(in_flight)
         sent = False
         try:
-            with trio.move_on_at(deadline):
+            with move_on_at_real(deadline):
                 await connection.stream.send_all(frame)
                 sent = True
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -267,8 +268,9 @@ class NetworkClient:
     async def _response(self, connection: _Connection, in_flight: _InFlight, deadline: float,
                         timeout_ms: int) -> ApiMessage:
         """The response to a request written on `connection`; DisconnectedError (the connection closed) when it
-        did not come by `deadline` (`timeout_ms` after the request began) or the connection closed first."""
-        with trio.move_on_at(deadline):
+        did not come by `deadline` (`timeout_ms` after the request began, in real time: see
+        minikafka.broker.clock) or the connection closed first."""
+        with move_on_at_real(deadline):
             await in_flight.done.wait()
         if not in_flight.done.is_set():
             api = ApiKey(in_flight.schema.request.API_KEY).api_name
@@ -295,11 +297,11 @@ class NetworkClient:
         listener asks for, all within socket.connection.setup.timeout.ms; DisconnectedError (and the reconnect
         backoff) otherwise."""
         timeout_ms = self.config.connection_setup_timeout_ms
-        deadline = trio.current_time() + timeout_ms / 1000
+        deadline = real_time() + timeout_ms / 1000
         security = self.config.security
         where = f"node {self.node_id} at {self.host}:{self.port}"
         try:
-            with trio.fail_at(deadline):
+            with fail_at_real(deadline):
                 stream, socket = await connect(self.host, self.port, security.ssl_context if security else None)
         except (OSError, trio.BrokenResourceError, trio.TooSlowError) as exc:
             self._back_off()

@@ -34,8 +34,10 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from minikafka.broker.clock.broker_clock import move_on_at_real, real_time
 from minikafka.broker.network.client_disconnect import unless_client_disconnects
 from minikafka.broker.network.file_send import send_pieces
+from minikafka.broker.network.response_faults import ByteBudget, ConnectionCut, ResponseFaults, ShapedSendStream
 from minikafka.broker.network.tls_stream import TlsStream
 from minikafka.broker.security.listener_security import ANONYMOUS, ListenerSecurity, ssl_principal
 from minikafka.broker.security.sasl_server_authenticator import AuthenticationClose, SaslServerAuthenticator
@@ -114,6 +116,10 @@ class ConnectionInfo:
         # stays muted, and whether its response waits that long too (a client older than KIP-219).
         self.throttle_time_ms = 0
         self.throttle_delays_response = False
+        # What injected faults do to the response of the request being answered (set by the fault injector).
+        self.response_faults: ResponseFaults | None = None
+        # The byte budgets of close-after-bytes faults on this connection, by fault id (gone with the connection).
+        self.byte_budgets: dict[int, ByteBudget] = {}
 
     @property
     def host(self) -> str:
@@ -143,7 +149,7 @@ class _UnsentResponses:
             self._pieces.append(response)
         self.size += len(response)
 
-    async def write(self, stream: trio.abc.Stream) -> None:
+    async def write(self, stream: trio.abc.SendStream) -> None:
         """Write all of them, leaving none."""
         pieces, self._pieces, self.size = self._pieces, [], 0
         await send_pieces(stream, pieces)
@@ -199,7 +205,7 @@ class SocketServer:
             await self._serve_requests(io, info)
         except FrameError as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
-        except (CloseConnection, TruncatedFileError) as exc:
+        except (CloseConnection, ConnectionCut, TruncatedFileError) as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass
@@ -236,6 +242,7 @@ class SocketServer:
         """
         decoder = FrameDecoder(self._max_request_bytes)
         unsent = _UnsentResponses()
+        held: tuple[Response, ResponseFaults] | None = None  # a response reordered behind the next one
         answering = False
         yielded = True  # since the last request answered: a read or write lets the other connections run
         authenticator = info.authenticator
@@ -248,6 +255,9 @@ class SocketServer:
                         decoder.limit(authenticator.max_receive_bytes, "sasl.server.max.receive.size")
                 request = decoder.next_frame()
                 if request is None:
+                    if held is not None:
+                        await self._queue(stream, unsent, *held)
+                        held = None
                     if unsent:
                         await unsent.write(stream)
                     if answering:
@@ -268,8 +278,21 @@ class SocketServer:
                     self._answering += 1
                 if unsent and request[:2] in MAY_WAIT_API_KEYS:
                     await unsent.write(stream)
+                info.response_faults = None
                 response = await self._answer(request, info)
+                faults, info.response_faults = info.response_faults, None
                 yielded = False
+                if faults is not None and faults.on_reordered is not None and response is not None \
+                        and held is None and decoder.has_frame:
+                    held = (response, faults)  # written after the response to the request pipelined behind it
+                    continue
+                if held is not None:
+                    if response is not None:
+                        await self._queue(stream, unsent, response, faults)
+                    response, faults = held
+                    held = None
+                    assert faults.on_reordered is not None
+                    faults.on_reordered()
                 if info.close_after_s is not None:  # a failed authentication: answered, then closed
                     if response is not None:
                         unsent.add(response)
@@ -281,17 +304,32 @@ class SocketServer:
                     yielded = True
                     continue
                 if response is not None:
-                    unsent.add(response)
+                    await self._queue(stream, unsent, response, faults)
                     if unsent.size >= UNSENT_RESPONSE_BYTES:
                         await unsent.write(stream)  # muted while the client is not reading
                         yielded = True
         finally:
             try:
+                if held is not None:
+                    unsent.add(held[0])
                 if unsent:
                     await unsent.write(stream)
             finally:
                 if answering:
                     self._answered()
+
+    @staticmethod
+    async def _queue(stream: trio.abc.Stream, unsent: _UnsentResponses, response: Response,
+                     faults: ResponseFaults | None) -> None:
+        """Add a response to those to write; one whose writes a fault shapes (a bandwidth, a byte budget) is
+        written now, on its own, after those before it."""
+        if faults is None or not faults.shapes_writes:
+            unsent.add(response)
+            return
+        if unsent:
+            await unsent.write(stream)
+        unsent.add(response)
+        await unsent.write(ShapedSendStream(stream, faults))
 
     async def _throttle(self, stream: trio.abc.Stream, info: ConnectionInfo, unsent: _UnsentResponses,
                         response: Response | None) -> None:
@@ -325,7 +363,7 @@ class SocketServer:
 
     async def _receive(self, stream: trio.abc.Stream, info: ConnectionInfo) -> bytes | bytearray:
         """The next bytes the client sent; empty when it closed or the connection was idle too long."""
-        with trio.move_on_after(self._idle_timeout_s):
+        with move_on_at_real(real_time() + self._idle_timeout_s):  # an advance of a manual clock idles nobody out
             return await stream.receive_some(RECEIVE_BYTES)
         log.info("closing idle connection %s from %s", info.connection_id, info.peer)
         return b""

@@ -38,6 +38,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.network.failure_log import FailureLog
 from minikafka.broker.network.network_client import DisconnectedError, LinkIsCut, NetworkClient, NetworkClientConfig
 from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
@@ -127,13 +128,15 @@ class ReplicaFetcher:
 
     def __init__(self, fetcher_id: int, leader_id: int, leader_endpoint: tuple[str, int],
                  replica_manager: FollowerReplicas, config: ReplicationConfig,
-                 is_paused: Callable[[TopicPartition], bool], link_is_cut: LinkIsCut | None = None) -> None:
+                 is_paused: Callable[[TopicPartition], bool], link_is_cut: LinkIsCut | None = None,
+                 held_back: Callable[[TopicPartition], None] | None = None) -> None:
         self.fetcher_id = fetcher_id
         self.leader_id = leader_id
         self.leader_endpoint = leader_endpoint
         self._replica_manager = replica_manager
         self._config = config
         self._is_paused = is_paused
+        self._held_back = held_back  # told of each paused partition a fetch leaves out
         self._link_is_cut = link_is_cut
         self._backoff_s = config.replica_fetch_backoff_ms / 1000
         self.partition_states: dict[TopicPartition, PartitionFetchState] = {}
@@ -326,7 +329,7 @@ class ReplicaFetcher:
             if offset < partition.high_watermark:
                 log.warning("%s-%d: truncating to %d, below the high watermark %d", *tp, offset,
                             partition.high_watermark)
-            partition.log.truncate_to(offset)
+            partition.log.truncate_to(offset, now_ms=wall_clock_ms())
             partition.clamp_high_watermark()
         except Exception as exc:  # noqa: BLE001 - a partition that cannot truncate cannot follow
             self._mark_failed(tp, f"truncation to {offset} failed: {exc!r}")
@@ -339,8 +342,14 @@ class ReplicaFetcher:
 
     async def _maybe_fetch(self, client: NetworkClient) -> None:
         now = trio.current_time()
-        ready = {tp: s for tp, s in self.partition_states.items()
-                 if s.is_ready_for_fetch(now) and not self._is_paused(tp)}
+        ready = {}
+        for tp, state in self.partition_states.items():
+            if not state.is_ready_for_fetch(now):
+                continue
+            if not self._is_paused(tp):
+                ready[tp] = state
+            elif self._held_back is not None:
+                self._held_back(tp)
         if not ready:
             await self._idle()
             return
@@ -473,7 +482,7 @@ class ReplicaFetcher:
                 self._mark_failed(tp, f"fetched offset {state.fetch_offset} is not the log end offset "
                                       f"{the_log.log_end_offset}")
                 return True
-            appended = the_log.append_as_follower(data.records) if data.records else None
+            appended = the_log.append_as_follower(data.records, now_ms=wall_clock_ms()) if data.records else None
             quota = self._replica_manager.replication_quotas.follower
             if data.records and quota.is_throttled(tp):
                 quota.record(len(data.records))
@@ -531,12 +540,12 @@ class ReplicaFetcher:
             if leader_start is None:
                 log.warning("%s-%d: resetting the fetch offset from %d to the leader's end offset %d", *tp, log_end,
                             leader_end)
-                the_log.truncate_to(leader_end)
+                the_log.truncate_to(leader_end, now_ms=wall_clock_ms())
                 offset = leader_end
             elif leader_start > log_end:
                 log.warning("%s-%d: the log ends at %d, before the leader's start offset %d: starting over there",
                             *tp, log_end, leader_start)
-                the_log.truncate_fully_and_start_at(leader_start)
+                the_log.truncate_fully_and_start_at(leader_start, now_ms=wall_clock_ms())
                 offset = leader_start
             else:
                 offset = log_end

@@ -12,7 +12,7 @@ broker would (its fetches stop, so the leader sees it fall behind), until resume
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -53,6 +53,8 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # by (leader broker id, fetcher id)
         self._paused_all = False
         self._paused: set[TopicPartition] = set()
+        # Told of each paused partition a fetch leaves out (the fetch-pause faults count their hits by it).
+        self.on_held_back: Callable[[TopicPartition], None] | None = None
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -89,7 +91,7 @@ class ReplicaFetcherManager:
     def _start_fetcher(self, key: tuple[int, int], endpoint: tuple[str, int]) -> ReplicaFetcher:
         leader_id, fid = key
         fetcher = ReplicaFetcher(fid, leader_id, endpoint, self._replica_manager, self._config, self.is_paused,
-                                 self._link_is_cut)
+                                 self._link_is_cut, self._held_back)
         self.fetchers[key] = fetcher
         if self._nursery is not None:
             self._nursery.start_soon(fetcher.run)
@@ -126,6 +128,10 @@ class ReplicaFetcherManager:
 
     def is_paused(self, tp: TopicPartition) -> bool:
         return self._paused_all or tp in self._paused
+
+    def _held_back(self, tp: TopicPartition) -> None:
+        if self.on_held_back is not None:
+            self.on_held_back(tp)
 
     def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
         for fetcher in self.fetchers.values():

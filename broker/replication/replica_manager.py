@@ -19,7 +19,6 @@ import enum
 import errno
 import functools
 import logging
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from kafka.protocol.consumer.offsets import IsolationLevel
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from minikafka.broker.log.log_manager import LogManager, NewLog
 from minikafka.broker.network.controller_channel import ControllerChannel
@@ -79,7 +79,8 @@ REPORT_LOST_REPLICAS_BACKOFF_S = 0.5
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The node's wall clock (see minikafka.broker.clock): LogAppendTime's."""
+    return wall_clock_ms()
 
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.group.group_coordinator import GroupCoordinator, load_group_coordinator
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
@@ -62,7 +63,7 @@ from minikafka.broker.network.broker_clients import BrokerClients
 from minikafka.broker.network.controller_channel import ControllerHandler
 from minikafka.broker.network.network_client import NetworkClientConfig
 from minikafka.broker.network.request_channel import RequestChannel
-from minikafka.broker.network.socket_server import SocketServer, open_listeners
+from minikafka.broker.network.socket_server import ConnectionInfo, SocketServer, open_listeners
 from minikafka.broker.replication.broker_topic_stats import BrokerMetrics
 from minikafka.broker.replication.fetch_session import FetchSessionCache
 from minikafka.broker.replication.purgatory import Purgatory
@@ -90,6 +91,7 @@ from minikafka.broker.server.kafka_apis import KafkaApis
 from minikafka.broker.server.producer_id_manager import ProducerIdManager
 from minikafka.broker.server.request_recording import RequestRecorder
 from minikafka.broker.server.share.default_state_persister import DefaultStatePersister
+from minikafka.broker.server.share.share_partition_manager import SharePartitionManager
 from minikafka.config import CONTROLLER_ROLE, SECURITY_PROTOCOLS, BrokerConfig, ConfigError, Endpoint
 from minikafka.protocol.internal_topics import (
     GROUP_METADATA_TOPIC,
@@ -153,6 +155,7 @@ class BrokerServer:
         self.transaction_coordinator: TransactionCoordinator
         self.share_coordinator: ShareCoordinator
         self.persister: DefaultStatePersister
+        self.share_partition_manager: SharePartitionManager
         self.add_partitions_to_txn: AddPartitionsToTxnManager
         self.producer_ids: ProducerIdManager
         # Requests: parsed by the network layer with the schemas the APIs serve, then dispatched to the handlers,
@@ -174,7 +177,8 @@ class BrokerServer:
                                                  parse_super_users(config.get("super.users")),
                                                  config.get("allow.everyone.if.no.acl.found"))
         self.socket_server = SocketServer(self.request_channel.process, config.get("socket.request.max.bytes"),
-                                          config.get("connections.max.idle.ms") / 1000, security=security)
+                                          config.get("connections.max.idle.ms") / 1000,
+                                          on_connection_closed=self._connection_closed, security=security)
 
     def _zk_metadata_source(self, config: BrokerConfig) -> MetadataSource:
         """A ZooKeeper-mode broker's metadata source, with the KafkaController it runs over the same ZooKeeper client
@@ -261,6 +265,7 @@ class BrokerServer:
         await nursery.start(self.transaction_coordinator.run)
         await nursery.start(self.share_coordinator.run)
         await nursery.start(self.persister.run)
+        await nursery.start(self.share_partition_manager.run)
         await nursery.start(self.add_partitions_to_txn.clients.run)
         await nursery.start(self.producer_ids.run)
         nursery.start_soon(self._periodic, self.config.get("log.retention.check.interval.ms"), self._retention)
@@ -336,6 +341,10 @@ class BrokerServer:
         self.share_coordinator = self._share_coordinator()
         self.persister = DefaultStatePersister(self._broker_clients(f"broker-{self.node_id}-share-persister"),
                                                self.node_id)
+        self.group_coordinator.share.state_initializer = self.persister
+        self.share_partition_manager = SharePartitionManager(self.config, self.replica_manager, self.purgatory,
+                                                             lambda: self.persister,
+                                                             lambda group: self.metadata_cache.group_configs(group))
         self.add_partitions_to_txn = AddPartitionsToTxnManager(
             self.metadata_cache, self._broker_clients(f"broker-{self.node_id}-add-partitions-to-txn"))
         self.replica_manager.on_become_leader.append(self._on_become_leader)
@@ -375,6 +384,7 @@ class BrokerServer:
         for topic in {t for (t, _), state in change.partitions.items() if state is None}:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)
+                self.group_coordinator.share.on_topic_deleted(topic)
                 log.info("topic %s deleted", topic)
         self.purgatory.check_and_complete(METADATA_CHANGE_KEY)
 
@@ -413,9 +423,11 @@ class BrokerServer:
                                                    self.faults.marker_holds.is_held, local_broker_id=self.node_id,
                                                    write_locally=functools.partial(write_markers_locally, self))
 
+        def transaction_version() -> TransactionVersion:
+            return TransactionVersion(finalized_level(TRANSACTION_VERSION, self.metadata_cache.image.features))
+
         return load_transaction_coordinator(transaction_config, transaction_log, marker_manager,
-                                            self.producer_ids.generate_producer_id,
-                                            lambda: TransactionVersion(finalized_level(TRANSACTION_VERSION)))
+                                            self.producer_ids.generate_producer_id, transaction_version)
 
     def _share_coordinator(self) -> ShareCoordinator:
         config = self.config
@@ -429,13 +441,10 @@ class BrokerServer:
             topic = self.metadata_cache.topics_by_id.get(topic_id)
             return None if topic is None else len(topic.partitions)
 
-        def clock_ms() -> int:
-            return int(time.time() * 1000)
-
         per_snapshot = config.get("share.coordinator.snapshot.update.records.per.snapshot")
         return ShareCoordinator(
             CoordinatorLog(self.replica_manager, SHARE_GROUP_STATE_TOPIC, config.get("request.timeout.ms")),
-            num_partitions, lambda: ShareCoordinatorShard(partition_count, clock_ms, per_snapshot), clock_ms)
+            num_partitions, lambda: ShareCoordinatorShard(partition_count, wall_clock_ms, per_snapshot), wall_clock_ms)
 
     def _broker_clients(self, client_id: str) -> BrokerClients:
         """Connections to the brokers on the inter-broker listener, for one of the broker's inter-broker senders."""
@@ -447,6 +456,11 @@ class BrokerServer:
                              NetworkClientConfig(request_timeout_ms=self.config.get("request.timeout.ms"),
                                                  security=self.inter_broker_security),
                              self.faults.links.is_cut)
+
+    def _connection_closed(self, info: ConnectionInfo) -> None:
+        """A client connection closed: the share sessions opened on it end (their members' records released)."""
+        if hasattr(self, "share_partition_manager"):
+            self.share_partition_manager.connection_closed(str(info.connection_id))
 
     def _on_become_leader(self, tp: TopicPartition) -> None:
         if tp[0] == GROUP_METADATA_TOPIC:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from minikafka.broker.server.producer_id_manager import ProducerIdManager
     from minikafka.broker.server.request_recording import RequestRecorder
     from minikafka.broker.server.share.persister import Persister
+    from minikafka.broker.server.share.share_partition_manager import SharePartitionManager
     from minikafka.config import BrokerConfig
     from minikafka.storage.log_config import LogConfig
 
@@ -74,6 +75,7 @@ class BrokerServices(Protocol):
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
     share_coordinator: ShareCoordinator
+    share_partition_manager: SharePartitionManager
     add_partitions_to_txn: AddPartitionsToTxnManager
     producer_ids: ProducerIdManager
     client_quotas: QuotaManagers
@@ -194,7 +196,11 @@ class RequestContext:
         return self.response_class(**fields)
 
     def records(self, data: Records) -> bytes:
-        """Record bytes for a response field, spliced in at encoding time rather than copied through it."""
+        """Record bytes for a response field, spliced in at encoding time rather than copied through it (and cut
+        short first where a partial-fetch fault says so)."""
+        faults = self.conn.response_faults
+        if faults is not None and faults.cut_records is not None:
+            data = faults.cut_records(data)
         if self.splicer is None:
             self.splicer = RecordsSplicer()
         return self.splicer.stand_in(data)

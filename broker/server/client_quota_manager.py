@@ -169,7 +169,7 @@ class ClientQuotaManager:
         self.key = key
         self._quotas = quotas
         self.config = config or QuotaConfig()
-        self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000)
+        self._clock_ms = clock_ms or (lambda: trio.current_time() * 1000)  # a window follows the node's clock
         self._sensors: dict[QuotaMetricTags, Rate] = {}
         self._last_expiry_ms = float("-inf")
 

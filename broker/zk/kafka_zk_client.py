@@ -34,6 +34,7 @@ from minikafka.broker.zk.zk_data import (
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
+    FEATURE_PATH,
     INITIAL_CONTROLLER_EPOCH,
     INITIAL_CONTROLLER_EPOCH_ZK_VERSION,
     MATCH_ANY_VERSION,
@@ -57,6 +58,7 @@ from minikafka.broker.zk.zk_data import (
     decode_config,
     decode_controller,
     decode_controller_epoch,
+    decode_feature_znode,
     decode_producer_id_block,
     decode_topic,
     decode_topic_partition_state,
@@ -260,6 +262,14 @@ class KafkaZkClient(ZooKeeperClient):
         """The znode's data and version; (None, UNKNOWN_VERSION) when it does not exist."""
         data, stat = await self.get_data_and_stat(path)
         return data, stat.version if stat is not None else UNKNOWN_VERSION
+
+    async def get_feature_levels(self, *, watch: bool = False) -> tuple[dict[str, int] | None, int]:
+        """The features /feature finalizes and the znode's version; (None, UNKNOWN_VERSION) without it. `watch` as
+        in `path_exists` (Kafka's FinalizedFeatureChangeListener)."""
+        data, stat = await self.get_data_and_stat(FEATURE_PATH, watch=watch)
+        if stat is None:
+            return None, UNKNOWN_VERSION
+        return decode_feature_znode(data), stat.version
 
     async def conditional_update_path(self, path: str, data: bytes, expected_version: int) -> tuple[bool, int]:
         """Set the znode's data if it is at `expected_version`: (True, new version), or (False, UNKNOWN_VERSION)

@@ -35,6 +35,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from minikafka.broker.metadata.acls import ZK_EXTENDED_CHANGES, ZK_LITERAL_CHANGES
 from minikafka.broker.metadata.client_quota_entity import ClientQuotaEntity, describe_entity, entity_of_zk_path
+from minikafka.broker.metadata.features import DEFAULT_FEATURES_EPOCH, levels_of_listing
 from minikafka.broker.metadata.metadata_image import (
     BrokerEndpointInfo,
     BrokerInfo,
@@ -57,7 +58,14 @@ from minikafka.broker.zk.zk_acls import read_acls, read_resource_acls, zk_acl_id
 from minikafka.broker.zk.zk_broker_channel import ZkControllerChannel
 from minikafka.broker.zk.zk_broker_configs import read_broker_configs, read_entity_broker_configs, resource_name_of
 from minikafka.broker.zk.zk_client_quotas import read_client_quotas, read_entity_quotas
-from minikafka.broker.zk.zk_data import BROKER_CONFIG, CONFIG_CHANGES_PATH, TOPIC_CONFIG, BrokerRegistration, EndPoint
+from minikafka.broker.zk.zk_data import (
+    BROKER_CONFIG,
+    CONFIG_CHANGES_PATH,
+    FEATURE_PATH,
+    TOPIC_CONFIG,
+    BrokerRegistration,
+    EndPoint,
+)
 from minikafka.broker.zk.zk_scram_credentials import read_scram_credentials, read_user_credentials
 from minikafka.broker.zk.zookeeper_client import ZkClientConfig, ZkEventKind
 from minikafka.config import BrokerConfig
@@ -192,6 +200,7 @@ class ZkMetadataSource:
         self.image.scram_credentials.update(credentials)
         await self.acls_altered()
         self.image.broker_configs = await read_broker_configs(self.zk)
+        await self.features_altered()
         return self.image.topic_configs
 
     def install_controller(self, controller: KafkaController) -> None:
@@ -206,6 +215,7 @@ class ZkMetadataSource:
         nursery.start_soon(self._follow_notifications, CONFIG_CHANGES_PATH, self._config_changed)
         nursery.start_soon(self._follow_notifications, ZK_LITERAL_CHANGES, self._literal_acls_changed)
         nursery.start_soon(self._follow_notifications, ZK_EXTENDED_CHANGES, self._extended_acls_changed)
+        nursery.start_soon(self._follow_features)
         self.kafka_controller = self._controller
         self._controller_scope = trio.CancelScope()
         started = time.monotonic()
@@ -454,6 +464,38 @@ class ZkMetadataSource:
                 log.info("broker %d: change notifications under %s not read: %r", self.node_id, path, exc)
             async for event in events:
                 if event.path == path or event.kind in (ZkEventKind.RECONNECTED, ZkEventKind.NEW_SESSION):
+                    break
+            else:
+                return
+
+    async def features_altered(self) -> None:
+        """The finalized features read again from /feature: at start, and after this broker forwarded a change."""
+        await self._read_features(watch=False)
+
+    async def _read_features(self, *, watch: bool) -> None:
+        listed, version = await self.zk.get_feature_levels(watch=watch)
+        if listed is None:
+            self.image.features = {}
+            self.image.features_epoch = DEFAULT_FEATURES_EPOCH
+            return
+        levels = levels_of_listing(listed)
+        if levels != self.image.features:
+            log.info("broker %d: finalized features %s", self.node_id,
+                     ", ".join(f"{name}={level}" for name, level in sorted(levels.items())))
+        self.image.features = levels
+        # Past the default epoch (the znode starts at version 0), moving with every write of it.
+        self.image.features_epoch = DEFAULT_FEATURES_EPOCH + version + 1
+
+    async def _follow_features(self) -> None:
+        """Kafka's FinalizedFeatureChangeListener: /feature read again whenever it changes."""
+        events = self.zk.subscribe()
+        while True:
+            try:
+                await self._read_features(watch=True)
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper away for now: tried again on the next event
+                log.info("broker %d: finalized features not read: %r", self.node_id, exc)
+            async for event in events:
+                if event.path == FEATURE_PATH or event.kind in (ZkEventKind.RECONNECTED, ZkEventKind.NEW_SESSION):
                     break
             else:
                 return

@@ -55,6 +55,9 @@ ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONSUMERS_PATH = "/consumers"  # the old consumers' path, which Kafka still creates
+FEATURE_PATH = "/feature"  # the cluster's finalized features (KIP-584's FeatureZNode)
+FEATURE_ZNODE_VERSION = 2
+FEATURE_ZNODE_ENABLED = 1
 
 
 def broker_id_path(broker_id: int) -> str:
@@ -465,3 +468,24 @@ def decode_producer_id_block(data: bytes | None) -> ProducerIdsBlock:
         raise fields.error("block_end is before block_start")
     return ProducerIdsBlock(fields.integer("broker"), start, end - start + 1)
 
+
+
+# ---- /feature ------------------------------------------------------------------------------------------------------
+
+def encode_feature_znode(levels: Mapping[str, int]) -> bytes:
+    """/feature: the finalized features (Kafka's FeatureZNode v2, status enabled); a feature at level 0 is left out,
+    as Kafka's controller removes a feature it finalizes at 0."""
+    return _encode({"version": FEATURE_ZNODE_VERSION, "status": FEATURE_ZNODE_ENABLED, "features": {
+        name: {"min_version_level": level, "max_version_level": level}
+        for name, level in sorted(levels.items()) if level > 0}})
+
+
+def decode_feature_znode(data: bytes | None) -> dict[str, int]:
+    """The finalized level of each feature /feature lists (its max version level)."""
+    fields = _Fields(FEATURE_PATH, data, _json_object(FEATURE_PATH, data))
+    levels = {}
+    for name, levels_of in fields.obj("features").items():
+        if not isinstance(levels_of, dict):
+            raise fields.error(f"feature {name!r} is not a JSON object")
+        levels[name] = _Fields(fields.path, data, levels_of).integer("max_version_level")
+    return levels

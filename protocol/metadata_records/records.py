@@ -50,6 +50,10 @@ class RemoveTopicRecord(ApiData, load_json=__package__):  # type: ignore[call-ar
     pass
 
 
+class FeatureLevelRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
+    pass
+
+
 class ProducerIdsRecord(ApiData, load_json=__package__):  # type: ignore[call-arg]
     pass
 
@@ -95,6 +99,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | FeatureLevelRecord
 )
 
 
@@ -123,6 +128,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         RemoveUserScramCredentialRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        FeatureLevelRecord,
     )
 }
 """Record class by record type: the types the controller writes and reads."""

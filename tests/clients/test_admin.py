@@ -360,6 +360,8 @@ def test_create_topic_errors(admin, unique_topic):
     assert admin.create_topic(unique_topic + "-val", 1, 1, {"cleanup.policy": "shred"}) == INVALID_CONFIG
     assert admin.create_topic(unique_topic + "-lag", 1, 1, {"cleanup.policy": "compact", "min.compaction.lag.ms": "5",
                                                           "max.compaction.lag.ms": "4"}) == INVALID_CONFIG
+    # Kafka 4.1's minimum segment.bytes; tests take smaller segments through internal.segment.bytes.
+    assert admin.create_topic(unique_topic + "-seg", 1, 1, {"segment.bytes": "1048575"}) == INVALID_CONFIG
     for illegal in ("bad/name", "..", "x" * 250):
         assert admin.create_topic(illegal, 1, 1) == INVALID_TOPIC_EXCEPTION, illegal
     assert {t for t in admin.topic_names() if not t.startswith("__")} == {unique_topic}  # internal topics aside
@@ -392,8 +394,13 @@ def test_describe_configs_sources(broker_factory, unique_topic):
             topic = f"{unique_topic}-{kind}"
             assert admin.create_topic(topic, 1, 1, {"retention.ms": "3600000", "cleanup.policy": "compact"}) == NONE
             configs = admin.describe_configs(topic)
+            # Kafka's internal.segment.bytes (for tests) is listed where it is set only.
+            assert admin.create_topic(topic + "-small", 1, 1, {"internal.segment.bytes": "1000"}) == NONE
+            small = admin.describe_configs(topic + "-small")
         finally:
             admin.close()
+        assert "internal.segment.bytes" not in configs, kind
+        assert small["internal.segment.bytes"] == ConfigInfo("1000", DYNAMIC_TOPIC_CONFIG), kind
         assert configs["retention.ms"] == ConfigInfo("3600000", DYNAMIC_TOPIC_CONFIG), kind
         assert configs["cleanup.policy"] == ConfigInfo("compact", DYNAMIC_TOPIC_CONFIG), kind
         assert configs["segment.bytes"] == ConfigInfo("536870912", STATIC_BROKER_CONFIG), kind

@@ -19,7 +19,7 @@ Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
 
 # The cleaner threads stay off where a test runs each pass itself, so that what a pass cleans is the test's to know.
 MANUAL = {"log_cleaner_enable": "false"}
-COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01"}
+COMPACTED = {"cleanup.policy": "compact", "internal.segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01"}
 
 
 def produce_keyed(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes | None]]) -> list[Record]:

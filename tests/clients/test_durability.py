@@ -86,7 +86,7 @@ def test_clean_shutdown_writes_kafka_checkpoints(broker_factory):
 
 def test_recovery_point_follows_rolled_segments_without_a_clean_stop(broker_factory):
     broker = broker_factory(log_flush_offset_checkpoint_interval_ms=200)
-    admin_create_topic(broker.bootstrap_servers, "rolled", PARTITIONS, **{"segment.bytes": "32768"})
+    admin_create_topic(broker.bootstrap_servers, "rolled", PARTITIONS, **{"internal.segment.bytes": "32768"})
     acked = produce_acked(broker.bootstrap_servers, "rolled", 12000, partitions=PARTITIONS, **SMALL_BATCHES)
     assert len(acked) == 12000
     checkpoint = Path(broker.data_dir, "recovery-point-offset-checkpoint")

@@ -112,7 +112,7 @@ def test_reads_across_rolled_segments_return_every_batch_in_order(broker):
     from kafka.protocol.admin.topics import DeleteTopicsRequest
 
     with RawConnection(broker.bootstrap_servers) as conn:
-        create_topic(conn, "rolled", **{"segment.bytes": "4096"})
+        create_topic(conn, "rolled", **{"internal.segment.bytes": "4096"})
         values = [b"%04d" % i + b"." * 1000 for i in range(40)]
         for value in values:
             assert produce(conn, "rolled", 0, record_batch([value])).error_code == 0

@@ -35,10 +35,10 @@ def _produce_distinct(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
 
 
 def test_confluent_and_kafka_python_consumers_get_the_produced_bytes(broker_factory) -> None:
-    broker = broker_factory(config={"log.segment.bytes": str(700_000)})
+    broker = broker_factory()
     bootstrap = broker.bootstrap_servers
     with RawConnection(bootstrap) as conn:
-        create_topic(conn, "files", partitions=PARTITIONS)
+        create_topic(conn, "files", partitions=PARTITIONS, **{"internal.segment.bytes": str(700_000)})
     produced = _produce_distinct(bootstrap, "files")
     total = PARTITIONS * PER_PARTITION
 

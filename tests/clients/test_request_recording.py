@@ -9,9 +9,11 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaProducer
+from kafka.protocol.metadata.metadata import MetadataRequest
 
 import minikafka
 from minikafka.control_client import ControlError
+from tests.raw_client import RawConnection
 
 
 def test_recording_sees_each_clients_requests_and_answers(broker_factory, unique_topic, tmp_path):
@@ -21,7 +23,7 @@ def test_recording_sees_each_clients_requests_and_answers(broker_factory, unique
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "rdk", "acks": "all"})
         producer.produce(unique_topic, b"v", partition=1)
         assert producer.flush(30) == 0
-        produce = rec.wait_for(api="Produce", client_id="rdk", topic=unique_topic)
+        produce = rec.wait_for(api="Produce", client_id="rdk", topic=unique_topic, earlier=True)
         assert produce["acks"] == -1 and produce["errors"] == []
         assert produce["partitions"] == [[unique_topic, 1, None]]  # a Produce carries no offset
         assert produce["client_software_name"] == "confluent-kafka-python"
@@ -34,12 +36,12 @@ def test_recording_sees_each_clients_requests_and_answers(broker_factory, unique
                 kp.send(unique_topic, b"refused", partition=0).get(timeout=30)
         finally:
             kp.close()
-        refused = rec.wait_for(api="Produce", client_id="kp")
+        refused = rec.wait_for(api="Produce", client_id="kp", earlier=True)
         assert (refused["acks"], refused["errors"]) == (1, ["NOT_ENOUGH_REPLICAS"])
         assert refused["client_software_name"] == "kafka-python"
         assert {e["api"] for e in rec.filter(client_id="kp")} >= {"ApiVersions", "Metadata", "Produce"}
         assert rec.filter(api="Produce", topic="no-such-topic") == []
-        with pytest.raises(TimeoutError, match=r"'api': 'DeleteRecords'.*recorded, the last: "):
+        with pytest.raises(TimeoutError, match=r"a new request with .*'api': 'DeleteRecords'.*recorded, the last: "):
             rec.wait_for(api="DeleteRecords", timeout=0.3)
 
         # wait_for is answered when the request arrives, from another thread here.
@@ -47,7 +49,7 @@ def test_recording_sees_each_clients_requests_and_answers(broker_factory, unique
                                                          "client.id": "late"}).list_topics(timeout=30))
         late.start()
         try:
-            assert rec.wait_for(api="Metadata", client_id="late", timeout=30)["api"] == "Metadata"
+            assert rec.wait_for(api="Metadata", client_id="late", timeout=30, earlier=True)["api"] == "Metadata"
         finally:
             late.join(30)
         path = tmp_path / "requests.jsonl"
@@ -57,13 +59,40 @@ def test_recording_sees_each_clients_requests_and_answers(broker_factory, unique
         assert any(d["client_id"] == "kp" and d["errors"] == ["NOT_ENOUGH_REPLICAS"] for d in dumped)
 
 
+def test_wait_for_takes_only_requests_recorded_after_the_call_unless_earlier(broker_factory):
+    broker = broker_factory()
+    with broker.recording() as rec, RawConnection(broker.bootstrap_servers) as conn:
+        conn.request(MetadataRequest[1](topics=[]))
+        first = rec.wait_for(api="Metadata", client_id="raw-test", earlier=True)
+        assert rec.wait_for(api="Metadata", client_id="raw-test", earlier=True) == first  # the oldest, again
+        with pytest.raises(TimeoutError, match="a new request"):
+            rec.wait_for(api="Metadata", client_id="raw-test", timeout=0.3)  # nothing asked since
+        stop = threading.Event()
+
+        def keep_asking() -> None:
+            for _ in range(600):  # bounded: stopped long before
+                conn.request(MetadataRequest[1](topics=[]))
+                if stop.wait(0.05):
+                    return
+
+        asking = threading.Thread(target=keep_asking)
+        asking.start()
+        try:
+            second = rec.wait_for(api="Metadata", client_id="raw-test", timeout=30)
+            third = rec.wait_for(api="Metadata", client_id="raw-test", timeout=30)
+        finally:
+            stop.set()
+            asking.join(30)
+        assert first["sequence"] < second["sequence"] < third["sequence"]  # each call a request of its own
+
+
 def test_a_recording_keeps_the_last_size_requests_and_stops(broker_factory):
     broker = broker_factory()
     with broker.recording(size=3) as rec:
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "ring"})
         for _ in range(5):
             producer.list_topics(timeout=30)
-        rec.wait_for(api="Metadata", client_id="ring")
+        rec.wait_for(api="Metadata", client_id="ring", earlier=True)
         kept = rec.entries
         assert len(kept) == 3  # the last 3 requests, in order
         assert [e["sequence"] for e in kept] == list(range(kept[0]["sequence"], kept[0]["sequence"] + 3))

@@ -32,7 +32,7 @@ def segments(broker, topic: str, partition: int) -> list[tuple[int, int]]:
 def test_retention_ms_deletes_old_segments(broker_factory):
     broker = broker_factory(log_retention_check_interval_ms=200)
     admin_create_topic(broker.bootstrap_servers, "timed", PARTITIONS,
-                       **{"segment.bytes": "32768", "retention.ms": "1500"})
+                       **{"internal.segment.bytes": "32768", "retention.ms": "1500"})
     acked = produce_acked(broker.bootstrap_servers, "timed", 9000, partitions=PARTITIONS, **SMALL_BATCHES)
     assert len(acked) == 9000
 
@@ -49,7 +49,7 @@ def test_retention_ms_deletes_old_segments(broker_factory):
 def test_retention_bytes_keeps_the_newest_segments(broker_factory):
     broker = broker_factory(log_retention_check_interval_ms=200)
     admin_create_topic(broker.bootstrap_servers, "sized", PARTITIONS,
-                       **{"segment.bytes": "32768", "retention.bytes": "65536"})
+                       **{"internal.segment.bytes": "32768", "retention.bytes": "65536"})
     acked = produce_acked(broker.bootstrap_servers, "sized", 15000, partitions=PARTITIONS, **SMALL_BATCHES)
     assert len(acked) == 15000
     low = 0

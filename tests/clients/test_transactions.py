@@ -334,6 +334,7 @@ def test_held_markers_hold_the_last_stable_offset_until_the_fault_is_cleared(bro
     with RawConnection(broker.bootstrap_servers) as conn:
         assert _init(conn, "held-tx").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
     assert [f["kind"] for f in broker.faults.list()] == ["txn-markers-hold"]
+    assert hold.hits >= 1  # the markers it held back
     # A read_committed consumer waits at the last stable offset, then reads on once the markers are written.
     waiting = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "held-reader",
                         "enable.auto.commit": False, "isolation.level": "read_committed"})

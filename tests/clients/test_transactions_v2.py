@@ -115,9 +115,9 @@ def test_the_cluster_finalizes_transaction_version_2(conn, version):
     # Below v4 Kafka leaves out the supported features whose lowest level is 0, which older clients cannot read
     # (KAFKA-17492); the finalized level is there at both.
     assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == (
-        [("transaction.version", 0, 2), ("group.version", 0, 1)] if version >= 4 else [])
+        [("transaction.version", 0, 2), ("group.version", 0, 1), ("share.version", 0, 1)] if version >= 4 else [])
     assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
-        ("transaction.version", 2, 2), ("group.version", 1, 1)]
+        ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 1, 1)]
     assert response.finalized_features_epoch >= 0  # a Java client ignores finalized features at epoch -1
 
 

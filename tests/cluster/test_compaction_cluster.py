@@ -11,7 +11,7 @@ import minikafka
 
 TOPIC = "table"
 WAIT_S = 30.0
-CONFIG = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
+CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
           "min.insync.replicas": "2"}
 
 

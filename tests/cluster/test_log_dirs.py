@@ -129,7 +129,7 @@ def move_every_replica(cluster: minikafka.Cluster, admin: KafkaAdminClient, acks
 def test_alter_replica_log_dirs_while_producing_and_consuming(tmp_path, zookeeper):
     with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper, log_dirs=2) as cluster:
         cluster.state.create_topic(TOPIC, partitions=1, replication_factor=3,
-                                   config={"min.insync.replicas": 2, "segment.bytes": 65536})
+                                   config={"min.insync.replicas": 2, "internal.segment.bytes": 65536})
         cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
         acks = Acknowledgements()

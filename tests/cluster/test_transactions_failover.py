@@ -46,7 +46,7 @@ WAIT_S = 60.0
 CONSUME_S = 60.0
 # Small enough that each partition's 30-odd transactions (a batch of two records and a marker each, some 170 bytes)
 # fill several segments, so that replicas roll and write producer snapshots at segment starts.
-SEGMENT_BYTES = 1024
+SEGMENT_BYTES = 1024  # internal.segment.bytes: a roll every few batches
 
 
 def coordinator_of(cluster: minikafka.Cluster, key: str, key_type: int = 1) -> int:
@@ -92,7 +92,7 @@ def read_committed(bootstrap: str, expected: int, topic: str = TOPIC) -> list[by
 def test_exactly_the_committed_records_through_coordinator_and_leader_kills(tmp_path, zookeeper):
     with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", zookeeper=zookeeper) as cluster:
         cluster.state.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
-                                   config={"min.insync.replicas": 2, "segment.bytes": SEGMENT_BYTES})
+                                   config={"min.insync.replicas": 2, "internal.segment.bytes": SEGMENT_BYTES})
         for p in range(PARTITIONS):
             cluster.wait_for_isr(TOPIC, p, 3, timeout=WAIT_S)
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": TRANSACTIONAL_ID,

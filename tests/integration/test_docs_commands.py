@@ -53,7 +53,7 @@ DOCUMENTED_PORTS = ("9092", "9093", "9094", "9404")
 COMMAND_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
-EXAMPLES_TIMEOUT_S = 240.0
+EXAMPLES_TIMEOUT_S = 600.0
 
 # Commands the test does not run: (a regular expression matching the command, why).
 NOT_RUN = [
@@ -468,8 +468,9 @@ def test_shell_blocks_run_as_written(path, tmp_path):
 
 
 # The example tests each page shows, at least (the README: a Broker() test, a fixture test and a Cluster failover
-# test; the testing guide: a whole test written with the waits).
-EXAMPLE_TESTS = {"README.md": 3, "docs/testing.md": 1}
+# test; the testing guide: whole tests written with the waits, the faults and a recording; the status page's; virtual
+# time's).
+EXAMPLE_TESTS = {"README.md": 3, "docs/testing.md": 6, "docs/status-page.md": 1, "docs/virtual-time.md": 1}
 
 
 @pytest.mark.parametrize("page", sorted(EXAMPLE_TESTS))

@@ -781,11 +781,12 @@ def test_disk_quota_figures_add_up(minikafka_broker):
         assert raw_produce(conn, "t", record_batch([b"before"]))[0] == ErrorCode.NONE
         used = bytes_under(log_dirs)
         fault = broker.faults.fill_disk(quota_bytes=used + 1000)
-        assert fault.description == {"kind": "disk", "quota_bytes": used + 1000, "used_bytes": used,
-                                     "free_bytes": 1000}
+        assert fault.description == {"kind": "disk", "id": fault.id, "quota_bytes": used + 1000, "used_bytes": used,
+                                     "free_bytes": 1000, "hits": 0}
         assert broker.faults.list() == [fault.description]
         big = record_batch([b"x" * 2000])
         code, message = raw_produce(conn, "t", big)
+        assert fault.hits == 1  # the append it refused
     assert code == ErrorCode.KAFKA_STORAGE_ERROR
     assert "No space left on device" in message
     size, total, quota, in_use, free = map(int, QUOTA_REFUSAL.search(message).groups())
@@ -827,7 +828,7 @@ def test_cli_produce_on_a_full_disk_shows_the_brokers_error(minikafka_broker):
     broker = minikafka_broker
     broker.state.create_topic("t")
     added = run_cli(broker, "fault", "disk-full")
-    assert added.returncode == 0 and b"Added fault: disk quota " in added.stdout
+    assert added.returncode == 0 and re.match(rb"Added fault \d+: disk quota ", added.stdout)
     quota = broker.faults.list()[0]["quota_bytes"]
     assert f"disk quota {quota} bytes: ".encode() in run_cli(broker, "fault", "list").stdout
     failed = run_cli(broker, "produce", "-t", "t", "--delivery-timeout-ms", "1500", stdin=b"x\n")

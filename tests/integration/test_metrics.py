@@ -132,7 +132,7 @@ def test_topic_and_partition_series_match_what_was_produced_and_the_files(tmp_pa
     with held_free_port() as metrics_port, \
             minikafka.Broker(data_dir=data, config={"metrics.port": metrics_port}) as broker:
         # Segments that take whole producer batches (up to 16 KiB), and more than one of them in a-0.
-        broker.state.create_topic("a", partitions=2, config={"segment.bytes": 20_000})
+        broker.state.create_topic("a", partitions=2, config={"internal.segment.bytes": 20_000})
         broker.state.create_topic("b", partitions=1)
         before = scrape(metrics_port)
         assert before[of_topic(MESSAGES_IN, "a")] == before[of_topic(BYTES_IN, "b")] == 0  # hosted: served at zero

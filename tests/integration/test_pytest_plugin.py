@@ -90,6 +90,12 @@ def test_cluster(minikafka_cluster):
 def test_in_process_broker(minikafka_broker):
     minikafka_broker.state.create_topic("i", partitions=1)
     assert minikafka_broker.state.records("i") == []
+
+
+@pytest.mark.minikafka(clock="manual")
+def test_manual_clock(minikafka_broker):
+    start = minikafka_broker.clock.now()
+    assert minikafka_broker.clock.advance(3_600_000) >= start + 3_600_000
 '''
 
 
@@ -152,5 +158,5 @@ def test_the_plugin_causes_no_deprecation_warnings(tmp_path):
                              f"--basetemp={tmp_path / 'base'}"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
     output = result.stdout + result.stderr
-    assert "3 passed" in result.stdout, output
+    assert "4 passed" in result.stdout, output
     assert "DeprecationWarning" not in output, output

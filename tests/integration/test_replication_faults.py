@@ -130,6 +130,7 @@ def test_paused_follower_leaves_the_isr_and_rejoins_when_resumed(minikafka_clust
         left_s = time.monotonic() - paused_at
         print(f"follower {follower.node_id} with paused fetching left the ISR after {left_s:.3f} s")
         assert follower.node_id not in shrunk.isr
+        assert pause.wait(hits=1).hits >= 1  # fetch rounds that left t-0 out
         assert left_s < 1.5 * LAG_TIME_S + 0.5  # the ISR check runs every half lag time; polling and the controller
         assert len(cluster.state.partition("t", 1).isr) == 3  # only t-0 was paused
         assert follower.state.topics() == ["t"]  # the follower still answers requests
@@ -248,6 +249,7 @@ def test_one_way_cuts(minikafka_cluster):
             assert leader.faults.list() == []  # one way: only the follower's end is cut
             producer.produce("t", values("follower-cut", 5))
             assert follower.node_id not in cluster.wait_for_isr("t", 0, 2, timeout=10).isr
+            assert cut.wait(hits=1).hits >= 1  # the follower's fetches to its leader that failed
             assert fenced_brokers(cluster) == set()
         cluster.wait_for_isr("t", 0, 3, timeout=10)
 

@@ -299,7 +299,9 @@ def test_fault_fails_one_users_authentication_until_cleared(tmp_path):
             assert raw.read_frame() is None
         with RawConnection(broker.bootstrap_servers) as raw:
             assert _authenticate(raw, "bob", "b-secret") == 0
+        assert fault.hits == 1  # alice's authentication, not bob's
         fault.clear()
+        assert fault.hits == 1 and not fault.active
         with RawConnection(broker.bootstrap_servers) as raw:
             assert _authenticate(raw, "alice", "a-secret") == 0
 

@@ -66,11 +66,13 @@ def test_a_one_way_cut_fails_requests_to_the_node_and_refuses_its_own() -> None:
     links = LinkFaults()
     assert not links.is_cut(2) and links.refusal(ApiKey.FETCH, fetch(17, 2)) is None
     link = trio.run(links.cut, 7, 1, 2, UNUSED, False)
-    assert link.describe() == {"kind": "link", "id": 7, "to": 2, "both_ways": False, "peer_fault_id": None}
+    assert link.describe() == {"kind": "link", "id": 7, "to": 2, "both_ways": False, "peer_fault_id": None,
+                               "hits": 0}
     assert links.is_cut(2) and not links.is_cut(3)
     assert links.refusal(ApiKey.FETCH, fetch(17, 2)) == "Fetch from node 2 refused: the link to it is cut"
     assert links.refusal(ApiKey.FETCH, fetch(17, 3)) is None
     assert links.refusal(ApiKey.FETCH, fetch(17, -1)) is None  # client connections are never touched
+    assert link.hits == 2  # the request to node 2 failed, and the one from it refused
     with pytest.raises(FaultError, match="already cut"):
         trio.run(links.cut, 8, 1, 2, UNUSED, False)
     assert trio.run(links.heal, 99) == 0
@@ -109,6 +111,9 @@ def test_pauses_add_up_in_the_fetcher_manager() -> None:
     assert pauses.resume(everything.id) == 1
     assert manager.is_paused(("t", 0)) and not manager.is_paused(("u", 0))
     assert [p["id"] for p in pauses.describe()] == [one.id]
+    manager._held_back(("t", 0))  # a fetch round left t-0 out: the pause covering it counts the hit
+    manager._held_back(("u", 0))  # not paused by any: nobody's hit
+    assert pauses.describe()[0]["hits"] == 1
     assert pauses.resume() == 1 and not manager.is_paused(("t", 0))
 
 

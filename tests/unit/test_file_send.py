@@ -207,7 +207,7 @@ def test_a_file_truncated_under_a_slice_fails_the_write(data_file, monkeypatch, 
 
 
 def _log(tmp_path: Path) -> Log:
-    config = LogConfig.from_props({"segment.bytes": "200000", "retention.ms": "1000"})
+    config = LogConfig.from_props({"internal.segment.bytes": "200000", "retention.ms": "1000"})
     return Log.open(tmp_path / "topic-0", "topic", 0, config, topic_id=TOPIC_ID, now_ms=NOW)
 
 

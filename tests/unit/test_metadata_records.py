@@ -18,6 +18,7 @@ from minikafka.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecordError,
     PartitionChangeRecord,
@@ -68,6 +69,7 @@ SAMPLES: dict[type, dict[str, Any]] = {
     UnfenceBrokerRecord: dict(id=2, epoch=42),
     RemoveTopicRecord: dict(topic_id=TOPIC_ID),
     ProducerIdsRecord: dict(broker_id=1, broker_epoch=41, next_producer_id=2000),
+    FeatureLevelRecord: dict(name="share.version", feature_level=1),
     BrokerRegistrationChangeRecord: dict(broker_id=2, broker_epoch=41, fenced=-1, in_controlled_shutdown=1,
                                          log_dirs=[DIR_B]),
     ClientQuotaRecord: dict(entity=[ClientQuotaRecord.EntityData(entity_type="user", entity_name=None),
@@ -94,7 +96,8 @@ def test_record_types_are_kafkas() -> None:
     assert {t: cls.__name__ for t, cls in RECORD_CLASSES.items()} == {
         0: "RegisterBrokerRecord", 1: "UnregisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord",
         4: "ConfigRecord", 5: "PartitionChangeRecord", 7: "FenceBrokerRecord", 8: "UnfenceBrokerRecord",
-        9: "RemoveTopicRecord", 11: "UserScramCredentialRecord", 14: "ClientQuotaRecord", 15: "ProducerIdsRecord",
+        9: "RemoveTopicRecord", 11: "UserScramCredentialRecord", 12: "FeatureLevelRecord", 14: "ClientQuotaRecord",
+        15: "ProducerIdsRecord",
         17: "BrokerRegistrationChangeRecord", 18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord",
         22: "RemoveUserScramCredentialRecord",
     }
@@ -105,7 +108,7 @@ def test_record_types_are_kafkas() -> None:
         "FenceBrokerRecord": (0, 0), "UnfenceBrokerRecord": (0, 0), "RemoveTopicRecord": (0, 0),
         "ProducerIdsRecord": (0, 0), "BrokerRegistrationChangeRecord": (0, 2), "ClientQuotaRecord": (0, 0),
         "UserScramCredentialRecord": (0, 0), "RemoveUserScramCredentialRecord": (0, 0),
-        "AccessControlEntryRecord": (0, 0), "RemoveAccessControlEntryRecord": (0, 0),
+        "AccessControlEntryRecord": (0, 0), "RemoveAccessControlEntryRecord": (0, 0), "FeatureLevelRecord": (0, 0),
     }
 
 

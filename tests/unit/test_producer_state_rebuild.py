@@ -21,7 +21,7 @@ from minikafka.storage.transaction_index import AbortedTxn
 NOW = 1_700_000_000_000
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
-SMALL_SEGMENTS = LogConfig.from_props({"segment.bytes": "400"})
+SMALL_SEGMENTS = LogConfig.from_props({"internal.segment.bytes": "400"})
 
 
 def batch(pid: int, seq: int, *, timestamp: int, transactional: bool = False) -> bytearray:

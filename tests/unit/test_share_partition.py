@@ -11,6 +11,7 @@ from minikafka.broker.server.share.share_partition import (
     RecordState,
     SharePartitionError,
     SharePartitionState,
+    without_ranges,
 )
 from minikafka.protocol.errors import ErrorCode
 
@@ -118,3 +119,17 @@ def test_loaded_gaps_are_undelivered_and_the_log_start_offset_moves_the_start() 
     skipped = SharePartitionState(0)
     assert skipped.acquire("a", 3, 4, 10, 0, LOCK_MS) == [AcquiredRecords(3, 4, 1)]
     assert skipped.start_offset == 0 and skipped.record(0).state == RecordState.ARCHIVED
+
+
+def test_archive_acquired_leaves_an_aborted_transaction_out() -> None:
+    sp = SharePartitionState(0)
+    acquired = sp.acquire("a", 0, 9, 10, 0, LOCK_MS)
+    for first, last in ((2, 4), (8, 8)):
+        sp.archive_acquired("a", first, last)
+    assert without_ranges(acquired, ((2, 4), (8, 8))) == [AcquiredRecords(0, 1, 1), AcquiredRecords(5, 7, 1),
+                                                           AcquiredRecords(9, 9, 1)]
+    assert [sp.record(o).state for o in (1, 2, 4, 5, 8)] == [RecordState.ACQUIRED, RecordState.ARCHIVED,
+                                                              RecordState.ARCHIVED, RecordState.ACQUIRED,
+                                                              RecordState.ARCHIVED]
+    sp.archive_acquired("b", 0, 1)  # not b's: nothing changes
+    assert sp.record(0).state == RecordState.ACQUIRED

@@ -208,7 +208,7 @@ def test_segment_truncate_to(tmp_path: Path) -> None:
 
 
 def test_segment_should_roll(tmp_path: Path) -> None:
-    segment = LogSegment.create(tmp_path, 0, config(**{"segment.bytes": "2000", "segment.ms": "1000"}), T0)
+    segment = LogSegment.create(tmp_path, 0, config(**{"internal.segment.bytes": "2000", "segment.ms": "1000"}), T0)
     assert not segment.should_roll(500, T0, 0, T0 + 5000)  # empty: age does not matter
     buf, headers = batches_at(0, [3], timestamps=[T0])
     segment.append(buf, headers)

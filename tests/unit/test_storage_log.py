@@ -126,7 +126,7 @@ def test_compressed_batches_round_trip_untouched(tmp_path: Path) -> None:
 
 
 def test_roll_by_size_and_reads_across_segments(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for _ in range(20):
         log.append_as_leader(make_batch(3), 0, NOW)
     segments = log.segments
@@ -178,7 +178,7 @@ def test_roll_when_index_full_and_explicit_roll(tmp_path: Path) -> None:
 
 
 def test_retention_by_time(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000", "retention.ms": "10000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000", "retention.ms": "10000"})
     for i in range(12):
         log.append_as_leader(make_batch(3, timestamp=NOW + i * 1000), 0, NOW + 20000)
     old_count = len(log.segments)
@@ -194,7 +194,7 @@ def test_retention_by_time(tmp_path: Path) -> None:
 
 
 def test_retention_respects_high_watermark_and_deletes_everything_by_rolling(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000", "retention.ms": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000", "retention.ms": "1000"})
     for _ in range(6):
         log.append_as_leader(make_batch(3), 0, NOW)
     leo = log.log_end_offset
@@ -209,7 +209,7 @@ def test_retention_respects_high_watermark_and_deletes_everything_by_rolling(tmp
 
 
 def test_retention_by_size(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000", "retention.bytes": "2500"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000", "retention.bytes": "2500"})
     for _ in range(20):
         log.append_as_leader(make_batch(3), 0, NOW)
     total = log.size_in_bytes
@@ -221,7 +221,7 @@ def test_retention_by_size(tmp_path: Path) -> None:
 
 
 def test_compact_policy_keeps_segments(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000", "retention.ms": "1", "cleanup.policy": "compact"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000", "retention.ms": "1", "cleanup.policy": "compact"})
     for _ in range(6):
         log.append_as_leader(make_batch(3), 0, NOW)
     assert log.delete_old_segments(NOW + 10_000, log.log_end_offset) == 0
@@ -229,7 +229,7 @@ def test_compact_policy_keeps_segments(tmp_path: Path) -> None:
 
 
 def test_delete_records_moves_log_start_offset(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for _ in range(10):
         log.append_as_leader(make_batch(3), 0, NOW)
     third_base = log.segments[2].base_offset
@@ -250,7 +250,7 @@ def test_delete_records_moves_log_start_offset(tmp_path: Path) -> None:
 
 
 def test_fetch_offset_by_timestamp(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1500", "index.interval.bytes": "100"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1500", "index.interval.bytes": "100"})
     for i in range(10):
         log.append_as_leader(make_batch(4, timestamp=NOW + i * 100, step_ms=10), i // 5, NOW)
     assert log.fetch_offset_by_timestamp(NOW) == (0, NOW, 0)
@@ -312,7 +312,7 @@ def test_timestamp_validation(tmp_path: Path) -> None:
 
 
 def test_size_limits(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"max.message.bytes": "500", "segment.bytes": "5000"})
+    log = open_log(tmp_path, **{"max.message.bytes": "500", "internal.segment.bytes": "5000"})
     with pytest.raises(RecordTooLargeError) as too_large:
         log.append_as_leader(make_batch(10, value_size=100), 0, NOW)
     assert too_large.value.code == 10
@@ -387,7 +387,7 @@ def test_append_as_follower_keeps_offsets_and_epochs(tmp_path: Path) -> None:
 
 
 def test_truncate_to(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "500"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "500"})
     for epoch in range(8):
         log.append_as_leader(make_batch(3, producer_id=5, producer_epoch=0, base_sequence=epoch * 3), epoch, NOW)
     assert [s.base_offset for s in log.segments] == [0, 6, 12, 18]
@@ -410,7 +410,7 @@ def test_truncate_to(tmp_path: Path) -> None:
 
 
 def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for _ in range(5):
         log.append_as_leader(make_batch(3), 2, NOW)
     log.truncate_fully_and_start_at(1000)
@@ -444,7 +444,7 @@ def test_flush_recovery_point_and_flush_messages(tmp_path: Path) -> None:
 
 
 def test_open_existing_log_and_topic_id_check(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for _ in range(10):
         log.append_as_leader(make_batch(3), 1, NOW)
     leo = log.log_end_offset
@@ -483,7 +483,7 @@ def test_delete_removes_directory(tmp_path: Path) -> None:
 
 
 def test_deleted_segment_stays_readable_by_a_holder(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for _ in range(10):
         log.append_as_leader(make_batch(3), 0, NOW)
     held = log.segments[0]  # e.g. a fetch running in a worker thread
@@ -494,7 +494,7 @@ def test_deleted_segment_stays_readable_by_a_holder(tmp_path: Path) -> None:
 
 
 def test_expired_producers_are_not_rebuilt(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for i in range(6):
         log.append_as_leader(make_batch(3, producer_id=1, producer_epoch=0, base_sequence=i * 3), 0, NOW)
     later = NOW + 86_400_000
@@ -506,7 +506,7 @@ def test_expired_producers_are_not_rebuilt(tmp_path: Path) -> None:
 
 
 def test_flush_up_to_rolled_segment(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": "1000"})
+    log = open_log(tmp_path, **{"internal.segment.bytes": "1000"})
     for _ in range(10):
         log.append_as_leader(make_batch(3), 0, NOW)
     active_base = log.active_segment.base_offset

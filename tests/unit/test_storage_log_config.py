@@ -41,7 +41,7 @@ def test_defaults_are_kafkas() -> None:
 def test_from_props_parses_and_records_overrides() -> None:
     config = LogConfig.from_props(
         {
-            "segment.bytes": "1024",
+            "segment.bytes": "1048576",
             "retention.ms": "-1",
             "message.timestamp.type": "LogAppendTime",
             "cleanup.policy": "compact, delete",
@@ -49,7 +49,7 @@ def test_from_props_parses_and_records_overrides() -> None:
             "min.cleanable.dirty.ratio": "0.25",
         }
     )
-    assert config.segment_bytes == 1024 and config.retention_ms == -1
+    assert config.segment_bytes == config.segment_size == 1048576 and config.retention_ms == -1
     assert config.log_append_time and config.preallocate
     assert config.cleanup_policy == "compact,delete" and config.delete_enabled
     assert config.min_cleanable_dirty_ratio == 0.25
@@ -67,16 +67,31 @@ def test_from_props_parses_and_records_overrides() -> None:
 
 def test_from_props_layers_on_defaults() -> None:
     broker = LogConfig.from_props({"retention.ms": "1000"})
-    topic = LogConfig.from_props({"segment.bytes": "2048"}, broker)
-    assert topic.retention_ms == 1000 and topic.segment_bytes == 2048
+    topic = LogConfig.from_props({"segment.bytes": "2097152"}, broker)
+    assert topic.retention_ms == 1000 and topic.segment_bytes == 2097152
     assert topic.overrides == {"segment.bytes"}
+
+
+def test_internal_segment_bytes_is_the_tests_way_to_small_segments() -> None:
+    """As Kafka 4.1: segment.bytes is at least 1 MiB; internal.segment.bytes, unchecked and listed only where set,
+    overrides it for the roll."""
+    with pytest.raises(ValueError, match="segment.bytes: Value must be at least 1048576"):
+        LogConfig.from_props({"segment.bytes": "1048575"})
+    small = LogConfig.from_props({"internal.segment.bytes": "2048"})
+    assert (small.segment_size, small.segment_bytes) == (2048, 1073741824)
+    described = {entry.name: entry for entry in small.describe()}
+    assert described["internal.segment.bytes"].value == "2048"
+    assert described["internal.segment.bytes"].source == SOURCE_TOPIC_CONFIG
+    assert described["segment.bytes"].value == "1073741824"
+    assert "internal.segment.bytes" not in {entry.name for entry in LogConfig().describe()}
+    assert LogConfig().segment_size == 1073741824
 
 
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
         ("segment.bytes", "abc", "Not a number of type INT"),
-        ("segment.bytes", "13", "at least 14"),
+        ("segment.bytes", "1024", "at least 1048576"),
         ("segment.bytes", str(2**31), "Not a number of type INT"),
         ("retention.ms", "-2", "at least -1"),
         ("message.timestamp.type", "Whenever", "one of"),
@@ -97,10 +112,10 @@ def test_from_props_rejects_bad_values(name: str, value: str | None, message: st
 
 def test_describe_lists_every_config_with_source() -> None:
     broker = topic_defaults_from_broker_props({"log.retention.hours": "1"})
-    config = LogConfig.from_props({"segment.bytes": "4096"}, broker)
+    config = LogConfig.from_props({"segment.bytes": "4194304"}, broker)
     entries = {entry.name: entry for entry in config.describe()}
     assert set(entries) == set(TOPIC_CONFIG_DEFAULTS)
-    assert entries["segment.bytes"].value == "4096"
+    assert entries["segment.bytes"].value == "4194304"
     assert entries["segment.bytes"].source == SOURCE_TOPIC_CONFIG and not entries["segment.bytes"].is_default
     assert entries["retention.ms"].value == "3600000"
     assert entries["retention.ms"].source == SOURCE_STATIC_BROKER_CONFIG

@@ -28,7 +28,7 @@ from minikafka.storage.transaction_index import AbortedTxn
 
 NOW = 1_700_000_000_000
 DAY_MS = 86_400_000
-SMALL_SEGMENTS = {"segment.bytes": "400"}
+SMALL_SEGMENTS = {"internal.segment.bytes": "400"}
 
 
 def batch(pid: int, seq: int, count: int = 2, *, epoch: int = 0, transactional: bool = False,

@@ -20,7 +20,7 @@ from minikafka.storage.log import Log
 from minikafka.storage.log_config import LogConfig
 
 NOW = 1_700_000_000_000
-CONFIG = LogConfig.from_props({"index.interval.bytes": "200", "segment.bytes": "1200"})
+CONFIG = LogConfig.from_props({"index.interval.bytes": "200", "internal.segment.bytes": "1200"})
 ONE_SEGMENT = LogConfig.from_props({"index.interval.bytes": "200"})
 
 

@@ -19,7 +19,7 @@ from minikafka.storage.log_config import LogConfig
 from minikafka.storage.transaction_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 NOW = 1_700_000_000_000
-CONFIG = LogConfig.from_props({"segment.bytes": "1200"})
+CONFIG = LogConfig.from_props({"internal.segment.bytes": "1200"})
 
 
 def txn_batch(pid: int, seq: int, count: int = 2) -> bytearray:

@@ -342,6 +342,8 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None:
             return group
+        if group_id in self.group_manager.share_groups:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.group_manager.groups.get(group_id)
         if classic is not None and classic.members:
             if create:
@@ -489,7 +491,7 @@ class ConsumerGroupCoordinator:
         self.group_manager.check_active(group_id)
         group = self.groups.get(group_id)
         if group is None:
-            if group_id in self.group_manager.groups:
+            if group_id in self.group_manager.groups or group_id in self.group_manager.share_groups:
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         return group

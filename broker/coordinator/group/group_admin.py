@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from minikafka.broker.coordinator.group.consumer.consumer_group import CONSUMER_PROTOCOL_TYPE
 from minikafka.broker.coordinator.group.group import GROUP_TYPE_CLASSIC, Group, GroupState, Member
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
+from minikafka.broker.coordinator.group.share.share_group import SHARE_PROTOCOL_TYPE
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.group_coordinator")
@@ -54,7 +55,7 @@ class GroupAdmin:
             return DescribedGroup(group_id, ErrorCode.INVALID_GROUP_ID, "", "", "", [])
         if not self.group_manager.is_owned(group_id):
             return DescribedGroup(group_id, ErrorCode.NOT_COORDINATOR, "", "", "", [])
-        if group_id in self.group_manager.consumer_groups:
+        if group_id in self.group_manager.consumer_groups or group_id in self.group_manager.share_groups:
             # As Kafka: DescribeGroups describes classic groups only.
             error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
             return DescribedGroup(group_id, error, GroupState.DEAD.value, "", "", [],
@@ -71,8 +72,8 @@ class GroupAdmin:
                               [(m, b"") for m in group.members.values()])
 
     def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[ListedGroup]:
-        """Classic and KIP-848 consumer groups, by state and type (case-insensitive, as Kafka's filters). A classic
-        group that only holds a consumer group's offsets is that consumer group."""
+        """Classic, KIP-848 consumer and KIP-932 share groups, by state and type (case-insensitive, as Kafka's
+        filters). A classic group that only holds a consumer group's offsets is that consumer group."""
         if not self.active:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         states = {s.strip().lower() for s in states_filter}
@@ -82,6 +83,8 @@ class GroupAdmin:
                   for g in self.groups.values() if g.group_id not in consumer_groups]
         listed += [ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_PROTOCOL_TYPE)
                    for g in consumer_groups.values()]
+        listed += [ListedGroup(g.group_id, SHARE_PROTOCOL_TYPE, g.state.value, SHARE_PROTOCOL_TYPE)
+                   for g in self.group_manager.share_groups.values()]
         return [g for g in listed
                 if (not states or g.state.lower() in states) and (not types or g.group_type in types)]
 
@@ -106,6 +109,16 @@ class GroupAdmin:
                     results.append((group_id, exc.code))
                     continue
                 results.append((group_id, self.group_manager.delete_consumer_group(group_id)))
+                continue
+            share_group = self.group_manager.share_groups.get(group_id)
+            if share_group is not None:
+                try:
+                    share_group.validate_delete_group()
+                except KafkaError as exc:
+                    results.append((group_id, exc.code))
+                    continue
+                results.append((group_id, self.group_manager.delete_share_group(group_id)))
+                log.info("deleted share group %s", group_id)
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):

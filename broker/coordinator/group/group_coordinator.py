@@ -14,13 +14,13 @@ marker has been written to their partition (on_transaction_completed).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.coordinator.group.assignor.assignor_spec import SubscribedTopicDescriber, TopicMetadata
 from minikafka.broker.coordinator.group.consumer_group_coordinator import ConsumerGroupCoordinator
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
@@ -38,6 +38,7 @@ from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoo
 from minikafka.broker.coordinator.group.group_metadata_log import GroupMetadataLog
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, MetadataLog, changes_groups
 from minikafka.broker.coordinator.group.offset_manager import OffsetManager
+from minikafka.broker.coordinator.group.share_group_coordinator import ShareGroupCoordinator
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
@@ -56,10 +57,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 MEMBER_ID_REQUIRED_MIN_VERSION = 4
 # JoinGroup v9+ lets a rejoining static leader skip the assignment (KIP-814).
 SKIP_ASSIGNMENT_MIN_VERSION = 9
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -104,6 +101,9 @@ class GroupCoordinator(GroupAdmin):
         # KIP-848 consumer groups, on the same groups' partitions and timer.
         self.consumer = ConsumerGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms,
                                                  group_configs)
+        # KIP-932 share groups, likewise.
+        self.share = ShareGroupCoordinator(config, self.group_manager, self.timer, describe_topics, clock_ms,
+                                           group_configs)
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -122,12 +122,14 @@ class GroupCoordinator(GroupAdmin):
             if len(group.members) > self.config.max_size:
                 self._prepare_rebalance(group, f"loaded group is over capacity {self.config.max_size}")
         self.consumer.on_loaded(partition)
+        self.share.on_loaded(partition)
         self.offset_manager.maybe_compact()
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads `partition`: its groups go, and members parked in a join or sync are told
         NOT_COORDINATOR, so they find the new coordinator."""
         self.consumer.on_unloading(partition)
+        self.share.on_unloading(partition)
         for group in self.group_manager.unload_partition(partition):
             self.timer.cancel(self._join_key(group.group_id))
             self.timer.cancel(self._sync_key(group.group_id))
@@ -137,10 +139,13 @@ class GroupCoordinator(GroupAdmin):
                 group.complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        """The coordinator's timers: session/rebalance timeouts and periodic offset expiry."""
+        """The coordinator's timers (session/rebalance timeouts and periodic offset expiry) and the share groups'
+        state initializations."""
         self._schedule_expiration()
-        task_status.started()
-        await self.timer.run()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.share.run_initializer)
+            task_status.started()
+            await self.timer.run()
 
     def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
         """A COMMIT (or ABORT) marker of `producer_id` has been written to these partitions of __consumer_offsets:
@@ -199,6 +204,9 @@ class GroupCoordinator(GroupAdmin):
             self.group_manager.check_active(req.group_id)
         except KafkaError as exc:
             return _completed(_join_error(exc.code, req.member_id))
+        if req.group_id in self.group_manager.share_groups:
+            # As Kafka: a group of another type than classic or consumer.
+            return _completed(_join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         consumer_group = self.group_manager.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if not consumer_group.is_empty():

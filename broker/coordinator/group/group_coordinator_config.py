@@ -36,6 +36,10 @@ class GroupCoordinatorConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"
     rebalance_protocols: frozenset[str] = frozenset(("classic", "consumer", "streams"))
+    share_session_timeout_ms: int = 45000
+    share_heartbeat_interval_ms: int = 5000
+    share_max_size: int = 200
+    share_initialize_retry_interval_ms: int = 30000
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -68,7 +72,11 @@ class GroupCoordinatorConfig:
                    consumer_max_size=config.get("group.consumer.max.size"),
                    consumer_assignors=consumer_assignors(config),
                    consumer_migration_policy=consumer_migration_policy(config),
-                   rebalance_protocols=rebalance_protocols(config))
+                   rebalance_protocols=rebalance_protocols(config),
+                   share_session_timeout_ms=config.get("group.share.session.timeout.ms"),
+                   share_heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
+                   share_max_size=share_max_size(config),
+                   share_initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms"))
 
 
 def consumer_migration_policy(config: BrokerConfig) -> str:
@@ -129,3 +137,37 @@ def consumer_assignors(config: BrokerConfig) -> tuple[str, ...]:
         if not ok:
             raise ConfigError(message)
     return names
+
+
+def share_max_size(config: BrokerConfig) -> int:
+    """group.share.max.size, checked with the bounds Kafka's GroupCoordinatorConfig and ShareGroupConfig require of
+    it and of the group.share.* timeouts (ConfigError otherwise)."""
+    size = config.get("group.share.max.size")
+    if not 1 <= size <= 1000:
+        raise ConfigError(f"Invalid value {size} for configuration group.share.max.size: Value must be no more "
+                          "than 1000" if size > 1000 else
+                          f"Invalid value {size} for configuration group.share.max.size: Value must be at least 1")
+    session, heartbeat = config.get("group.share.session.timeout.ms"), config.get("group.share.heartbeat.interval.ms")
+    min_session, max_session = (config.get("group.share.min.session.timeout.ms"),
+                                config.get("group.share.max.session.timeout.ms"))
+    min_heartbeat, max_heartbeat = (config.get("group.share.min.heartbeat.interval.ms"),
+                                    config.get("group.share.max.heartbeat.interval.ms"))
+    for ok, message in (
+            (min(session, heartbeat, min_session, max_session, min_heartbeat, max_heartbeat,
+                 config.get("group.share.initialize.retry.interval.ms")) >= 1,
+             "group.share.* values must be at least 1"),
+            (max_heartbeat >= min_heartbeat, "group.share.max.heartbeat.interval.ms must be greater than or equal "
+                                             "to group.share.min.heartbeat.interval.ms"),
+            (min_heartbeat <= heartbeat <= max_heartbeat, "group.share.heartbeat.interval.ms must be greater than or "
+                                                          "equal to group.share.min.heartbeat.interval.ms and less "
+                                                          "than or equal to group.share.max.heartbeat.interval.ms"),
+            (max_session >= min_session, "group.share.max.session.timeout.ms must be greater than or equal to "
+                                         "group.share.min.session.timeout.ms"),
+            (min_session <= session <= max_session, "group.share.session.timeout.ms must be greater than or equal "
+                                                    "to group.share.min.session.timeout.ms and less than or equal to "
+                                                    "group.share.max.session.timeout.ms"),
+            (heartbeat < session, "group.share.heartbeat.interval.ms must be less than "
+                                  "group.share.session.timeout.ms")):
+        if not ok:
+            raise ConfigError(message)
+    return size

@@ -11,7 +11,7 @@ producer, and the transaction coordinator's COMMIT or ABORT marker in the same p
 both on, so loading a partition rebuilds what is still pending as well as what is committed.
 
 KIP-848 consumer group records (types 3-8 and 16, protocol/coordinator_records) are read back as ConsumerGroupRecords
-beside them; share and streams group records are skipped.
+beside them, and KIP-932 share group records (types 10-15) as ShareGroupRecords; streams group records are skipped.
 
 The topic itself (appends, waits, replays, rewrites) is coordinator_log's, shared with the transaction
 coordinator.
@@ -30,8 +30,10 @@ from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.protocol.coordinator_records import consumer_group_records
 from minikafka.protocol.coordinator_records.consumer_group_records import (
     CONSUMER_GROUP_RECORD_TYPES,
+    SHARE_GROUP_RECORD_TYPES,
     ConsumerGroupRecord,
     ConsumerGroupRecordError,
+    ShareGroupRecord,
 )
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
@@ -108,7 +110,8 @@ class TransactionMarker(NamedTuple):
 
 # What replaying a partition yields, in log order: (key, value) of a record outside any transaction, a record of a
 # transaction, the marker ending one, or a record of a KIP-848 consumer group.
-Replayed = tuple[RecordKey, RecordValue] | TransactionalRecord | TransactionMarker | ConsumerGroupRecord
+Replayed = (tuple[RecordKey, RecordValue] | TransactionalRecord | TransactionMarker | ConsumerGroupRecord
+            | ShareGroupRecord)
 
 
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
@@ -371,8 +374,8 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Recor
     return encode_key(GroupMetadataKey(group)), None if value is None else encode_group_metadata_value(value)
 
 
-def consumer_group_record(record: ConsumerGroupRecord) -> Record:
-    """Key and value bytes of a consumer group record (value None: a tombstone)."""
+def consumer_group_record(record: ConsumerGroupRecord | ShareGroupRecord) -> Record:
+    """Key and value bytes of a consumer or share group record (value None: a tombstone)."""
     key, value = record
     return (consumer_group_records.encode_key(key),
             None if value is None else consumer_group_records.encode_value(value))
@@ -394,10 +397,13 @@ class GroupMetadataLog(CoordinatorLog):
                 try:
                     key = decode_key(key_bytes)
                     if key is None:
-                        # KIP-848 consumer group records are served; share and streams group records, and types
-                        # this broker does not know, are skipped as Kafka skips unknown types.
-                        if consumer_group_records.record_type_of(key_bytes) in CONSUMER_GROUP_RECORD_TYPES:
+                        # KIP-848 consumer and KIP-932 share group records are served; streams group records,
+                        # and types this broker does not know, are skipped as Kafka skips unknown types.
+                        record_type = consumer_group_records.record_type_of(key_bytes)
+                        if record_type in CONSUMER_GROUP_RECORD_TYPES:
                             yield consumer_group_records.decode_record(key_bytes, value)
+                        elif record_type in SHARE_GROUP_RECORD_TYPES:
+                            yield consumer_group_records.decode_share_record(key_bytes, value)
                         continue
                     decoded = decode_value(key, value)
                 except (RecordFormatError, ConsumerGroupRecordError) as exc:

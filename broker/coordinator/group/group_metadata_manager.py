@@ -45,7 +45,10 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     group_metadata_record,
     offset_commit_record,
 )
-from minikafka.protocol.coordinator_records.consumer_group_records import ConsumerGroupRecord
+from minikafka.broker.coordinator.group.share import record_helpers as share_record_helpers
+from minikafka.broker.coordinator.group.share.replay import replay as replay_share_group_record
+from minikafka.broker.coordinator.group.share.share_group import ShareGroup
+from minikafka.protocol.coordinator_records.consumer_group_records import ConsumerGroupRecord, ShareGroupRecord
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 from minikafka.protocol.record_batch import NO_PRODUCER_ID
@@ -108,6 +111,9 @@ class GroupMetadataManager:
         # KIP-848 consumer groups, rebuilt only by replaying their records. A classic Group of the same id, if any,
         # has no members: it holds the consumer group's committed offsets.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # KIP-932 share groups, rebuilt only by replaying their records (no committed offsets: their progress is
+        # the share coordinator's).
+        self.share_groups: dict[str, ShareGroup] = {}
         # False until the coordinator starts and after shutdown: every group API then answers
         # COORDINATOR_NOT_AVAILABLE.
         self.active = False
@@ -154,11 +160,13 @@ class GroupMetadataManager:
             return []
         started = time.monotonic()
         before = set(self.groups)
-        consumer_before = set(self.consumer_groups)
+        consumer_before = set(self.consumer_groups) | set(self.share_groups)
         records = 0
         for replayed in self.metadata_log.replay(partition):
             if isinstance(replayed, ConsumerGroupRecord):
                 replay_consumer_group_record(self.consumer_groups, replayed)
+            elif isinstance(replayed, ShareGroupRecord):
+                replay_share_group_record(self.share_groups, replayed, self.clock_ms())
             elif isinstance(replayed, TransactionMarker):
                 self._complete_transaction(partition, replayed.producer_id, replayed.commit)
             elif isinstance(replayed, TransactionalRecord):
@@ -173,7 +181,8 @@ class GroupMetadataManager:
             self.offsets_changed(group.group_id)
         self.groups_changed()
         # A consumer group's offsets are held by a classic group of the same id: one group, counted once.
-        loaded_ids = {g.group_id for g in loaded} | set(self.consumer_groups).difference(consumer_before)
+        loaded_ids = {g.group_id for g in loaded} | (set(self.consumer_groups) | set(self.share_groups)).difference(
+            consumer_before)
         level = logging.INFO if records else logging.DEBUG  # a broker starts with dozens of empty partitions
         log.log(level, "loaded %d groups from %d coordinator records of %s-%d in %.0f ms",
                 len(loaded_ids), records, GROUP_METADATA_TOPIC, partition,
@@ -191,6 +200,8 @@ class GroupMetadataManager:
             self._stored_metadata.pop(group.group_id, None)
         for group_id in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
             del self.consumer_groups[group_id]
+        for group_id in [g for g in self.share_groups if self.partition_for(g) == partition]:
+            del self.share_groups[group_id]
         self._log_records.pop(partition, None)
         self._open_transactions.pop(partition, None)
         log.log(logging.INFO if dropped else logging.DEBUG, "unloaded %d groups of %s-%d", len(dropped),
@@ -306,6 +317,29 @@ class GroupMetadataManager:
         for record in records:
             replay_consumer_group_record(self.consumer_groups, record)
 
+    def append_share_group_records(self, group_id: str, records: list[ShareGroupRecord]) -> None:
+        """Write share group records to the group's partition, then apply them by replay; KafkaError when the
+        write fails, and then nothing changes."""
+        if not records:
+            return
+        error = self.append(self.partition_for(group_id), [consumer_group_record(r) for r in records],
+                            self.clock_ms())
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"storing the records of share group {group_id} failed")
+        for record in records:
+            replay_share_group_record(self.share_groups, record, self.clock_ms())
+
+    def delete_share_group(self, group_id: str) -> ErrorCode:
+        """Tombstone an empty share group (Kafka's group tombstones); nothing changes if writing fails."""
+        group = self.share_groups[group_id]
+        tombstones = share_record_helpers.group_tombstone_records(group_id, list(group.members))
+        error = self.append(self.partition_for(group_id), [consumer_group_record(r) for r in tombstones],
+                            self.clock_ms())
+        if error == ErrorCode.NONE:
+            for record in tombstones:
+                replay_share_group_record(self.share_groups, record)
+        return error
+
     async def wait_replicated(self, group_id: str) -> ErrorCode:
         """Wait until the writes made so far to the group's partition are committed: a request that wrote
         answers only then (NONE, or the group API error), while its state changes stay as made."""
@@ -377,6 +411,8 @@ class GroupMetadataManager:
             live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets) + pending
         for group_id, consumer_group in self.consumer_groups.items():
             live[self.partition_for(group_id)] += len(_consumer_group_live_records(consumer_group))
+        for group_id, share_group in self.share_groups.items():
+            live[self.partition_for(group_id)] += len(share_record_helpers.live_records(share_group))
         return {partition: (count, count - live[partition]) for partition, count in self._log_records.items()}
 
     def rewrite(self, partition: int) -> tuple[ErrorCode, int]:
@@ -402,6 +438,9 @@ class GroupMetadataManager:
         for group_id, consumer_group in self.consumer_groups.items():
             if self.partition_for(group_id) == partition:
                 records.extend(consumer_group_record(r) for r in _consumer_group_live_records(consumer_group))
+        for group_id, share_group in self.share_groups.items():
+            if self.partition_for(group_id) == partition:
+                records.extend(consumer_group_record(r) for r in share_record_helpers.live_records(share_group))
         return records
 
 

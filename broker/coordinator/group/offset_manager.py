@@ -86,6 +86,12 @@ class OffsetManager:
             raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS)
         return group
 
+    def _refuse_share_group(self, group_id: str) -> None:
+        """A share group has no committed offsets (its progress is the share coordinator's): the offset APIs
+        answer GROUP_ID_NOT_FOUND, as Kafka's ShareGroup.validateOffsetCommit/Fetch/Delete."""
+        if group_id in self.group_manager.share_groups:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                              generation_id: int, retention_time_ms: int, entries: list[OffsetCommitEntry],
                              api_version: int) -> list[ErrorCode]:
@@ -94,6 +100,7 @@ class OffsetManager:
         taken back: the group keeps what it had, unless a later commit has replaced them meanwhile."""
         manager = self.group_manager
         manager.check_active(group_id, allow_empty=True)
+        self._refuse_share_group(group_id)
         existing = manager.groups.get(group_id)
         consumer_group = manager.consumer_groups.get(group_id)
         if consumer_group is not None:
@@ -148,6 +155,7 @@ class OffsetManager:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"producer id {producer_id} has no transaction")
         if producer_epoch < 0:
             raise KafkaError(ErrorCode.PRODUCER_FENCED, f"producer epoch {producer_epoch} has no transaction")
+        self._refuse_share_group(group_id)
         existing = manager.groups.get(group_id)
         consumer_group = manager.consumer_groups.get(group_id)
         if consumer_group is not None:
@@ -218,6 +226,7 @@ class OffsetManager:
         all offsets). A KIP-848 group checks the member id and epoch (OffsetFetch v9+) when they are given."""
         self.group_manager.check_active(group_id, allow_empty=True)
         assert group_id is not None  # check_active refuses a null group id
+        self._refuse_share_group(group_id)
         consumer_group = self.group_manager.consumer_groups.get(group_id)
         if consumer_group is not None:
             consumer_group.validate_offset_fetch(member_id, member_epoch)
@@ -253,6 +262,7 @@ class OffsetManager:
         """OffsetDelete; group-level errors raise KafkaError."""
         manager = self.group_manager
         manager.check_active(group_id)
+        self._refuse_share_group(group_id)
         group = manager.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")

@@ -18,12 +18,12 @@ is fenced), and ids idle for transactional.id.expiration.ms are removed.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.coordinator.coordinator_log import CoordinatorLog
 from minikafka.broker.coordinator.transaction.transaction_config import TransactionConfig
 from minikafka.broker.coordinator.transaction.transaction_marker_channel_manager import (
@@ -63,14 +63,10 @@ class EndTxnResult(NamedTuple):
     producer_epoch: int = NO_PRODUCER_EPOCH
 
 
-def _clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class TransactionCoordinator:
     def __init__(self, config: TransactionConfig, state_manager: TransactionStateManager,
                  marker_manager: TransactionMarkerChannelManager, generate_producer_id: GenerateProducerId,
-                 clock_ms: Callable[[], int] = _clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
         self.state_manager = state_manager
         self.marker_manager = marker_manager
@@ -471,5 +467,5 @@ def load_transaction_coordinator(config: TransactionConfig, transaction_log: Coo
                                  generate_producer_id: GenerateProducerId,
                                  transaction_version: Callable[[], TransactionVersion]) -> TransactionCoordinator:
     """The coordinator, serving no transactional id until this broker leads a partition of `__transaction_state`."""
-    state_manager = TransactionStateManager(config, transaction_log, _clock_ms, transaction_version)
+    state_manager = TransactionStateManager(config, transaction_log, wall_clock_ms, transaction_version)
     return TransactionCoordinator(config, state_manager, marker_manager_factory(state_manager), generate_producer_id)

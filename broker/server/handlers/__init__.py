@@ -18,6 +18,8 @@ from minikafka.broker.server.handlers import (
     reassignments,
     sasl,
     scram_credentials,
+    share,
+    share_groups,
     share_state,
     topics,
     transactions,
@@ -25,4 +27,4 @@ from minikafka.broker.server.handlers import (
 
 MODULES = [api_versions, metadata, produce, fetch, offsets, topics, reassignments, configs, client_quotas,
            scram_credentials, cluster, groups, log_dirs, transactions, sasl, acls, control,
-           share_state]
+           share, share_state, share_groups]

@@ -5,7 +5,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
   end offset, and this replica's log size, cleaner checkpoint and dirty ratio;
-- fault.add (kind error | latency | drop-response | disk | link | fetch-pause | log-dir | txn-markers-hold; error,
+- fault.add (kind error | latency | drop-response | connection-delay | reorder | bandwidth | close-after-bytes |
+  partial-fetch | disk | link | fetch-pause | log-dir | txn-markers-hold; the network kinds take "delay_ms",
+  "bytes_per_s" and "close_after_bytes" respectively, see broker/faults/network_rules; these rules and the error,
   latency and drop-response rules may select a request source: "replica" or "client", and "when": request fields
   that must be as given (client_id, version, acks, group, transactional_id, producer_id, isolation_level; topic
   and partition: the request has entries for them, and an error rule then answers those entries only; min_offset
@@ -14,9 +16,12 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   is cut to node "to", both ways unless "both_ways" is false; fetching is paused for every partition, a "topic" or
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
-  as with a wrong password: auth-failure; the broker dies as on kill -9 when its log cleaner reaches a point "at"
-  of a segment swap, on a log of "topic" or any: cleaner-crash), fault.clear (kind, id), fault.list, fault.get (id:
-  one fault, active or an error, latency or drop-response rule used up or cleared, with its hits);
+  as with a wrong password: auth-failure; the wall clock steps by "ms", forwards or back, the timers untouched:
+  clock-jump, undone when cleared; the broker dies as on kill -9 when its log cleaner reaches a point "at" of a
+  segment swap, on a log of "topic" or any: cleaner-crash), fault.clear (kind, id), fault.list, fault.get (id: one
+  fault, active or used up or cleared, with its hits);
+- the waits below (partition.wait, group.wait_committed, group.wait, topic.wait, topic.wait_records) give up after
+  "timeout_ms" of real time: an advance of a manual clock meanwhile does not cut them short;
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
   at or past "at_least", or "timeout_ms" passes; pushed by the changes that wake fetches (appends, high watermark
   moves, leadership changes), not polled. Answers "value" and "reached"; refused when the broker does not lead the
@@ -35,6 +40,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   them (high watermark minus log start offset, summed; transaction markers count, as they take offsets), or
   "timeout_ms" passes; woken by the changes that wake fetches and by metadata changes (leadership). Answers
   "records", "partitions" (those it leads) and "reached";
+- share_group.describe: the share-partitions of the "group" this broker leads and has loaded, each with its start
+  and end offsets and its in-flight records (offset, state, delivery count, the member holding an acquired one),
+  and the group's share sessions here (member, epoch, partitions by topic id);
 - recording.start: open a request recording keeping the last "size" requests (10000 if not given); answers its
   "id" and the "sequence" it reads after; recording.read: the recorded requests past "after" (a sequence), each
   with its sequence, waiting up to "timeout_ms" (pushed by the next recorded request) while there are none; answers
@@ -46,7 +54,8 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   cleaned once if Kafka's rules make it due (dirty ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms
   passed), waiting for cleanings under way; answers "cleaned", one entry per log cleaned (offsets, bytes, records);
 - shutdown: a clean stop, as on SIGTERM;
-- metrics: the node's metrics, by their Prometheus names and labels (see metrics).
+- metrics: the node's metrics, by their Prometheus names and labels (see metrics);
+- clock.now, clock.advance: the node's clock, a manual one moved forwards (see network/clock_control.py).
 
 With an authorizer, the control API is the super users' (`super.users`) alone, as it can do anything to the
 broker: any other principal's request, whatever its operation, is answered {"ok": false, "error":
@@ -62,10 +71,13 @@ from typing import Any
 import trio
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 
+from minikafka.broker.clock.broker_clock import real_time
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
+from minikafka.broker.faults.network_rules import KINDS as NETWORK_KINDS
 from minikafka.broker.faults.rules import FaultError
 from minikafka.broker.log.log_cleaner import CleanerStopped
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
+from minikafka.broker.network.clock_control import CLOCK_OPERATIONS
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
 from minikafka.broker.network.metrics_endpoint import as_dict
 from minikafka.broker.network.network_client import DisconnectedError
@@ -156,8 +168,15 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
                                            request.get("source"), request.get("when"),
                                            _optional_int(request, "skip"))
         return {"fault": dropped.describe()}
+    if kind in NETWORK_KINDS:
+        count = request.get("count")
+        network = faults.add_network_rule(kind, request.get("api"), None if count is None else int(count),
+                                          request.get("source"), request.get("when"), _optional_int(request, "skip"),
+                                          _optional_int(request, "delay_ms"), _optional_int(request, "bytes_per_s"),
+                                          _optional_int(request, "close_after_bytes"))
+        return {"fault": network.describe()}
     if kind == "disk":
-        return {"fault": services.disk_quota.set(_optional_int(request, "quota_bytes"))}
+        return {"fault": faults.fill_disk(_optional_int(request, "quota_bytes"))}
     if kind == "link":
         to = int(request["to"])
         peer = await _control_address(services, to)
@@ -176,8 +195,11 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
     if kind == "cleaner-crash":
         return {"fault": services.faults.crash_cleaner(str(request.get("at")), request.get("topic")).describe()}
-    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, disk, link, fetch-pause, log-dir, "
-                     "txn-markers-hold, auth-failure or cleaner-crash")
+    if kind == "clock-jump":
+        return {"fault": services.faults.jump_clock(int(request["ms"])).describe()}
+    raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, drop-response, "
+                     f"{', '.join(NETWORK_KINDS)}, disk, link, fetch-pause, log-dir, txn-markers-hold, auth-failure, "
+                     "clock-jump or cleaner-crash")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
@@ -278,9 +300,9 @@ async def _partition_wait(services: BrokerServices, request: dict[str, Any], con
             raise ControlRefused(f"broker {services.node_id} does not lead {tp[0]}-{tp[1]}")
         return partition.high_watermark if what == "high_watermark" else partition.last_stable_offset()
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while (value := current()) < at_least and trio.current_time() < deadline:
-        await services.purgatory.wait_any([fetch_key(tp)], deadline - trio.current_time(), conn.stream,
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while (value := current()) < at_least and real_time() < deadline:
+        await services.purgatory.wait_any([fetch_key(tp)], deadline - real_time(), conn.stream,
                                           lambda: current() >= at_least)
     return {"value": value, "reached": value >= at_least}
 
@@ -304,9 +326,9 @@ async def _group_wait_committed(services: BrokerServices, request: dict[str, Any
         offset = current()
         return offset is not None and offset >= at_least
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while not reached() and trio.current_time() < deadline:
-        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - trio.current_time(),
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and real_time() < deadline:
+        await services.purgatory.wait_any([committed_offsets_key(group_id)], deadline - real_time(),
                                           conn.stream, reached)
     return {"offset": current(), "reached": reached()}
 
@@ -338,9 +360,9 @@ async def _group_wait(services: BrokerServices, request: dict[str, Any], conn: C
             and (members is None or now["members"] == members) \
             and (generation_at_least is None or now["generation"] >= generation_at_least)
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while not reached() and trio.current_time() < deadline:
-        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - trio.current_time(), conn.stream, reached)
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while not reached() and real_time() < deadline:
+        await services.purgatory.wait_any([GROUPS_CHANGED_KEY], deadline - real_time(), conn.stream, reached)
     return {**seen(), "reached": reached()}
 
 
@@ -357,9 +379,9 @@ async def _topic_wait(services: BrokerServices, request: dict[str, Any], conn: C
             return f"{len(info.partitions)} partition(s)"
         return f"partition(s) {leaderless} without a leader" if leaderless else "ready"
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while seen() != "ready" and trio.current_time() < deadline:
-        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - trio.current_time(), conn.stream,
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while seen() != "ready" and real_time() < deadline:
+        await services.purgatory.wait_any([METADATA_CHANGE_KEY], deadline - real_time(), conn.stream,
                                           lambda: seen() == "ready")
     return {"seen": seen(), "reached": seen() == "ready"}
 
@@ -378,15 +400,15 @@ async def _topic_wait_records(services: BrokerServices, request: dict[str, Any],
         return sum(max(0, partition.high_watermark - partition.log_start_offset) for p in led()
                    if (partition := replica_manager.get_partition(topic, p)) is not None)
 
-    deadline = trio.current_time() + int(request.get("timeout_ms", 30000)) / 1000
-    while records() < at_least and trio.current_time() < deadline:
+    deadline = real_time() + int(request.get("timeout_ms", 30000)) / 1000
+    while records() < at_least and real_time() < deadline:
         watched = led()  # woken again when leadership moves, to watch the partitions it leads then
 
         def done(watched: list[int] = watched) -> bool:
             return records() >= at_least or led() != watched
 
         keys = [METADATA_CHANGE_KEY, *(fetch_key((topic, p)) for p in watched)]
-        await services.purgatory.wait_any(keys, deadline - trio.current_time(), conn.stream, done)
+        await services.purgatory.wait_any(keys, deadline - real_time(), conn.stream, done)
     count = records()
     return {"records": count, "partitions": led(), "reached": count >= at_least}
 
@@ -429,6 +451,11 @@ async def _connections_close(services: BrokerServices, _request: dict[str, Any],
     return {"closed": closed}
 
 
+async def _share_group_describe(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo
+                                ) -> dict[str, Any]:
+    return {"node_id": services.node_id, **services.share_partition_manager.describe(str(request["group"]))}
+
+
 async def _shutdown(services: BrokerServices, _request: dict[str, Any], conn: ConnectionInfo) -> dict[str, Any]:
     log.info("shutdown requested through the control API by %s", conn.peer)
     services.stop()  # a clean stop as on SIGTERM; the answer still goes out, since shutdown drains requests
@@ -464,11 +491,13 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "recording.read": _recording_read,
     "recording.stop": _recording_stop,
     "topic.wait_records": _topic_wait_records,
+    "share_group.describe": _share_group_describe,
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
     "log.clean": _log_clean,
     "metrics": _metrics,
+    **CLOCK_OPERATIONS,
 }
 
 # Served by KafkaApis outside the Kafka API table: never advertised, raw frames in and out.

@@ -54,7 +54,8 @@ Versions served, and what changes between them:
 - ConsumerGroupDescribe (v0-1, flexible): members with their epochs, assignments and target assignments (topic ids
   and names), the group and assignment epochs, the assignor; v1 each member's type (1, consumer). An unknown group
   or a classic one is GROUP_ID_NOT_FOUND.
-- DeleteGroups (v0-2): NON_EMPTY_GROUP for a group with members; v2 flexible.
+- DeleteGroups (v0-2): NON_EMPTY_GROUP for a group with members; v2 flexible. An empty share group's share state is
+  deleted in the share coordinator first (DeleteShareGroupState), and the group only when that succeeded.
 
 Authorization, with an authorizer, as Kafka's KafkaApis checks it (before anything else is looked at, so a denied
 request changes nothing, and a topic the principal may not see is never revealed as unknown):
@@ -625,10 +626,18 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
             authorized.append(name)
         else:
             denied.append(name)
-    results = []
+    results: list[tuple[str | None, ErrorCode]] = []
     if authorized:
         await _ensure_offsets_topic(ctx)
-        results = [(group_id, await _committed(ctx, group_id) if code == ErrorCode.NONE and group_id is not None
+        # As Kafka: an empty share group's share state is deleted first; a group whose deletion fails stays.
+        for share_group_id, partitions in _coordinator(ctx).share.share_partitions_to_delete(authorized).items():
+            state_error = await _committed(ctx, share_group_id)
+            if state_error == ErrorCode.NONE:
+                state_error = await _coordinator(ctx).share.delete_share_state(share_group_id, partitions)
+            if state_error != ErrorCode.NONE:
+                authorized.remove(share_group_id)
+                results.append((share_group_id, state_error))
+        results += [(group_id, await _committed(ctx, group_id) if code == ErrorCode.NONE and group_id is not None
                     else code) for group_id, code in _coordinator(ctx).delete_groups(authorized)]
     # As Kafka: the groups the principal may not DELETE follow the coordinator's results.
     results += [(name, ErrorCode.GROUP_AUTHORIZATION_FAILED) for name in denied]
@@ -645,7 +654,8 @@ def _consumer_protocol_enabled(ctx: RequestContext) -> bool:
     """Whether the consumer rebalance protocol is served: listed in group.coordinator.rebalance.protocols and
     group.version 1 finalized; otherwise its APIs answer UNSUPPORTED_VERSION before any other check, as Kafka."""
     return (_coordinator(ctx).config.consumer_protocol_enabled
-            and finalized_level(GROUP_VERSION) >= CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION)
+            and finalized_level(GROUP_VERSION, ctx.services.metadata_cache.image.features)
+            >= CONSUMER_REBALANCE_PROTOCOL_GROUP_VERSION)
 
 
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> object:

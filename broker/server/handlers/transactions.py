@@ -59,7 +59,6 @@ Authorization, with an authorizer, as Kafka's KafkaApis checks it, before anythi
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
 import trio
@@ -78,6 +77,7 @@ from kafka.protocol.producer.transaction import (
     WriteTxnMarkersResponse,
 )
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.coordinator.coordinator_log import partition_for
 from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from minikafka.broker.coordinator.transaction.transaction_metadata import TransactionVersion
@@ -295,7 +295,7 @@ async def _write_markers(services: BrokerServices, request: WriteTxnMarkersReque
     timeout_ms = services.config.get("request.timeout.ms")
     answers: list[dict[TopicPartition, ErrorCode]] = [{} for _ in request.markers]
     appended: list[dict[TopicPartition, AppendResult]] = []
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = wall_clock_ms()
     for i, marker in enumerate(request.markers):
         entries = _marker_batches(replica_manager, marker, now_ms, answers[i])
         appended.append(replica_manager.append_to_local_log(-1, entries, AppendOrigin.COORDINATOR) if entries else {})
@@ -424,7 +424,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
             states[state] = name
     producer_ids = set(request.producer_id_filters)
     duration_ms = request.duration_filter if ctx.version >= 1 else -1
-    now = time.time_ns() // 1_000_000
+    now = wall_clock_ms()
     listed = [R.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
                                  transaction_state=m.state.state_name)
               for m in state_manager.all_transactions()

@@ -207,6 +207,15 @@ class SharePartitionState:
         self._advance_start_offset()
         return bool(changes)
 
+    def archive_acquired(self, member_id: str, first_offset: int, last_offset: int) -> None:
+        """Archive what `member_id` just acquired of first_offset..last_offset: records a read_committed share
+        group must never deliver (an aborted transaction's)."""
+        for offset in range(max(first_offset, self.start_offset), min(last_offset + 1, self.end_offset)):
+            record = self._records[offset]
+            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
+                self._set(offset, RecordState.ARCHIVED)
+        self._advance_start_offset()
+
     def release_acquired_records(self, member_id: str) -> bool:
         """A member left (its share session closed): its records are released; whether any was."""
         offsets = [o for o, r in self._records.items() if r.state == RecordState.ACQUIRED and r.member_id == member_id]
@@ -252,6 +261,23 @@ class SharePartitionState:
             self.start_offset += 1
 
 
+def without_ranges(acquired: list[AcquiredRecords], ranges: tuple[tuple[int, int], ...]) -> list[AcquiredRecords]:
+    """The acquired ranges with the offsets of `ranges` cut out."""
+    out = list(acquired)
+    for first, last in ranges:
+        cut: list[AcquiredRecords] = []
+        for a in out:
+            if a.last_offset < first or a.first_offset > last:
+                cut.append(a)
+                continue
+            if a.first_offset < first:
+                cut.append(AcquiredRecords(a.first_offset, first - 1, a.delivery_count))
+            if a.last_offset > last:
+                cut.append(AcquiredRecords(last + 1, a.last_offset, a.delivery_count))
+        out = cut
+    return out
+
+
 UNINITIALIZED_START_OFFSET = -1
 
 _PERSISTER_ERRORS = {
@@ -277,14 +303,19 @@ class SharePartition:
     back an acknowledgement it could not persist."""
 
     def __init__(self, key: SharePartitionKey, leader_epoch: int, persister: Persister, *,
-                 delivery_count_limit: int = 5, max_record_locks: int = 2000) -> None:
+                 delivery_count_limit: int = 5, max_record_locks: int = 2000,
+                 topic_partition: tuple[str, int] = ("", -1)) -> None:
         self.key = key
+        self.topic_partition = topic_partition  # the log's name for the partition, where its leader reads it
         self.leader_epoch = leader_epoch
         self.persister = persister
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         self.state_epoch = 0
         self.state: SharePartitionState | None = None
+        # Set by whoever loads it in the background: a load under way, and why the last one failed.
+        self.loading = False
+        self.load_error = ErrorCode.NONE
         self._lock = trio.Lock()
 
     async def maybe_initialize(self, reset_offset: Callable[[], Awaitable[int]]) -> ErrorCode:
@@ -305,6 +336,25 @@ class SharePartition:
                                              delivery_count_limit=self.delivery_count_limit,
                                              max_record_locks=self.max_record_locks)
             return ErrorCode.NONE
+
+    async def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int, now_ms: int,
+                      lock_duration_ms: int, archive: tuple[tuple[int, int], ...] = ()) -> list[AcquiredRecords]:
+        """Acquire records read from the log (see SharePartitionState.acquire), never while a change is being
+        written: an acquisition is not persisted, so an undone change must not take it back. Of what is
+        acquired, the `archive` ranges (aborted transactions' records, for read_committed) are archived at once
+        and left out of the answer."""
+        async with self._lock:
+            state = self.state
+            if state is None:
+                return []
+            acquired = state.acquire(member_id, first_offset, last_offset, max_records, now_ms, lock_duration_ms)
+            for first, last in archive:
+                state.archive_acquired(member_id, first, last)
+            return without_ranges(acquired, archive)
+
+    async def update_log_start_offset(self, log_start_offset: int) -> tuple[ErrorCode, str | None]:
+        """The log lost records below log_start_offset: the share-partition's start offset follows, persisted."""
+        return await self._change(lambda state: state.update_log_start_offset(log_start_offset))
 
     async def acknowledge(self, member_id: str, batches: list[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
         """Apply and persist a member's acknowledgements: the error and its message for the member."""

@@ -52,6 +52,9 @@ class ShareSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def sessions(self) -> list[ShareSession]:
+        return list(self._sessions.values())
+
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 

@@ -1,7 +1,8 @@
 """What the active ZooKeeper-mode controller serves to brokers (Kafka's KafkaApis handlers that reach its
 KafkaController): AlterPartition, ControlledShutdown, AllocateProducerIds and the admin requests brokers forward
 (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs, ElectLeaders,
-AlterPartitionReassignments, AlterClientQuotas, AlterUserScramCredentials) and ListPartitionReassignments.
+AlterPartitionReassignments, AlterClientQuotas, AlterUserScramCredentials, UpdateFeatures) and
+ListPartitionReassignments.
 
 All but ControlledShutdown are the KRaft controller's own handlers (ControllerApis) over the quorum controller the
 active KafkaController holds: the same checks, records and answers, with ZooKeeper as the store. An admin request
@@ -32,7 +33,8 @@ log = logging.getLogger("minikafka.controller")
 ADMIN_KEYS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                         ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
                         ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
-                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})
+                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+                        ApiKey.UPDATE_FEATURES})
 SHARED_KEYS = ADMIN_KEYS | {ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
                             ApiKey.ASSIGN_REPLICAS_TO_DIRS}
 SERVED_KEYS = SHARED_KEYS | {ApiKey.CONTROLLED_SHUTDOWN}

@@ -26,6 +26,8 @@ fails the same way, and the controller resigns):
   quotas kept (see zk_scram_credentials), and a change notification naming `users/<user>`.
 - AccessControlEntryRecord / RemoveAccessControlEntryRecord: the resource pattern's /kafka-acl... znode holds its
   ACLs, and an acl_changes_ notification names the pattern (see zk_acls).
+- FeatureLevelRecord: /feature holds every finalized feature at its new level (Kafka's FeatureZNode; a feature at 0
+  left out), which brokers watch; a cluster without it is at the default levels.
 Broker records are not written: the ephemeral /brokers/ids/<id> znodes are the truth, and the controller only
 replays what it synthesises from them. Offsets are a count of the records this controller committed: nothing
 fetches them.
@@ -41,6 +43,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from minikafka.broker.metadata.acls import acl_records
+from minikafka.broker.metadata.features import finalized_levels, levels_of_listing
 from minikafka.broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionInfo
 from minikafka.broker.metadata.scram_credentials import credential_records
 from minikafka.broker.zk.kafka_zk_client import (
@@ -60,6 +63,7 @@ from minikafka.broker.zk.zk_broker_configs import (
 from minikafka.broker.zk.zk_client_quotas import client_quota_record_writes, client_quota_records, read_client_quotas
 from minikafka.broker.zk.zk_data import (
     CONFIG_CHANGES_PATH,
+    FEATURE_PATH,
     PRODUCER_ID_BLOCK_PATH,
     RECOVERED,
     TOPIC_CONFIG,
@@ -72,6 +76,7 @@ from minikafka.broker.zk.zk_data import (
     decode_producer_id_block,
     delete_topic_path,
     encode_config,
+    encode_feature_znode,
     encode_producer_id_block,
     encode_topic,
     encode_topic_partition_state,
@@ -83,6 +88,7 @@ from minikafka.broker.zk.zk_data import (
 from minikafka.broker.zk.zk_scram_credentials import read_scram_credentials, scram_credential_record_writes
 from minikafka.protocol.metadata_records import (
     ConfigRecord,
+    FeatureLevelRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -210,6 +216,10 @@ class ZkMetadataStore:
         records += credential_records(await read_scram_credentials(zk))
         records += acl_records(await read_acls(zk))
         records += broker_config_records(await read_broker_configs(zk))
+        listed, _version = await zk.get_feature_levels()
+        if listed is not None:
+            records += [FeatureLevelRecord(name=name, feature_level=level)
+                        for name, level in sorted(levels_of_listing(listed).items())]
         marks = set(await zk.get_topic_deletions(watch=False))
         self.pending_deletions = sorted(marks & set(assignments))
         self.stale_deletion_marks = sorted(marks - set(assignments))
@@ -370,6 +380,11 @@ class ZkMetadataStore:
         ops += await scram_credential_record_writes(self._zk, image.scram_credentials, records)
         ops += await acl_record_writes(self._zk, image.acls, records)
         ops += await broker_config_record_writes(self._zk, image.broker_configs, records)
+        features = {r.name: r.feature_level for r in records if isinstance(r, FeatureLevelRecord)}
+        if features:
+            data = encode_feature_znode(finalized_levels({**image.features, **features}))
+            ops.append(SetDataOp(FEATURE_PATH, data) if await self._zk.path_exists(FEATURE_PATH)
+                       else CreateOp(FEATURE_PATH, data))
         for name in removed:
             if name not in self._marked and not await self._zk.path_exists(delete_topic_path(name)):
                 ops.append(CreateOp(delete_topic_path(name), b""))
