@@ -145,7 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(crash)
     crash.add_argument("--at", required=True, choices=["before-swap", "mid-swap", "after-swap"],
                        help="before the cleaned segment is renamed to .swap, once it is, or once it is swapped in")
-    crash.add_argument("--topic", help="only while cleaning a log of this topic (default: any)")
+    crash.add_argument("--topic", "-t", help="only while cleaning a log of this topic (default: any)")
     jump = actions.add_parser("jump-clock", help="step the broker's wall clock forwards or back")
     add_bootstrap(jump)
     jump.add_argument("--ms", type=int, required=True, help="how far, in ms (negative: back)")
