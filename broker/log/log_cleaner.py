@@ -32,6 +32,7 @@ from typing import Any
 
 import trio
 
+from minikafka.broker.clock.broker_clock import wall_clock_ms
 from minikafka.broker.log.log_cleaner_manager import LogCleanerManager, LogToClean, TopicPartition
 from minikafka.broker.log.log_manager import LogManager
 from minikafka.storage.errors import KafkaStorageError
@@ -138,7 +139,7 @@ class LogCleaner:
 
     def __init__(self, config: CleanerConfig, log_manager: LogManager,
                  high_watermark_of: Callable[[TopicPartition], int | None],
-                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 now_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
         self.log_manager = log_manager
         self.manager = LogCleanerManager(lambda: log_manager.logs, log_manager.dir_of, log_manager.log_dirs,

@@ -373,3 +373,24 @@ def test_an_in_process_broker_compacts_too(tmp_path):
         [cleaned] = broker.clean_logs("inside")
         assert cleaned["messages_retained"] == 10
         assert consume_all(broker.bootstrap_servers, "inside", 500) == compacted(produced, cleaned["cleaned_up_to"])
+
+
+def test_a_tombstone_goes_once_a_manual_clock_passes_delete_retention(tmp_path):
+    """delete.retention.ms follows the broker's clock: with a manual clock the tombstone outlives a cleaning until
+    the test advances the clock past it (Kafka's default, a day), with no real wait."""
+    with minikafka.Broker(clock="manual", data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
+                          config={"log.cleaner.enable": "false"}) as broker:
+        admin_create_topic(broker.bootstrap_servers, "days", 1, **COMPACTED)
+        first = produce_keyed(broker.bootstrap_servers, "days",
+                              [(b"k%02d" % (i % 20), b"v" * 200) for i in range(200)] + [(b"k00", None)]
+                              + [(b"filler-%04d" % i, b"z" * 200) for i in range(200)])
+        [pass_one] = broker.clean_logs("days")
+        up_to = pass_one["cleaned_up_to"]
+        tombstone = next(o for o, k, v in first if v is None)
+        assert up_to > tombstone
+        assert (tombstone, b"k00", None) in consume_all(broker.bootstrap_servers, "days", first[-1][0] + 1)
+        broker.clock.advance(86_400_000 + 1000)  # delete.retention.ms, 24 h
+        second = produce_keyed(broker.bootstrap_servers, "days", [(b"later-%04d" % i, b"w" * 200) for i in range(200)])
+        broker.clean_logs("days")
+        remaining = consume_all(broker.bootstrap_servers, "days", second[-1][0] + 1)
+        assert all(k != b"k00" for _o, k, _v in remaining), "the tombstone and the values it deleted are gone"
