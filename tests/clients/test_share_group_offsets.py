@@ -9,6 +9,8 @@ import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import minikafka
+from minikafka import Acl
 from minikafka.protocol.client_apis.messages import (
     AlterShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsRequest,
@@ -16,7 +18,7 @@ from minikafka.protocol.client_apis.messages import (
 )
 from minikafka.protocol.errors import ErrorCode
 from tests.clients.test_share_fetch import set_group_config
-from tests.helpers import produce_acked
+from tests.helpers import create_topic, produce_acked
 from tests.raw_client import RawConnection
 from tests.share_consumer import (
     ACCEPT,
@@ -35,19 +37,22 @@ DEADLINE_S = 60.0
 RECORDS = 10
 
 
-def coordinator_request(bootstrap: str, request: object) -> object:
-    _node, address = find_coordinator(bootstrap, GROUP)
+def coordinator_request(bootstrap: str, request: object, user: tuple[str, str] | None = None) -> object:
+    _node, address = find_coordinator(bootstrap, GROUP) if user is None else (0, bootstrap)
     with RawConnection(address) as raw:
+        if user is not None:
+            raw.authenticate_plain(*user)
         return raw.request(request)
 
 
-def describe_offsets(bootstrap: str, topics: dict[str, list[int]] | None = None, group: str = GROUP) -> object:
+def describe_offsets(bootstrap: str, topics: dict[str, list[int]] | None = None, group: str = GROUP,
+                     user: tuple[str, str] | None = None) -> object:
     """DescribeShareGroupOffsets v0 of one group: of `topics`, or of every initialized share-partition (None)."""
     R = DescribeShareGroupOffsetsRequest
     G = R.DescribeShareGroupOffsetsRequestGroup
     asked = None if topics is None else [G.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
                                          for t, ps in topics.items()]
-    response = coordinator_request(bootstrap, R[0](groups=[G(group_id=group, topics=asked)]))
+    response = coordinator_request(bootstrap, R[0](groups=[G(group_id=group, topics=asked)]), user)
     (described,) = response.groups  # type: ignore[attr-defined]
     assert described.group_id == group
     return described
@@ -59,12 +64,13 @@ def start_offsets(described: object) -> dict[tuple[str, int], tuple[int, int]]:
             for t in described.topics for p in t.partitions}  # type: ignore[attr-defined]
 
 
-def alter_offsets(bootstrap: str, offsets: dict[str, dict[int, int]], group: str = GROUP) -> object:
+def alter_offsets(bootstrap: str, offsets: dict[str, dict[int, int]], group: str = GROUP,
+                  user: tuple[str, str] | None = None) -> object:
     R = AlterShareGroupOffsetsRequest
     T = R.AlterShareGroupOffsetsRequestTopic
     return coordinator_request(bootstrap, R[0](group_id=group, topics=[T(topic_name=t, partitions=[
         T.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o) for p, o in ps.items()])
-        for t, ps in offsets.items()]))
+        for t, ps in offsets.items()]), user)
 
 
 def altered(response: object) -> dict[tuple[str, int], int]:
@@ -72,10 +78,11 @@ def altered(response: object) -> dict[tuple[str, int], int]:
             for t in response.responses for p in t.partitions}  # type: ignore[attr-defined]
 
 
-def delete_offsets(bootstrap: str, topics: list[str], group: str = GROUP) -> object:
+def delete_offsets(bootstrap: str, topics: list[str], group: str = GROUP,
+                   user: tuple[str, str] | None = None) -> object:
     R = DeleteShareGroupOffsetsRequest
     return coordinator_request(bootstrap, R[0](group_id=group, topics=[
-        R.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics]))
+        R.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics]), user)
 
 
 def consume_all(bootstrap: str, tid: uuid.UUID, expected: int) -> list[int]:
@@ -184,3 +191,32 @@ def test_unknown_group_and_share_version_0(broker) -> None:
         assert delete_offsets(bootstrap, [TOPIC]).error_code == ErrorCode.UNSUPPORTED_VERSION  # type: ignore[attr-defined]
     finally:
         set_share_version(bootstrap, 1, 1)
+
+
+def test_authorization_of_the_share_group_offsets_apis(tmp_path) -> None:
+    """Describe needs DESCRIBE on the group and on each topic, Alter READ on the group, Delete DELETE on it."""
+    alice = ("alice", "alice-secret")
+    with minikafka.Broker(security="SASL_PLAINTEXT", users=dict([alice]), acls=[],
+                          data_dir=tmp_path / "data") as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = broker.client_config(client="kafka-python")
+        with RawConnection(bootstrap) as conn:
+            conn.authenticate_plain(admin["sasl_plain_username"], admin["sasl_plain_password"])
+            create_topic(conn, TOPIC)
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert describe_offsets(bootstrap, {TOPIC: [0]}, user=alice).error_code == denied  # type: ignore[attr-defined]
+        assert alter_offsets(bootstrap, {TOPIC: {0: 0}}, user=alice).error_code == denied  # type: ignore[attr-defined]
+        assert delete_offsets(bootstrap, [TOPIC], user=alice).error_code == denied  # type: ignore[attr-defined]
+
+        broker.add_acls(Acl("User:alice", "DESCRIBE", group=GROUP), Acl("User:alice", "READ", group=GROUP),
+                        Acl("User:alice", "DELETE", group=GROUP))
+        described = describe_offsets(bootstrap, {TOPIC: [0]}, user=alice)
+        assert described.error_code == 0  # type: ignore[attr-defined]
+        assert start_offsets(described) == {(TOPIC, 0): (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+        # With the group allowed, the group itself is looked at: there is no share group of that name.
+        assert alter_offsets(bootstrap, {TOPIC: {0: 0}}, user=alice).error_code == (  # type: ignore[attr-defined]
+            ErrorCode.GROUP_ID_NOT_FOUND)
+        assert delete_offsets(bootstrap, [TOPIC], user=alice).error_code == (  # type: ignore[attr-defined]
+            ErrorCode.GROUP_ID_NOT_FOUND)
+        broker.add_acls(Acl("User:alice", "DESCRIBE", topic=TOPIC))
+        assert start_offsets(describe_offsets(bootstrap, {TOPIC: [0]}, user=alice)) == {(TOPIC, 0): (-1, 0)}
