@@ -4,6 +4,8 @@ gives each share-partition's start offset, the next record not yet delivered for
 DeleteShareGroupOffsets (--delete-offsets) deletes the share state of a topic."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 
@@ -131,6 +133,13 @@ def test_describe_alter_and_delete_share_group_offsets(broker) -> None:
     assert described.error_code == 0  # type: ignore[attr-defined]
     assert [(t.topic_name, t.topic_id) for t in described.topics] == [(TOPIC, tid)]  # type: ignore[attr-defined]
     assert start_offsets(described) == {(TOPIC, 0): (RECORDS, 0)}
+    # As kafka-share-groups.sh --describe prints them.
+    cli = subprocess.run([sys.executable, "-m", "minikafka", "groups", "describe", "--group", GROUP,
+                          "--bootstrap-server", bootstrap], capture_output=True, text=True, timeout=DEADLINE_S)
+    assert cli.returncode == 0, cli.stderr
+    assert [line.split() for line in cli.stdout.splitlines() if line] == [
+        ["GROUP", "TOPIC", "PARTITION", "START-OFFSET"], [GROUP, TOPIC, "0", str(RECORDS)]], cli.stdout
+    assert f"Share group '{GROUP}' has no active members." in cli.stderr
     # Asked by name, with a topic that does not exist: that one has no offset (-1), and no error.
     described = describe_offsets(bootstrap, {TOPIC: [0], "nowhere": [0, 1]})
     assert start_offsets(described) == {(TOPIC, 0): (RECORDS, 0), ("nowhere", 0): (-1, 0), ("nowhere", 1): (-1, 0)}
