@@ -5,7 +5,8 @@ list asks every broker (ListGroups v5, which types each group: Classic, Consumer
 them). describe shows, per group, the offsets view (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
 CONSUMER-ID HOST CLIENT-ID), or with --members the members view, or with --state the group's state, as Kafka's
 tool does. A KIP-848 consumer group is described by ConsumerGroupDescribe (member and group epochs, current and
-target assignments), a classic one by DescribeGroups.
+target assignments), a classic one by DescribeGroups. A KIP-932 share group is described by ShareGroupDescribe, and
+its offsets view is kafka-share-groups.sh's (GROUP TOPIC PARTITION START-OFFSET, from DescribeShareGroupOffsets).
 """
 from __future__ import annotations
 
@@ -96,16 +97,35 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from minikafka.state import classic_group_state, consumer_group_state, describe_consumer_groups
+    from minikafka.state import (
+        classic_group_state,
+        consumer_group_state,
+        describe_consumer_groups,
+        describe_share_groups,
+        share_group_state,
+    )
 
     admin = admin_client(args, CLIENT_ID)
     try:
         group_ids = sorted(g["group_id"] for g in admin.list_groups()) if args.all_groups else args.group
         consumer_groups = describe_consumer_groups(admin, group_ids)
-        classic_ids = [g for g in group_ids if g not in consumer_groups]
+        other_ids = [g for g in group_ids if g not in consumer_groups]
+        share_groups = describe_share_groups(admin, other_ids) if other_ids else {}
+        classic_ids = [g for g in other_ids if g not in share_groups]
         described = admin.describe_groups(classic_ids) if classic_ids else {}
         failed = False
         for group_id in group_ids:
+            if group_id in share_groups:
+                group = share_group_state(share_groups[group_id])
+                if group.state == "Empty":
+                    print(f"\nShare group '{group_id}' has no active members.", file=sys.stderr)
+                if args.state:
+                    _print_state(admin, group, args.verbose)
+                elif args.members:
+                    _print_members(group, args.verbose)
+                else:
+                    _print_share_offsets(admin, group_id, args.verbose)
+                continue
             if group_id in consumer_groups:
                 group = consumer_group_state(consumer_groups[group_id], {})
             else:
@@ -172,6 +192,50 @@ def _print_offsets(admin, group: GroupState) -> None:
                 "CLIENT-ID")))
     for row in table:
         print(line(row))
+
+
+def _print_share_offsets(admin, group_id: str, verbose: bool) -> None:
+    """kafka-share-groups.sh --describe's offsets view: each share-partition's start offset (DescribeShareGroupOffsets
+    of every share-partition the group initialized), `-` where it has none; --verbose adds the leader epoch."""
+    rows = sorted(share_group_start_offsets(admin, group_id).items())
+    w_group = max(15, len(group_id))
+    w_topic = max([15] + [len(topic) for (topic, _p), _o in rows])
+
+    def line(cells: tuple) -> str:
+        head = f"{cells[0]:<{w_group}} {cells[1]:<{w_topic}} {cells[2]:<10} "
+        return head + (f"{cells[3]:<13} {cells[4]}" if verbose else f"{cells[4]}")
+
+    print()
+    print(line(("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET")))
+    for (topic, partition), (offset, leader_epoch) in rows:
+        print(line((group_id, topic, str(partition), MISSING if offset < 0 else str(leader_epoch),
+                    MISSING if offset < 0 else str(offset))))
+
+
+def share_group_start_offsets(admin, group_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (start offset, leader epoch) of a share group's share-partitions, asked of its
+    coordinator with DescribeShareGroupOffsets v0 (kafka-python has no call for it)."""
+    from minikafka.protocol.client_apis.messages import DescribeShareGroupOffsetsRequest
+    from minikafka.protocol.schema_loading import quiet_schema_loading
+
+    with quiet_schema_loading():
+        import kafka.errors as errors
+    R = DescribeShareGroupOffsetsRequest
+
+    async def describe() -> dict[tuple[str, int], tuple[int, int]]:
+        node_id = (await admin._find_coordinator_ids([group_id]))[group_id]  # no public call for it either
+        response = await admin._manager.send(R(version=0, groups=[R.DescribeShareGroupOffsetsRequestGroup(
+            group_id=group_id, topics=None)]), node_id=node_id)
+        (group,) = response.groups
+        error = errors.for_code(group.error_code)
+        if error is not errors.NoError:
+            raise CommandError(f"describing the offsets of share group {group_id!r} failed: {error.__name__}"
+                               + (f" ({group.error_message})" if group.error_message else ""))
+        return {(t.topic_name, p.partition_index): (p.start_offset, p.leader_epoch)
+                for t in group.topics for p in t.partitions}
+
+    result: dict[tuple[str, int], tuple[int, int]] = admin._manager.run(describe)
+    return result
 
 
 def assignment_text(partitions: list[tuple[str, int]]) -> str:

@@ -141,6 +141,26 @@ def states(share_partition: SharePartition) -> list[tuple[str, int]]:
             if (r := state.record(o)) is not None]
 
 
+def test_the_groups_last_session_ending_drops_its_share_partitions() -> None:
+    """As a connection closing does: state changed in the share coordinator meanwhile (an offsets reset) is read
+    anew by the next member's fetch."""
+    persister = MemoryPersister()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            manager, share_partition = await loaded_manager(nursery, persister)
+            manager.new_context("g", "m", 0, [(TOPIC_ID, 0)], [], False, "connection-1")
+            manager.new_context("g", "n", 0, [(TOPIC_ID, 0)], [], False, "connection-2")
+            await acquire(manager, share_partition, "m", 30_000)
+            assert await manager.release_session("g", "m") == ErrorCode.NONE
+            assert manager.partitions == {KEY: share_partition}  # n's session is still open
+            assert await manager.release_session("g", "n") == ErrorCode.NONE
+            assert manager.partitions == {}
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))
+
+
 def test_acquisition_locks_expire_on_time() -> None:
     persister = MemoryPersister()
 
@@ -165,12 +185,12 @@ def test_a_session_ending_or_its_connection_closing_releases_its_records() -> No
         async with trio.open_nursery() as nursery:
             manager, share_partition = await loaded_manager(nursery, persister)
             manager.new_context("g", "m", 0, [(TOPIC_ID, 0)], [], False, "connection-1")
+            manager.new_context("g", "o", 0, [(TOPIC_ID, 0)], [], False, "connection-3")
             await acquire(manager, share_partition, "m", 30_000)
             assert await manager.release_session("g", "m") == ErrorCode.NONE
             assert states(share_partition) == [("AVAILABLE", 1)] * 5 and manager.sessions.get("g", "m") is None
             assert await manager.release_session("g", "m") == ErrorCode.SHARE_SESSION_NOT_FOUND
             manager.new_context("g", "n", 0, [(TOPIC_ID, 0)], [], False, "connection-2")
-            manager.new_context("g", "o", 0, [(TOPIC_ID, 0)], [], False, "connection-3")
             await acquire(manager, share_partition, "n", 30_000, delivery=2)
             manager.connection_closed("connection-1")  # not n's connection
             await wait_all_tasks_blocked()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,7 +51,7 @@ from minikafka.broker.coordinator.group.share.share_group import InitMapValue, S
 from minikafka.broker.coordinator.group.share.share_group_member import LEAVE_GROUP_MEMBER_EPOCH, ShareGroupMember
 from minikafka.broker.coordinator.share.share_coordinator_shard import SharePartitionKey
 from minikafka.protocol.coordinator_records.consumer_group_records import ShareGroupRecord
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.share_group_coordinator")
 
@@ -64,12 +64,22 @@ class StateResult(Protocol):
     def error(self) -> ErrorCode: ...
 
 
+class SummaryResult(StateResult, Protocol):
+    @property
+    def leader_epoch(self) -> int: ...
+
+    @property
+    def start_offset(self) -> int: ...
+
+
 class ShareStateInitializer(Protocol):
     """The share coordinator as the group coordinator reaches it (the broker's Persister)."""
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> StateResult: ...
 
     async def delete_state(self, key: SharePartitionKey) -> StateResult: ...
+
+    async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> SummaryResult: ...
 
 
 @dataclass
@@ -100,6 +110,27 @@ class InitializeRequest:
     group_id: str
     group_epoch: int
     partitions: Mapping[uuid.UUID, frozenset[int]]
+
+
+@dataclass
+class OffsetsAlteration:
+    """What AlterShareGroupOffsets asked for, once checked: per topic its id (None when unknown) and each partition's
+    error; the share-partitions to initialize at `state_epoch` with their new start offsets."""
+
+    group_id: str
+    state_epoch: int
+    topics: dict[str, tuple[uuid.UUID | None, dict[int, ErrorCode]]]
+    start_offsets: dict[uuid.UUID, dict[int, int]]
+
+
+@dataclass
+class OffsetsDeletion:
+    """What DeleteShareGroupOffsets asked for, once checked: the topics refused with their error and message, and
+    the share-partitions whose state to delete per topic id (with the topic's name)."""
+
+    group_id: str
+    refused: dict[str, tuple[ErrorCode, str]]
+    partitions: dict[uuid.UUID, tuple[str, frozenset[int]]]
 
 
 def _same(a: Assignment, b: Assignment) -> bool:
@@ -510,6 +541,168 @@ class ShareGroupCoordinator:
                 for partition in sorted(ps):
                     nursery.start_soon(one, SharePartitionKey(group_id, topic_id, partition))
         return errors[0] if errors else ErrorCode.NONE
+
+    # ---- offsets: DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets --------------------
+
+    def initialized_partitions(self, group_id: str) -> dict[uuid.UUID, frozenset[int]]:
+        """The share-partitions whose state the group has initialized (Kafka's initializedShareGroupPartitions):
+        what DescribeShareGroupOffsets without topics describes; none for an unknown group."""
+        self.group_manager.check_active(group_id)
+        group = self.groups.get(group_id)
+        metadata = None if group is None else group.state_metadata
+        return {} if metadata is None else {t: v.partitions for t, v in metadata.initialized_topics.items()}
+
+    async def read_start_offsets(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]
+                                 ) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+        """Each share-partition's start offset and leader epoch, read from the share coordinator
+        (ReadShareGroupStateSummary); -1 and -1 where it has no state, as Kafka treats an error there as no data."""
+        reader = self.state_initializer
+        found: dict[tuple[uuid.UUID, int], tuple[int, int]] = {
+            (t, p): (UNINITIALIZED_START_OFFSET, -1) for t, ps in partitions.items() for p in ps}
+        if reader is None:
+            return found
+
+        async def one(topic_id: uuid.UUID, partition: int) -> None:
+            result = await reader.read_summary(SharePartitionKey(group_id, topic_id, partition), -1)
+            if result.error == ErrorCode.NONE:
+                found[(topic_id, partition)] = (result.start_offset, result.leader_epoch)
+
+        async with trio.open_nursery() as nursery:
+            for topic_id, partition in list(found):
+                nursery.start_soon(one, topic_id, partition)
+        return found
+
+    @changes_groups
+    def begin_alter_offsets(self, group_id: str, offsets: Mapping[str, Mapping[int, int]]) -> OffsetsAlteration:
+        """Check an AlterShareGroupOffsets (only an empty share group: NON_EMPTY_GROUP otherwise) and record the
+        share-partitions it sets as initializing, as Kafka's completeAlterShareGroupOffsets; their state is then
+        initialized with the new start offsets at the group epoch by `finish_alter_offsets`."""
+        group = self.describe_group(group_id)
+        if group.members:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        describer = self.describe_topics()
+        alteration = OffsetsAlteration(group_id, group.group_epoch, {}, {})
+        initializing: dict[uuid.UUID, InitMapValue] = {}
+        now = self.now_ms()
+        for name, partitions in offsets.items():
+            topic_id = describer.topic_id(name)
+            count = 0 if topic_id is None else describer.num_partitions(topic_id)
+            errors = {p: ErrorCode.NONE if p < count and p >= 0 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                      for p in partitions}
+            alteration.topics[name] = (topic_id, errors)
+            if topic_id is None:
+                continue
+            valid = {p: o for p, o in partitions.items() if errors[p] == ErrorCode.NONE}
+            alteration.start_offsets[topic_id] = valid
+            initializing[topic_id] = InitMapValue(name, frozenset(valid), now)
+        if initializing:
+            metadata = group.state_metadata
+            if metadata is None:
+                record = rh.state_partition_metadata_record(group_id, initializing, {}, {})
+            else:
+                record = rh.state_partition_metadata_record(
+                    group_id, _combine(metadata.initializing_topics, initializing), metadata.initialized_topics,
+                    {t: n for t, n in metadata.deleting_topics.items() if t not in initializing})
+            self.group_manager.append_share_group_records(group_id, [record])
+        return alteration
+
+    async def finish_alter_offsets(self, alteration: OffsetsAlteration) -> None:
+        """Initialize the altered share-partitions' state with their new start offsets (a new state epoch, which
+        fences a share-partition leader still holding the old state) and record them initialized; a partition the
+        share coordinator refuses gets its error, and stays initializing (Kafka does not undo it either)."""
+        initializer = self.state_initializer
+        if initializer is None or not alteration.start_offsets:
+            return
+        failed: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+
+        async def one(topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
+            key = SharePartitionKey(alteration.group_id, topic_id, partition)
+            result = await initializer.initialize_state(key, alteration.state_epoch, start_offset)
+            if result.error != ErrorCode.NONE:
+                failed[(topic_id, partition)] = result.error
+
+        async with trio.open_nursery() as nursery:
+            for topic_id, partitions in alteration.start_offsets.items():
+                for partition, start_offset in sorted(partitions.items()):
+                    nursery.start_soon(one, topic_id, partition, start_offset)
+        for known_id, errors in alteration.topics.values():
+            for partition in errors:
+                if known_id is not None and (known_id, partition) in failed:
+                    errors[partition] = failed[(known_id, partition)]
+        if failed:
+            log.error("share group %s: altering the offsets of %d share-partitions failed with %s",
+                      alteration.group_id, len(failed), next(iter(failed.values())).name)
+            return
+        if self.group_manager.is_owned(alteration.group_id) and alteration.group_id in self.groups:
+            self.initialize_share_group_state(alteration.group_id, {
+                t: frozenset(ps) for t, ps in alteration.start_offsets.items() if ps})
+            await self.group_manager.wait_replicated(alteration.group_id)
+
+    @changes_groups
+    def begin_delete_offsets(self, group_id: str, topics: list[str]) -> OffsetsDeletion:
+        """Check a DeleteShareGroupOffsets (only an empty share group) and record the topics' initialized
+        share-partitions as deleting, as Kafka's sharePartitionsEligibleForOffsetDeletion; `finish_delete_offsets`
+        then deletes their state in the share coordinator. A topic deleting already is deleted again whole."""
+        group = self.describe_group(group_id)
+        if group.members:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        describer = self.describe_topics()
+        deletion = OffsetsDeletion(group_id, {}, {})
+        metadata = group.state_metadata
+        if metadata is None:
+            return deletion
+        initialized = dict(metadata.initialized_topics)
+        deleting = dict(metadata.deleting_topics)
+        unknown = DEFAULT_MESSAGES[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        for name in topics:
+            topic_id = describer.topic_id(name)
+            if topic_id is None:
+                deletion.refused[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown)
+            elif topic_id in initialized:
+                deletion.partitions[topic_id] = (name, initialized.pop(topic_id).partitions)
+                deleting[topic_id] = name
+            elif topic_id in deleting:
+                deletion.partitions[topic_id] = (name, frozenset(range(describer.num_partitions(topic_id))))
+            else:
+                deletion.refused[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                          "There is no offset information to delete.")
+        self.group_manager.append_share_group_records(group_id, [rh.state_partition_metadata_record(
+            group_id, metadata.initializing_topics, initialized, deleting)])
+        return deletion
+
+    async def finish_delete_offsets(self, deletion: OffsetsDeletion) -> dict[uuid.UUID, ErrorCode]:
+        """Delete the share-partitions' state in the share coordinator; the topics whose state is all gone leave
+        the group's deleting topics (Kafka's completeDeleteShareGroupOffsets). Each topic's error, NONE when
+        deleted."""
+        results: dict[uuid.UUID, ErrorCode] = {t: ErrorCode.NONE for t in deletion.partitions}
+        initializer = self.state_initializer
+        if initializer is None or not deletion.partitions:
+            return results
+
+        async def one(topic_id: uuid.UUID, partition: int) -> None:
+            result = await initializer.delete_state(SharePartitionKey(deletion.group_id, topic_id, partition))
+            if result.error != ErrorCode.NONE:
+                results[topic_id] = result.error
+
+        async with trio.open_nursery() as nursery:
+            for topic_id, (_name, partitions) in deletion.partitions.items():
+                for partition in sorted(partitions):
+                    nursery.start_soon(one, topic_id, partition)
+        deleted = {t for t, error in results.items() if error == ErrorCode.NONE}
+        group = self.groups.get(deletion.group_id)
+        metadata = None if group is None else group.state_metadata
+        if deleted and metadata is not None and self.group_manager.is_owned(deletion.group_id):
+            self._delete_offsets_done(deletion.group_id, deleted)
+            await self.group_manager.wait_replicated(deletion.group_id)
+        return results
+
+    @changes_groups
+    def _delete_offsets_done(self, group_id: str, deleted: set[uuid.UUID]) -> None:
+        metadata = self.groups[group_id].state_metadata
+        assert metadata is not None
+        self.group_manager.append_share_group_records(group_id, [rh.state_partition_metadata_record(
+            group_id, metadata.initializing_topics, metadata.initialized_topics,
+            {t: n for t, n in metadata.deleting_topics.items() if t not in deleted})])
 
     @changes_groups
     def on_topic_deleted(self, topic: str) -> None:

@@ -230,11 +230,14 @@ class SharePartitionManager:
 
     async def release_session(self, group_id: str, member_id: str) -> ErrorCode:
         """End a member's share session and release what it acquired in its partitions; SHARE_SESSION_NOT_FOUND
-        when it has none."""
+        when it has none. The group's last session ending drops its share-partitions, as a connection closing does
+        (Kafka's onGroupEmpty): state changed meanwhile in the share coordinator (an offsets reset) is read anew."""
         session = self.sessions.remove(group_id, member_id)
         if session is None:
             return ErrorCode.SHARE_SESSION_NOT_FOUND
         await self._release(session)
+        if not any(s.group_id == group_id for s in self.sessions.sessions()):
+            self.on_group_empty(group_id)
         return ErrorCode.NONE
 
     def on_group_empty(self, group_id: str) -> None:
