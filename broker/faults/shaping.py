@@ -111,6 +111,7 @@ SHAPES: dict[ApiKey, list[Shape]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: [(_g("transactional_ids", "transaction_states"),)],
     ApiKey.CONSUMER_GROUP_DESCRIBE: [(_g("group_ids", "groups"),)],
     ApiKey.SHARE_GROUP_DESCRIBE: [(_g("group_ids", "groups"),)],
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [(_g("groups", "groups"),)],
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
     ApiKey.READ_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
     ApiKey.WRITE_SHARE_GROUP_STATE: [(_t("topics", "results"), _p("partitions", "partitions"))],
