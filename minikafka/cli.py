@@ -18,6 +18,7 @@ from minikafka import (
     cli_format,
     cli_groups,
     cli_records,
+    cli_share_consume,
     cli_topics,
     cli_transactions,
     cli_users,
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cluster.add_parser(sub)
     cli_topics.add_parser(sub)
     cli_records.add_parsers(sub)
+    cli_share_consume.add_parser(sub)
     cli_groups.add_parser(sub)
     cli_transactions.add_parser(sub)
     cli_acls.add_parser(sub)
@@ -282,7 +284,8 @@ class _VersionAction(argparse.Action):
 
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
-            "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
+            "consume": cli_records.run_consume,
+            "share-consume": cli_share_consume.run, "groups": cli_groups.run, "transactions": cli_transactions.run,
             "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "clock": cli_clock.run,
             "format": cli_format.format_storage}
 
