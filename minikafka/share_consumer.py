@@ -239,6 +239,8 @@ class ShareGroupConsumer:
         P = R.FetchTopic.FetchPartition
         if session.epoch == INITIAL_EPOCH:
             session.partitions = set()
+        # A partition no longer assigned stays in the session until its acknowledgements are sent.
+        partitions = partitions | set(session.acks)
         added = partitions - session.partitions
         forgotten = session.partitions - partitions
         listed = added | set(session.acks)

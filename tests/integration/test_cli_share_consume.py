@@ -11,7 +11,7 @@ import sys
 import minikafka
 from tests.clients.test_share_fetch import set_group_config
 from tests.helpers import admin_create_topic, produce_acked
-from tests.share_consumer import set_share_version
+from tests.share_consumer import describe_share_group, set_share_version
 
 WAIT_S = 120.0  # a bound for a command on a loaded machine, not an expectation
 TOPIC = "orders"
@@ -56,6 +56,7 @@ def test_two_members_print_every_record_once(broker_factory) -> None:
     members = [share_consume(broker.bootstrap_servers) for _ in range(2)]
     printed = [finished(member) for member in members]
     assert sorted(printed[0] + printed[1]) == values
+    assert describe_share_group(broker.bootstrap_servers, GROUP).members == []  # both left the group
     state = broker.state.share_group(GROUP)
     for partition in (0, 1):
         share_partition = state.partitions[(TOPIC, partition)]
