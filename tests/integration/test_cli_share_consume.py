@@ -2,15 +2,18 @@
 two-partition topic exactly once between them (ACCEPT); a record printed with --release comes again, its delivery
 count (-f %d, and `state.share_group`) raised each time, until group.share.delivery.count.limit archives it;
 --reject archives at once, so that a later run prints nothing; -c stops after that many records and the records
-acquired but not printed go to the next run; share.version 0 is told as UNSUPPORTED_VERSION."""
+acquired but not printed go to the next run; a member follows its partition's leader when it moves; share.version 0
+is told as UNSUPPORTED_VERSION."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 import minikafka
 from tests.clients.test_share_fetch import set_group_config
-from tests.helpers import admin_create_topic, produce_acked
+from tests.helpers import admin_create_topic, produce_acked, wait_until
 from tests.share_consumer import describe_share_group, set_share_version
 
 WAIT_S = 120.0  # a bound for a command on a loaded machine, not an expectation
@@ -125,3 +128,27 @@ def test_share_version_0_is_unsupported_version(broker_factory) -> None:
     out, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == 1 and out == b""
     assert "UNSUPPORTED_VERSION" in err.decode(), err.decode()
+
+
+def test_a_moved_leader_is_followed(tmp_path) -> None:
+    """The member's next fetch from the old leader fails (NOT_LEADER_OR_FOLLOWER): it reads Metadata again and
+    opens a share session with the new leader, which delivers what was written since."""
+    config = {"share.coordinator.state.topic.num.partitions": 2, **FAST_SHARE_GROUPS}
+    with minikafka.Cluster(brokers=2, data_dir=tmp_path / "cluster", config=config) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 2)])[TOPIC].result(WAIT_S)
+        cluster.wait_for_isr(TOPIC, 0, 2)
+        produce_acked(bootstrap, TOPIC, 10, partitions=1)
+        set_group_config(bootstrap.split(","), GROUP, "share.auto.offset.reset", "earliest")
+        member = share_consume(bootstrap, "-c", "20", "--timeout-ms", str(int(WAIT_S * 1000)))
+        try:
+            # The first ten printed and acknowledged on the first leader; then the leader moves.
+            wait_until(lambda: cluster.state.share_group(GROUP).partitions.get((TOPIC, 0)) is not None
+                       and cluster.state.share_group(GROUP).partitions[(TOPIC, 0)].start_offset == 10, WAIT_S)
+            old = cluster.wait_for_leader(TOPIC, 0)
+            cluster.move_leader(TOPIC, 0, next(b for b in cluster.brokers if b.node_id != old.node_id))
+            produce_acked(bootstrap, TOPIC, 10, partitions=1, start=10)
+        finally:
+            printed = finished(member)
+    assert sorted(printed) == [b"value-%06d" % i for i in range(20)]
