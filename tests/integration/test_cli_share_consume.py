@@ -2,10 +2,11 @@
 two-partition topic exactly once between them (ACCEPT); a record printed with --release comes again, its delivery
 count (-f %d, and `state.share_group`) raised each time, until group.share.delivery.count.limit archives it;
 --reject archives at once, so that a later run prints nothing; -c stops after that many records and the records
-acquired but not printed go to the next run; a member follows its partition's leader when it moves; share.version 0
-is told as UNSUPPORTED_VERSION."""
+acquired but not printed go to the next run; a member follows its partition's leader when it moves; SIGINT stops it
+(exit 130) out of the group with its share session closed; share.version 0 is told as UNSUPPORTED_VERSION."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -41,6 +42,13 @@ def finished(proc: subprocess.Popen) -> list[bytes]:
             proc.communicate()
     assert proc.returncode == 0, err.decode()
     return out.splitlines()
+
+
+def acknowledged_up_to(handle: minikafka.Broker | minikafka.Cluster, offsets: dict[int, int]) -> bool:
+    """Whether each partition's share-partition starts at the offset given: every record before it acknowledged."""
+    partitions = handle.state.share_group(GROUP).partitions
+    return all((TOPIC, p) in partitions and partitions[(TOPIC, p)].start_offset == offset
+               for p, offset in offsets.items())
 
 
 def ready(broker: minikafka.Broker, count: int) -> list[bytes]:
@@ -144,11 +152,29 @@ def test_a_moved_leader_is_followed(tmp_path) -> None:
         member = share_consume(bootstrap, "-c", "20", "--timeout-ms", str(int(WAIT_S * 1000)))
         try:
             # The first ten printed and acknowledged on the first leader; then the leader moves.
-            wait_until(lambda: cluster.state.share_group(GROUP).partitions.get((TOPIC, 0)) is not None
-                       and cluster.state.share_group(GROUP).partitions[(TOPIC, 0)].start_offset == 10, WAIT_S)
+            wait_until(lambda: acknowledged_up_to(cluster, {0: 10}), WAIT_S, message="ten records acknowledged")
             old = cluster.wait_for_leader(TOPIC, 0)
             cluster.move_leader(TOPIC, 0, next(b for b in cluster.brokers if b.node_id != old.node_id))
             produce_acked(bootstrap, TOPIC, 10, partitions=1, start=10)
         finally:
             printed = finished(member)
     assert sorted(printed) == [b"value-%06d" % i for i in range(20)]
+
+
+def test_sigint_leaves_the_group_and_exits_130(broker_factory) -> None:
+    broker = broker_factory(**FAST_SHARE_GROUPS)
+    values = ready(broker, 20)
+    member = share_consume(broker.bootstrap_servers, "--timeout-ms", str(int(WAIT_S * 1000)))
+    try:
+        wait_until(lambda: acknowledged_up_to(broker, {0: 10, 1: 10}), WAIT_S, message="every record acknowledged")
+        member.send_signal(signal.SIGINT)
+        out, err = member.communicate(timeout=WAIT_S)
+    finally:
+        if member.returncode is None:
+            member.kill()
+            member.communicate()
+    assert member.returncode == 128 + signal.SIGINT, err.decode()
+    assert sorted(out.splitlines()) == values
+    assert err.decode().splitlines()[-1] == f"% Consumed 20 messages from {TOPIC} (stopped by SIGINT)"
+    assert describe_share_group(broker.bootstrap_servers, GROUP).members == []
+    assert broker.state.share_group(GROUP).sessions == {}
