@@ -144,7 +144,7 @@ class ShareGroupConsumer:
             self.member_epoch, self.assignment, self._next_heartbeat = 0, set(), 0.0
             return
         if error is not errors.NoError:
-            raise error(response.error_message or f"ShareGroupHeartbeat of group {self.group_id!r}")
+            raise _failed(error, response.error_message, f"ShareGroupHeartbeat of group {self.group_id!r}")
         self.member_epoch = response.member_epoch
         self.heartbeat_interval_s = response.heartbeat_interval_ms / 1000
         self._next_heartbeat = time.monotonic() + self.heartbeat_interval_s
@@ -174,7 +174,7 @@ class ShareGroupConsumer:
             if error is errors.NoError:
                 return int(response.node_id)
             if error not in COORDINATOR_MOVED or time.monotonic() >= deadline:
-                raise error(response.error_message or f"FindCoordinator of group {self.group_id!r}")
+                raise _failed(error, response.error_message, f"FindCoordinator of group {self.group_id!r}")
             time.sleep(RETRY_BACKOFF_S)
 
     # ---- leaders ------------------------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ class ShareGroupConsumer:
             self._lose_session(node)
             return []
         if error is not errors.NoError:
-            raise error(response.error_message or f"ShareFetch of group {self.group_id!r}")
+            raise _failed(error, response.error_message, f"ShareFetch of group {self.group_id!r}")
         session.advance()
         session.partitions = (session.partitions | added) - forgotten
         session.acks = {}
@@ -363,7 +363,7 @@ class ShareGroupConsumer:
         response = self._client.send_and_receive(node, request, timeout_ms=REQUEST_TIMEOUT_MS)
         error = errors.for_code(response.error_code)
         if error is not errors.NoError:
-            raise error(response.error_message or "ShareAcknowledge")
+            raise _failed(error, response.error_message, "ShareAcknowledge")
         for topic in response.responses:
             for p in topic.partitions:
                 if p.error_code != 0:
@@ -378,8 +378,14 @@ class ShareGroupConsumer:
         response = self._send_to_coordinator(request)
         error = errors.for_code(response.error_code)
         if error is not errors.NoError and error not in FENCED:
-            raise error(response.error_message or f"leaving group {self.group_id!r}")
+            raise _failed(error, response.error_message, f"leaving group {self.group_id!r}")
         self.member_epoch, self.assignment = 0, set()
+
+
+def _failed(error: type[errors.KafkaError], message: str | None, what: str) -> errors.KafkaError:
+    """The broker's error, with its message, else what the error means in Kafka's words (as Kafka's exceptions
+    say it), and which request it answered."""
+    return error(f"{message or error.description} ({what})")
 
 
 def _batches(acks: dict[int, int]) -> list[tuple[int, int, list[int]]]:

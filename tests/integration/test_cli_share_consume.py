@@ -135,7 +135,7 @@ def test_share_version_0_is_unsupported_version(broker_factory) -> None:
     proc = share_consume(broker.bootstrap_servers)
     out, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == 1 and out == b""
-    assert "UNSUPPORTED_VERSION" in err.decode(), err.decode()
+    assert err.decode().startswith("Error: UNSUPPORTED_VERSION: The version of API is not supported."), err.decode()
 
 
 def test_a_moved_leader_is_followed(tmp_path) -> None:
