@@ -98,7 +98,8 @@ class KafkaNode:
         broker = self.broker
         if broker is not None:
             return read_broker(broker.metrics, broker.purgatory, broker.fetch_sessions, broker.metadata,
-                               getattr(broker, "replica_manager", None))  # built once the broker has caught up
+                               getattr(broker, "replica_manager", None),  # built once the broker has caught up
+                               getattr(broker, "log_cleaner", None))
         families = controller_families(self.controller) if self.controller is not None else []
         return lambda: families
 

@@ -190,6 +190,13 @@ class Broker(StateWaits, NodeHandle):
     def _control(self) -> ControlClient:
         return ControlClient(self.bootstrap_servers, security=self.security.for_handle())
 
+    def clean_logs(self, topic: str | None = None, timeout: float = 120.0) -> list[dict[str, Any]]:
+        """Run a log cleaning pass on this broker now and wait for it: every compacted log (of `topic`) that Kafka's
+        rules make due a cleaning is cleaned once. Returns one entry per log cleaned (topic, partition,
+        first_dirty_offset, cleaned_up_to, bytes and records read and retained)."""
+        control = ControlClient(self.bootstrap_servers, timeout_s=timeout, security=self.security.for_handle())
+        return list(control.call("log.clean", topic=topic)["cleaned"])
+
     @property
     def faults(self) -> Faults:
         """Fault injection: failed requests, latency, closed connections, a full disk (see minikafka.faults)."""

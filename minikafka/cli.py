@@ -15,6 +15,7 @@ from minikafka import (
     cli_clock,
     cli_cluster,
     cli_fault,
+    cli_features,
     cli_format,
     cli_groups,
     cli_records,
@@ -258,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_transactions.add_parser(sub)
     cli_acls.add_parser(sub)
     cli_users.add_parser(sub)
+    cli_features.add_parser(sub)
     cli_fault.add_parser(sub)
     cli_clock.add_parser(sub)
     cli_format.add_parser(sub)
@@ -284,9 +286,9 @@ class _VersionAction(argparse.Action):
 
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
-            "consume": cli_records.run_consume,
-            "share-consume": cli_share_consume.run, "groups": cli_groups.run, "transactions": cli_transactions.run,
-            "acls": cli_acls.run, "users": cli_users.run, "fault": cli_fault.run, "clock": cli_clock.run,
+            "consume": cli_records.run_consume, "share-consume": cli_share_consume.run, "groups": cli_groups.run,
+            "transactions": cli_transactions.run, "acls": cli_acls.run, "users": cli_users.run,
+            "features": cli_features.run, "fault": cli_fault.run, "clock": cli_clock.run,
             "format": cli_format.format_storage}
 
 

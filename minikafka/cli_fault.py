@@ -17,6 +17,7 @@
     minikafka fault fail-log-dir --path DIR
     minikafka fault hold-txn-markers [--to N]
     minikafka fault jump-clock --ms -3600000
+    minikafka fault crash-cleaner --at before-swap|mid-swap|after-swap [--topic T]
     minikafka fault close-connections
     minikafka fault list
     minikafka fault clear [--kind KIND] [--id N]
@@ -40,7 +41,9 @@ I/O error would: its replicas go offline and their leaderships move; only a rest
 back. hold-txn-markers keeps the broker, as transaction coordinator, from writing commit and abort markers to
 broker N (default: to any): EndTxn is answered, the partitions' last stable offsets stay put until the fault is
 cleared. jump-clock steps the broker's wall clock by --ms (negative: back), its timers untouched, as a clock step on
-its host would; clearing it steps the clock back.
+its host would; clearing it steps the clock back. crash-cleaner kills the broker (as kill -9) when its log cleaner
+reaches that point of a cleaned segment's swap (of topic T, or any): the next start recovers the log as Kafka's
+LogLoader does.
 
 The network faults shape how responses travel. connection-delay holds back the responses of one connection (the
 first whose request matches; others, even of the same client id, are answered at once); reorder, on one
@@ -138,6 +141,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(held)
     held.add_argument("--to", type=int, help="only the markers to this broker (default: to every broker)")
 
+    crash = actions.add_parser("crash-cleaner", help="kill the broker when its log cleaner reaches a point of a swap")
+    add_bootstrap(crash)
+    crash.add_argument("--at", required=True, choices=["before-swap", "mid-swap", "after-swap"],
+                       help="before the cleaned segment is renamed to .swap, once it is, or once it is swapped in")
+    crash.add_argument("--topic", "-t", help="only while cleaning a log of this topic (default: any)")
     jump = actions.add_parser("jump-clock", help="step the broker's wall clock forwards or back")
     add_bootstrap(jump)
     jump.add_argument("--ms", type=int, required=True, help="how far, in ms (negative: back)")
@@ -150,7 +158,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     clear = actions.add_parser("clear", help="undo faults (all by default)")
     add_bootstrap(clear)
     clear.add_argument("--kind", choices=["error", "latency", "drop-response", *NETWORK_KINDS, "disk", "link",
-                                          "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump"],
+                                          "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump",
+                                          "cleaner-crash"],
                        help="only the faults of this kind")
     clear.add_argument("--id", type=int, help="only the fault with this id")
 
@@ -237,6 +246,9 @@ def describe_fault(fault: dict[str, Any]) -> str:
     if fault["kind"] == "auth-failure":
         who = "everyone" if fault["user"] is None else fault["user"]
         return f"SASL authentications of {who} refused{_hits(fault)}"
+    if fault["kind"] == "cleaner-crash":
+        scope = "any topic" if fault["topic"] is None else f"topic {fault['topic']}"
+        return f"the broker dies at the log cleaner's {fault['at']} of {scope}"
     quota, used = fault["quota_bytes"], fault["used_bytes"]
     room = f"{quota - used} free" if used <= quota else f"{used - quota} over the quota"
     return f"disk quota {quota} bytes: {used} in use, {room}{_hits(fault)}"
@@ -285,6 +297,8 @@ def _run(args: argparse.Namespace) -> int:
         answer = control.call("fault.add", kind="log-dir", path=args.path)
     elif action == "hold-txn-markers":
         answer = control.call("fault.add", kind="txn-markers-hold", to=args.to)
+    elif action == "crash-cleaner":
+        answer = control.call("fault.add", kind="cleaner-crash", at=args.at, topic=args.topic)
     elif action == "jump-clock":
         answer = control.call("fault.add", kind="clock-jump", ms=args.ms)
     elif action == "close-connections":

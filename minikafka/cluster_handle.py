@@ -326,6 +326,11 @@ class Cluster(StateWaits, StartedInWith):
     def _reachable(self) -> list[Broker]:
         return [b for b in self.brokers if b.running and not b.paused]
 
+    def clean_logs(self, topic: str | None = None, timeout: float = 120.0) -> dict[int, list[dict[str, Any]]]:
+        """Run a log cleaning pass now on every running broker (each replica cleans its own log, as in Kafka) and
+        wait for them; returns what each broker cleaned, by node id (see Broker.clean_logs)."""
+        return {b.node_id: b.clean_logs(topic, timeout) for b in self._reachable()}
+
     def broker(self, node_id: int) -> Broker:
         for broker in self.brokers:
             if broker.node_id == node_id:

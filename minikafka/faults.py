@@ -12,6 +12,7 @@
     broker.faults.throttle_bandwidth(10_000) # responses written at 10 kB/s
     broker.faults.close_after_bytes(1000)    # a connection closed once 1000 response bytes were written to it
     broker.faults.partial_fetch()            # a Fetch answered with its last record batch cut short
+    broker.faults.crash_cleaner("mid-swap")   # the broker dies (kill -9) halfway through a log cleaning's swap
     broker.faults.clear()                    # undo everything
 
     fault = broker.faults.fail_requests("Produce", "NOT_ENOUGH_REPLICAS", count=2)
@@ -33,7 +34,8 @@ from typing import Any
 
 from minikafka.control_client import ControlClient
 
-# The kinds that count what they hit (every kind but a failed log dir), and how often `Fault.wait` asks the broker.
+# The kinds that count what they hit (every kind but a failed log dir and a cleaner crash, which the broker dies of),
+# and how often `Fault.wait` asks the broker.
 COUNTED_KINDS = ("error", "latency", "drop-response", "connection-delay", "reorder", "bandwidth", "close-after-bytes",
                  "partial-fetch", "disk", "link", "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump")
 WAIT_POLL_S = 0.02
@@ -245,6 +247,14 @@ class Faults:
         answer = self._control.call("fault.add", kind="auth-failure", user=user)
         return Fault(self, answer["fault"])
 
+    def crash_cleaner(self, at: str, topic: str | None = None) -> Fault:
+        """Kill the broker (as kill -9) when its log cleaner reaches `at` while swapping a cleaned segment of `topic`
+        (None: any) in: "before-swap" (`.cleaned` files written), "mid-swap" (renamed to `.swap`, the old segments
+        still there) or "after-swap" (swapped in, the cleaner checkpoint not yet written). The next start recovers
+        the log as Kafka's LogLoader does."""
+        answer = self._control.call("fault.add", kind="cleaner-crash", at=at, topic=topic)
+        return Fault(self, answer["fault"])
+
     def expire_sessions(self, user: str | None = None) -> int:
         """End the SASL sessions of `user` (None: every user) now, as if connections.max.reauth.ms had passed:
         a connection closes at its next request unless its client re-authenticates first. Returns how many."""
@@ -265,7 +275,7 @@ class Faults:
     def clear(self, kind: str | None = None) -> int:
         """Undo all faults, or those of one kind ("error", "latency", "drop-response", "connection-delay", "reorder",
         "bandwidth", "close-after-bytes", "partial-fetch", "disk", "link", "fetch-pause", "txn-markers-hold",
-        "auth-failure", "clock-jump"); returns how many."""
+        "auth-failure", "clock-jump", "cleaner-crash"); returns how many."""
         return self._control.call("fault.clear", kind=kind)["cleared"]
 
     def list(self) -> list[dict[str, Any]]:

@@ -48,6 +48,21 @@ class PartitionState:
     last_stable_offset: int | None = None
     # replica id -> the bytes of that replica's log on its broker's disk (None as for `log_end_offsets`)
     sizes: dict[int, int | None] = field(default_factory=dict)
+    # replica id -> where that replica's next log cleaning starts (its cleaner-offset-checkpoint entry; None: never
+    # cleaned, or not a compacted topic)
+    cleaner_checkpoints: dict[int, int | None] = field(default_factory=dict)
+    # replica id -> that replica's cleanable ratio now (dirty bytes over all bytes; None: not a compacted topic)
+    dirty_ratios: dict[int, float | None] = field(default_factory=dict)
+
+    @property
+    def cleaner_checkpoint(self) -> int | None:
+        """Where the leader's next log cleaning starts."""
+        return self.cleaner_checkpoints.get(self.leader)
+
+    @property
+    def dirty_ratio(self) -> float | None:
+        """The leader's cleanable ratio, as the cleaner compares it with min.cleanable.dirty.ratio."""
+        return self.dirty_ratios.get(self.leader)
 
     @property
     def log_end_offset(self) -> int | None:
@@ -235,14 +250,18 @@ class State:
         replicas = list(view["replicas"])
         ends: dict[int, int | None] = dict.fromkeys(replicas)
         sizes: dict[int, int | None] = dict.fromkeys(replicas)
+        checkpoints: dict[int, int | None] = dict.fromkeys(replicas)
+        ratios: dict[int, float | None] = dict.fromkeys(replicas)
         for node, p in views:
             own = p["log_end_offsets"].get(str(node))
             if own is not None and node in ends:  # a broker the partition moved away from may still hold a log
                 ends[node] = own
                 sizes[node] = p.get("size_bytes")
+                checkpoints[node] = p.get("cleaner_checkpoint")
+                ratios[node] = p.get("dirty_ratio")
         return PartitionState(topic, index, view["leader"], view["leader_epoch"], replicas, list(view["isr"]),
                               view["high_watermark"], view["log_start_offset"], ends, view["last_stable_offset"],
-                              sizes)
+                              sizes, checkpoints, ratios)
 
     def delayed_operations(self) -> int:
         """Requests the brokers hold back now (long-poll fetches, injected latency), e.g. to know a fetch is parked."""

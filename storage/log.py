@@ -49,7 +49,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .leader_epoch_cache import LeaderEpochCache
-from .log_cleaner import complete_swap
+from .log_cleaner import begin_swap, complete_swap
 from .log_config import LogConfig
 from .log_loader import load_segments, recover_segments
 from .log_offset_metadata import LogOffsetMetadata
@@ -149,6 +149,9 @@ class Log:
         self._recovery_point = recovery_point
         self._dirs_to_flush: set[Path] = set()  # directories with entries created since the last flush
         self._unflushed_snapshots: set[int] = set()  # offsets of producer snapshots a roll wrote without fsync
+        # Counts truncations, so that a cleaning done on a worker thread meanwhile is dropped, not swapped in.
+        self.truncations = 0
+        self.deleted = False
 
     # ----------------------------------------------------------------- opening
 
@@ -667,6 +670,7 @@ class Log:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return
         logger.info("%s: truncating to offset %d (log end offset %d)", self.name, offset, self.log_end_offset)
+        self.truncations += 1
         keep = [s for s in self._segments if s.base_offset <= offset]
         for segment in self._segments[len(keep) :]:
             segment.delete()
@@ -682,6 +686,7 @@ class Log:
         """Delete all data and start empty at `offset` (a follower far behind the leader's start)."""
         now = _now_ms() if now_ms is None else now_ms
         logger.info("%s: deleting all data and starting at offset %d", self.name, offset)
+        self.truncations += 1
         for segment in self._segments:
             segment.delete()
         self._segments = [LogSegment.create(self.dir, offset, self.config, now)]
@@ -780,13 +785,19 @@ class Log:
             segment.delete()
         return len(deletable)
 
-    def replace_segments(self, cleaned_base: int, replaced: list[LogSegment], now_ms: int) -> LogSegment:
+    def replace_segments(self, cleaned_base: int, replaced: list[LogSegment], now_ms: int,
+                         on_swap_begun: Callable[[], None] | None = None) -> LogSegment:
         """Put the cleaned segment whose files a cleaning left as `.swap` (storage/log_cleaner.py) in place of
         `replaced`, consecutive segments below the active one (Kafka's replaceSegments). Readers still holding
-        the old segments keep reading them."""
-        first = self._segments.index(replaced[0])
-        if self._segments[first : first + len(replaced)] != replaced or first + len(replaced) >= len(self._segments):
+        the old segments keep reading them. `.cleaned` files are renamed to `.swap` first: from there on a crash
+        finishes the swap when the log is loaded again."""
+        first = self._segments.index(replaced[0]) if replaced[0] in self._segments else -1
+        if (first < 0 or self._segments[first : first + len(replaced)] != replaced
+                or first + len(replaced) >= len(self._segments)):
             raise ValueError(f"{self.name}: segments {replaced} are not consecutive inactive segments of this log")
+        begin_swap(self.dir, cleaned_base)
+        if on_swap_begun is not None:
+            on_swap_begun()
         for segment in replaced:
             segment.delete()
         complete_swap(self.dir, cleaned_base, [])
@@ -843,6 +854,7 @@ class Log:
     def delete(self) -> None:
         """Remove the partition directory and everything in it (topic deletion). As with retention, a segment's
         descriptor stays open until no reader (a fetch on a worker thread) holds the segment any more."""
+        self.deleted = True
         for segment in self._segments:
             segment.delete()
         shutil.rmtree(self.dir, ignore_errors=True)

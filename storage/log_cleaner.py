@@ -15,7 +15,7 @@ import hashlib
 import heapq
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -356,6 +356,11 @@ def write_cleaned(directory: Path, base_offset: int, data: bytes, aborted: Itera
     begin_swap has renamed them leaves the old segments in force (the loader deletes `.cleaned` files)."""
     stem = directory / file_prefix(base_offset)
     write_synced(stem.with_name(stem.name + LOG_SUFFIX + CLEANED_SUFFIX), data)
+    write_cleaned_txn_index(directory, base_offset, aborted)
+
+
+def write_cleaned_txn_index(directory: Path, base_offset: int, aborted: Iterable[AbortedTxn]) -> None:
+    stem = directory / file_prefix(base_offset)
     txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX + CLEANED_SUFFIX))
     txn_index.reset()
     for txn in aborted:
@@ -373,6 +378,13 @@ def begin_swap(directory: Path, base_offset: int) -> None:
     fsync_dir(directory)
 
 
+def discard_cleaned(directory: Path, base_offsets: Iterable[int]) -> None:
+    """Remove the `.cleaned` files of cleanings that are not swapped in (the log changed meanwhile)."""
+    for base in base_offsets:
+        for suffix in _SWAPPED_SUFFIXES:
+            (directory / (file_prefix(base) + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
+
+
 def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[int]) -> None:
     """Delete the files of the replaced segments and rename the `.swap` files into place (Kafka's
     replaceSegments); the segment's offset and time indexes are rebuilt when it is opened."""
@@ -387,52 +399,128 @@ def complete_swap(directory: Path, base_offset: int, replaced_bases: Iterable[in
     fsync_dir(directory)
 
 
-class CleanedGroup(NamedTuple):
-    """A cleaned segment left as `.swap` files, to be put in place of `replaced` (Log.replace_segments)."""
+class SegmentSnapshot(NamedTuple):
+    """What a cleaning reads of a segment, taken by the log's owner: its file, its size then, its aborted
+    transactions and the sizes of its indexes. Picklable, so a cleaner process can read the segment on its own."""
 
     base_offset: int
-    replaced: list[LogSegment]
+    size: int
+    log_path: Path
+    aborted: list[AbortedTxn]
+    offset_index_bytes: int
+    time_index_bytes: int
+
+    @classmethod
+    def of(cls, segment: LogSegment, aborted: list[AbortedTxn] | None = None) -> SegmentSnapshot:
+        """`aborted`: the aborted transactions overlapping the segment's offsets (Log.collect_aborted_transactions,
+        as Kafka's cleaner asks for them: one may begin in an earlier segment); default: those its own transaction
+        index holds (the transactions that end in it)."""
+        return cls(segment.base_offset, segment.size, segment.log_path,
+                   segment.txn_index.entries if aborted is None else aborted,
+                   segment.offset_index.entries * segment.offset_index.entry_size,
+                   segment.time_index.entries * segment.time_index.entry_size)
+
+    def chunks(self, buffer_size: int) -> Iterator[bytes]:
+        """The segment's batches as they were when the snapshot was taken, whole batches read about `buffer_size`
+        bytes at a time (more where one batch is larger, as Kafka's cleaner grows its buffers). FileNotFoundError
+        once retention or a truncation has deleted or shortened the file."""
+        with open(self.log_path, "rb") as f:
+            left, want, pending = self.size, buffer_size, b""
+            while left > 0:
+                data = f.read(min(want, left))
+                if not data:
+                    raise FileNotFoundError(f"{self.log_path} is shorter than the {self.size} bytes it had")
+                left -= len(data)
+                pending = pending + data if pending else data
+                end = 0
+                for position, header in iter_batches(pending):
+                    end = position + header.size
+                if end == 0 and left > 0:
+                    want *= 2
+                    continue
+                want = buffer_size
+                if end:
+                    yield pending[:end]
+                    pending = pending[end:]
+            if pending:
+                yield pending  # a torn tail, which the batch walks stop at as a whole-file read would
+
+
+class CleanedGroup(NamedTuple):
+    """A cleaned segment left as `.cleaned` files, to be put in place of the segments at `replaced` (base offsets;
+    Log.replace_segments)."""
+
+    base_offset: int
+    replaced: list[int]
     bytes_read: int
     bytes_written: int
     messages_read: int
     messages_retained: int
 
 
-def clean_segments(directory: Path, segments: list[LogSegment], first_dirty_offset: int,
+def clean_segments(directory: Path, segments: list[SegmentSnapshot], first_dirty_offset: int,
                    first_uncleanable_offset: int, last_batch_offset_of_producer: dict[int, int], now_ms: int,
                    delete_retention_ms: int, dedupe_buffer_size: int, max_segment_bytes: int,
-                   max_index_bytes: int) -> tuple[list[CleanedGroup], int]:
+                   max_index_bytes: int, on_read: Callable[[int], None] | None = None,
+                   load_factor: float = 0.9, io_buffer_size: int = 1 << 20) -> tuple[list[CleanedGroup], int]:
     """One cleaning of a log (Kafka's Cleaner.doClean) over a snapshot of its inactive segments below
     `first_uncleanable_offset`: maps the dirty section, rewrites every segment up to the end of what the map
-    covers, group by group, as `.swap` files. Returns the groups and the offset the cleaner checkpoint moves to.
-    Touches no live state: the owning thread swaps the groups in."""
-    offset_map = OffsetMap(dedupe_buffer_size)
+    covers, group by group, as `.cleaned` files. Returns the groups and the offset the cleaner checkpoint moves to.
+    Touches no live state: the owning thread swaps the groups in (Log.replace_segments), or drops them
+    (discard_cleaned). `on_read(bytes)` is called after each read: the I/O throttle, and the place to stop a
+    cleaning that is no longer wanted by raising. Segments are read `io_buffer_size` bytes at a time."""
+    read = on_read or (lambda _n: None)
+    offset_map = OffsetMap(dedupe_buffer_size, load_factor)
     end_offset = first_dirty_offset
     for i, segment in enumerate(segments):
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable_offset
         if upper <= first_dirty_offset or segment.base_offset >= first_uncleanable_offset:
             continue
-        full = build_offset_map(segment.read_bytes(0, segment.size), offset_map, first_dirty_offset,
-                                segment.txn_index.entries)
+        full = False
+        for chunk in segment.chunks(io_buffer_size):
+            read(len(chunk))
+            first = next(iter_batches(chunk), None)
+            if first is None:
+                continue
+            # The transactions still open where the chunk begins: a chunk knows nothing of the markers before it.
+            aborted = [t for t in segment.aborted if t.last_offset >= first[1].base_offset]
+            full = build_offset_map(chunk, offset_map, first_dirty_offset, aborted)
+            if full:
+                break
         end_offset = offset_map.latest_offset + 1 if full else upper
         if full:
             break
     cleanable = [s for s in segments if s.base_offset < end_offset]
-    sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index.entries * s.offset_index.entry_size,
-                          s.time_index.entries * s.time_index.entry_size)
-             for s in cleanable]
+    sizes = [SegmentSizes(s.base_offset, s.size, s.offset_index_bytes, s.time_index_bytes) for s in cleanable]
     by_base = {s.base_offset: s for s in cleanable}
-    txn = CleanedTransactionMetadata([t for s in cleanable for t in s.txn_index.entries])
-    groups = []
-    for group in group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset):
-        replaced = [by_base[g.base_offset] for g in group]
-        result = filter_batches(b"".join(s.read_bytes(0, s.size) for s in replaced), offset_map, txn,
-                                last_batch_offset_of_producer, now_ms, delete_retention_ms)
-        # The aborted transactions whose markers this group kept, as Kafka indexes them in the cleaned segment.
-        txn_index = list(txn.cleaned_aborted)
-        txn.cleaned_aborted.clear()
-        write_cleaned(directory, replaced[0].base_offset, result.output, txn_index)
-        begin_swap(directory, replaced[0].base_offset)
-        groups.append(CleanedGroup(replaced[0].base_offset, replaced, result.bytes_read, len(result.output),
-                                   result.messages_read, result.messages_retained))
+    txn = CleanedTransactionMetadata(sorted({t for s in cleanable for t in s.aborted}))
+    grouped = group_segments_by_size(sizes, max_segment_bytes, max_index_bytes, end_offset)
+    groups: list[CleanedGroup] = []
+    try:
+        for group in grouped:
+            replaced = [by_base[g.base_offset] for g in group]
+            base = replaced[0].base_offset
+            bytes_read = bytes_written = messages_read = messages_retained = 0
+            with open(directory / (file_prefix(base) + LOG_SUFFIX + CLEANED_SUFFIX), "wb") as out:
+                for segment in replaced:
+                    for chunk in segment.chunks(io_buffer_size):
+                        read(len(chunk))
+                        result = filter_batches(chunk, offset_map, txn, last_batch_offset_of_producer, now_ms,
+                                                delete_retention_ms)
+                        out.write(result.output)
+                        read(len(result.output))
+                        bytes_read += result.bytes_read
+                        bytes_written += len(result.output)
+                        messages_read += result.messages_read
+                        messages_retained += result.messages_retained
+                out.flush()
+                os.fsync(out.fileno())
+            # The aborted transactions whose markers this group kept, as Kafka indexes them in the cleaned segment.
+            write_cleaned_txn_index(directory, base, list(txn.cleaned_aborted))
+            txn.cleaned_aborted.clear()
+            groups.append(CleanedGroup(base, [s.base_offset for s in replaced], bytes_read, bytes_written,
+                                       messages_read, messages_retained))
+    except BaseException:
+        discard_cleaned(directory, [g[0].base_offset for g in grouped])
+        raise
     return groups, end_offset

@@ -2,7 +2,7 @@
 
 Every Kafka 4 topic config is known, so CreateTopics/AlterConfigs/DescribeConfigs behave as
 against Kafka (unknown names and bad values are rejected, everything is listed), even for the
-settings this broker stores without acting on (compaction, tiered storage, throttling).
+settings this broker stores without acting on (tiered storage, throttling).
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ class LogConfig:
     # Kafka's internal.segment.bytes: a segment size below segment.bytes' minimum, for tests only (None: unset).
     internal_segment_bytes: int | None = None
     overrides: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def compact_enabled(self) -> bool:
+        """Whether the log cleaner compacts the log (cleanup.policy contains "compact")."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def segment_size(self) -> int:

@@ -30,6 +30,7 @@ LOCK_FILE_NAME = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -229,6 +230,13 @@ class LogDir:
 
     def write_log_start_offsets(self, offsets: OffsetMap) -> None:
         write_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, offsets)
+
+    def read_cleaner_offsets(self) -> OffsetMap:
+        """Where each compacted log's next cleaning starts (its first dirty offset)."""
+        return read_offset_checkpoint(self.path / CLEANER_OFFSET_CHECKPOINT)
+
+    def write_cleaner_offsets(self, offsets: OffsetMap) -> None:
+        write_offset_checkpoint(self.path / CLEANER_OFFSET_CHECKPOINT, offsets)
 
     # ----------------------------------------------------------------- partitions
 

@@ -130,9 +130,13 @@ class LogSegment:
         index_missing = self.size > 0 and not self.index_path.exists()
         offset_index = OffsetIndex(self.index_path, self.base_offset, max_size)
         time_index = TimeIndex(self.time_index_path, self.base_offset, max_size)
+        if index_missing:  # a cleaned segment just swapped in, or indexes deleted by hand: built from the log
+            logger.info("Building the indexes of %s", self.log_path)
+            self._index_batches(self.batches(0), offset_index, time_index)
+            self._time_index = time_index
+            self._offset_index = offset_index
+            return
         try:
-            if index_missing:
-                raise CorruptIndexError(f"Offset index {self.index_path} is missing")
             offset_index.load(self.size)
             if self._next_offset is None:
                 self._next_offset = self._next_offset_from(offset_index.last_entry.position)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.faults.authentication_failures import KIND as AUTHENTICATION_FAILURE_KIND
 from minikafka.broker.faults.authentication_failures import AuthenticationFailure, AuthenticationFailures
+from minikafka.broker.faults.cleaner_crashes import KIND as CLEANER_CRASH_KIND
+from minikafka.broker.faults.cleaner_crashes import CleanerCrash, CleanerCrashes
 from minikafka.broker.faults.clock_jumps import KIND as CLOCK_JUMP_KIND
 from minikafka.broker.faults.clock_jumps import ClockJump, ClockJumps
 from minikafka.broker.faults.disk_quota import DiskQuota
@@ -88,7 +90,8 @@ LATENCY_KEY = ("minikafka", "latency")
 SPENT_KEPT = 1000
 DROP_KIND = "drop-response"
 KINDS = ("error", "latency", DROP_KIND, *NETWORK_KINDS, "disk", "link", "fetch-pause", MARKER_HOLD_KIND,
-         AUTHENTICATION_FAILURE_KIND, CLOCK_JUMP_KIND)
+         AUTHENTICATION_FAILURE_KIND, CLOCK_JUMP_KIND,
+         CLEANER_CRASH_KIND)
 
 Rule = ErrorRule | LatencyRule | DropRule | NetworkRule
 # Answers a request with its response message (not yet encoded), or None (acks=0 produce).
@@ -111,6 +114,7 @@ class FaultInjector:
         self.fetch_pauses = FetchPauses()
         self.marker_holds = MarkerHolds()
         self.authentication_failures = AuthenticationFailures()
+        self.cleaner_crashes = CleanerCrashes()
         self.clock_jumps = ClockJumps()
 
     # ---- adding and clearing ------------------------------------------------------------------------------------
@@ -217,13 +221,18 @@ class FaultInjector:
         """Refuse the SASL authentications of `user` (None: everyone's) as a wrong password is refused."""
         return self.authentication_failures.add(next(self._ids), user)
 
+    def crash_cleaner(self, at: str, topic: str | None) -> CleanerCrash:
+        """Kill the broker when its log cleaner reaches `at` (see cleaner_crashes) on a log of `topic` (None: any)."""
+        try:
+            return self.cleaner_crashes.arm(next(self._ids), at, topic)
+        except ValueError as exc:
+            raise FaultError(str(exc)) from None
     def jump_clock(self, ms: int) -> ClockJump:
         """Step this broker's wall clock by `ms` (negative: back), its timers untouched (see clock_jumps)."""
         return self.clock_jumps.jump(next(self._ids), ms)
 
     async def clear(self, kind: str | None = None, rule_id: int | None = None) -> int:
-        """Remove faults (all, one kind: "error", "latency", "disk", "link", "fetch-pause", "txn-markers-hold" or
-        "auth-failure", or one by id); returns how many."""
+        """Remove faults (all, those of one of KINDS, or one by id); returns how many."""
         if kind is not None and kind not in KINDS:
             raise FaultError(f"unknown fault kind {kind!r}: expected {', '.join(KINDS)}")
         cleared = 0
@@ -259,6 +268,8 @@ class FaultInjector:
             cleared += self.marker_holds.release(rule_id)
         if kind in (None, AUTHENTICATION_FAILURE_KIND):
             cleared += self.authentication_failures.clear(rule_id)
+        if kind in (None, CLEANER_CRASH_KIND):
+            cleared += self.cleaner_crashes.disarm(rule_id)
         if kind in (None, CLOCK_JUMP_KIND):
             cleared += self.clock_jumps.undo(rule_id)
         if kind in (None, "link"):
@@ -273,6 +284,7 @@ class FaultInjector:
         """The faults that are not rules, as they describe themselves now."""
         faults = self.links.describe() + self.fetch_pauses.describe() + self.marker_holds.describe()
         faults += self.authentication_failures.describe() + self.clock_jumps.describe()
+        faults += self.cleaner_crashes.describe()
         disk = self.disk_quota.describe()
         return faults if disk is None else faults + [disk]
 

@@ -143,6 +143,8 @@ class LogManager:
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._last_flush_ms: dict[TopicPartition, int] = {}
         self._unwritten: set[Path] = set()  # checkpoint files whose last write failed: logged once until it works
+        # Told of each log deleted, put aside or moved here (the log cleaner drops its checkpoint entry).
+        self.removal_listeners: list[Callable[[TopicPartition], None]] = []
 
     def load_logs(self, topic_configs: dict[str, dict[str, str]]) -> None:
         """Open (and recover) every partition directory found in the log dirs."""
@@ -281,7 +283,12 @@ class LogManager:
         self._high_watermarks.pop(tp, None)
         if removed is not None:
             removed.delete()
+            self._removed(tp)
         self.remove_future_log(tp)
+
+    def _removed(self, tp: TopicPartition) -> None:
+        for listener in self.removal_listeners:
+            listener(tp)
 
     def mark_stray(self, topic: str, index: int) -> Path:
         """Put aside a log the cluster metadata has no replica of here (Kafka's stray log): renamed
@@ -291,6 +298,7 @@ class LogManager:
         log_dir = self._dir_of.pop(tp)
         self._high_watermarks.pop(tp, None)
         stray.close()
+        self._removed(tp)
         path = log_dir.path / f"{partition_dir_name(topic, index)}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
         os.rename(stray.dir, path)
         fsync_dir(log_dir.path)
@@ -388,6 +396,7 @@ class LogManager:
             latest = moved.leader_epoch_cache.latest_entry
             if latest is None or (entry.epoch > latest.epoch and entry.start_offset >= latest.start_offset):
                 moved.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+        self._removed(tp)
         self.logs[tp] = moved
         self._dir_of[tp] = target_dir
         self._last_flush_ms.pop(tp, None)
@@ -406,6 +415,7 @@ class LogManager:
         for tp in lost:
             self._abandon(self.logs.pop(tp))
             del self._dir_of[tp]
+            self._removed(tp)
         for tp in [tp for tp, d in self._future_dir_of.items() if d is log_dir]:
             self._abandon(self.future_logs.pop(tp))
             del self._future_dir_of[tp]

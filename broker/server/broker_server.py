@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -44,6 +46,7 @@ from minikafka.broker.coordinator.transaction.transaction_metadata import Transa
 from minikafka.broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
 from minikafka.broker.faults.disk_quota import DiskQuota
 from minikafka.broker.faults.injector import FaultInjector
+from minikafka.broker.log.log_cleaner import CleanerConfig, CleanerStopped, LogCleaner
 from minikafka.broker.log.log_manager import LogManager
 from minikafka.broker.metadata.dynamic_config import (
     FOLLOWER_REPLICATION_THROTTLED_RATE,
@@ -146,6 +149,7 @@ class BrokerServer:
         # Built once the broker has registered and caught up with the metadata, when run() starts.
         self.metadata_cache: MetadataCache
         self.log_manager: LogManager
+        self.log_cleaner: LogCleaner
         self.replica_manager: ReplicaManager
         self.group_coordinator: GroupCoordinator
         self.transaction_coordinator: TransactionCoordinator
@@ -256,6 +260,7 @@ class BrokerServer:
         self._load(topic_configs)
         phase = self._phase_done(f"loaded {len(self.log_manager.logs)} logs and applied the metadata to them", phase)
         await nursery.start(self.replica_manager.run)
+        await nursery.start(self.log_cleaner.run)
         await nursery.start(self.group_coordinator.run)
         await nursery.start(self.transaction_coordinator.run)
         await nursery.start(self.share_coordinator.run)
@@ -287,6 +292,22 @@ class BrokerServer:
         if hasattr(self, "replica_manager"):
             self.replica_manager.broker_epoch = broker_epoch
 
+    def _cleaner_fault_point(self, tp: tuple[str, int], point: str) -> None:
+        """A cleaner-crash fault: die here as on kill -9 (in-process, where that would kill the test too, as
+        crash() does, leaving the files as they are)."""
+        if not self.faults.cleaner_crashes.due(tp[0], point):
+            return
+        log.warning("fault: broker %d crashes at the log cleaner's %s of %s-%d", self.node_id, point, *tp)
+        if threading.current_thread() is threading.main_thread():
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.crash()
+        raise CleanerStopped(f"crashed at the cleaner's {point} of {tp[0]}-{tp[1]}")
+
+    def _high_watermark_of(self, tp: tuple[str, int]) -> int | None:
+        """A hosted partition's high watermark, which the log cleaner never cleans past; None when not hosted."""
+        partition = self.replica_manager.partitions.get(tp)
+        return None if partition is None else partition.high_watermark
+
     def _load(self, topic_configs: dict[str, dict[str, str]]) -> None:
         """Open the logs and become what the metadata says for every partition; from now on each metadata change
         is applied as it is replayed."""
@@ -303,6 +324,10 @@ class BrokerServer:
                                               link_is_cut=self.faults.links.is_cut, metrics=self.metrics,
                                               replication_quotas=self.replication_quotas)
         self.replica_manager.broker_epoch = self.metadata.broker_epoch
+        self.log_cleaner = LogCleaner(CleanerConfig.from_broker_config(self.config.get), self.log_manager,
+                                      self._high_watermark_of)
+        self.log_manager.removal_listeners.append(self.log_cleaner.manager.forget)
+        self.log_cleaner.fault_point = self._cleaner_fault_point
         self.replica_manager.alter_log_dirs_manager.io_max_bytes_per_second = functools.partial(
             self.dynamic_config.replication_throttled_rate, REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND)
         self.producer_ids = ProducerIdManager(self.node_id, self.controller_channel,
@@ -354,6 +379,8 @@ class BrokerServer:
                     self.log_manager.update_topic_config(topic, image.topic_configs.get(topic, {}))
                 except ValueError as exc:
                     log.error("configs of topic %s not applied: %s", topic, exc)
+        if change.topic_configs or change.broker_configs:
+            self.log_cleaner.wake()  # a compaction setting takes effect at once
         for topic in {t for (t, _), state in change.partitions.items() if state is None}:
             if topic not in image.topics:
                 self.group_coordinator.offset_manager.on_topic_deleted(topic)

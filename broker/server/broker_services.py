@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from minikafka.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from minikafka.broker.faults.disk_quota import DiskQuota
     from minikafka.broker.faults.injector import FaultInjector
+    from minikafka.broker.log.log_cleaner import LogCleaner
     from minikafka.broker.log.log_manager import LogManager
     from minikafka.broker.metadata.metadata_cache import MetadataCache
     from minikafka.broker.metadata.metadata_image import BrokerEndpointInfo
@@ -67,6 +68,7 @@ class BrokerServices(Protocol):
     forwarding: ForwardingManager
     auto_topic_creation: AutoTopicCreationManager
     log_manager: LogManager
+    log_cleaner: LogCleaner
     replica_manager: ReplicaManager
     purgatory: Purgatory
     fetch_sessions: FetchSessionCache

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
 from minikafka.broker.controller.controller_metrics import kafka_controller_families
+from minikafka.broker.log.log_cleaner import LogCleaner
 from minikafka.broker.metadata.metadata_source import MetadataSource
 from minikafka.broker.network.metrics_endpoint import FamiliesBuilder, counter, gauge
 from minikafka.broker.network.request_metrics import RequestMetrics, RequestStats
@@ -34,13 +35,15 @@ DELAYED_OPERATIONS = {"produce": "Produce", "fetch": "Fetch"}
 
 
 def broker_families(metrics: BrokerMetrics, purgatory: Purgatory, fetch_sessions: FetchSessionCache,
-                    metadata: MetadataSource, replica_manager: ReplicaManager | None) -> list[Metric]:
+                    metadata: MetadataSource, replica_manager: ReplicaManager | None,
+                    log_cleaner: LogCleaner | None = None) -> list[Metric]:
     """The broker's metrics now, with the controller's of its node (KRaft combined, or ZooKeeper mode)."""
-    return read_broker(metrics, purgatory, fetch_sessions, metadata, replica_manager)()
+    return read_broker(metrics, purgatory, fetch_sessions, metadata, replica_manager, log_cleaner)()
 
 
 def read_broker(metrics: BrokerMetrics, purgatory: Purgatory, fetch_sessions: FetchSessionCache,
-                metadata: MetadataSource, replica_manager: ReplicaManager | None) -> FamiliesBuilder:
+                metadata: MetadataSource, replica_manager: ReplicaManager | None,
+                log_cleaner: LogCleaner | None = None) -> FamiliesBuilder:
     """Read the broker's figures now, on its loop; the builder returned makes them into metric families anywhere, so
     that the per-partition series, most of a scrape's work on a broker of many partitions, are made off the loop.
     `replica_manager` is None until the broker has caught up with the metadata and built it."""
@@ -87,6 +90,8 @@ def read_broker(metrics: BrokerMetrics, purgatory: Purgatory, fetch_sessions: Fe
     families.append(purgatory_size)
     families.append(gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
                           "Incremental fetch sessions in the cache", len(fetch_sessions)))
+    if log_cleaner is not None:
+        families += log_cleaner_families(log_cleaner)
     if metrics.local_controller_image is not None:
         families += kafka_controller_families(metrics.local_controller_image())
     else:
@@ -195,3 +200,33 @@ def _request_families(metrics: RequestMetrics) -> list[Metric]:
     for api, stats in by_api.items():
         total_time.add_metric([api], stats.count, stats.total_time_ms)
     return [requests, total_time]
+
+
+def log_cleaner_families(cleaner: LogCleaner) -> list[Metric]:
+    """Kafka's kafka.log:type=LogCleaner and type=LogCleanerManager gauges."""
+    manager = cleaner.manager
+    uncleanable_count = GaugeMetricFamily("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                                          "Partitions of the log dir whose cleaning failed, skipped until restart",
+                                          labels=["logDirectory"])
+    uncleanable_bytes = GaugeMetricFamily("kafka_log_logcleanermanager_uncleanable_bytes",
+                                          "Cleanable bytes of the log dir's uncleanable partitions",
+                                          labels=["logDirectory"])
+    for path, partitions in cleaner.uncleanable_by_dir().items():
+        uncleanable_count.add_metric([str(path)], len(partitions))
+        uncleanable_bytes.add_metric([str(path)], cleaner.uncleanable_bytes(partitions))
+    return [
+        gauge("kafka_log_logcleaner_max_clean_time_secs", "The longest last cleaning of the cleaner threads, seconds",
+              cleaner.max_clean_time_secs),
+        gauge("kafka_log_logcleaner_cleaner_recopy_percent",
+              "Bytes written over bytes read by the cleaner threads' last cleanings, percent",
+              cleaner.cleaner_recopy_percent),
+        gauge("kafka_log_logcleaner_max_compaction_delay_secs",
+              "How far past max.compaction.lag.ms the most overdue compacted log was at the last look, seconds",
+              manager.max_compaction_delay_ms / 1000),
+        gauge("kafka_log_logcleanermanager_max_dirty_percent",
+              "The cleanable ratio of the dirtiest compacted log at the last look, percent",
+              100 * manager.dirtiest_cleanable_ratio),
+        gauge("kafka_log_logcleanermanager_time_since_last_run_ms", "Milliseconds since the cleaner last looked",
+              cleaner.time_since_last_run_ms),
+        uncleanable_count, uncleanable_bytes,
+    ]

@@ -21,8 +21,8 @@ from tests.raw_client import RawConnection, record_batch
 PER_REQUEST_KINDS = ("error", "latency", "drop-response", "connection-delay", "reorder", "bandwidth",
                      "close-after-bytes", "partial-fetch")
 # Kinds that act on something else than the requests of an API: the disk (appends), links between nodes, replica
-# fetching, transaction markers, SASL authentication, the wall clock; each has its own tests.
-OTHER_KINDS = ("disk", "link", "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump")
+# fetching, transaction markers, SASL authentication, the wall clock, the log cleaner; each has its own tests.
+OTHER_KINDS = ("disk", "link", "fetch-pause", "txn-markers-hold", "auth-failure", "clock-jump", "cleaner-crash")
 INJECTED = ErrorCode.KAFKA_STORAGE_ERROR
 DELAY_MS = 150
 BYTES_PER_S = 4000

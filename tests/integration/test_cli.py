@@ -127,7 +127,7 @@ def test_every_option_of_every_command_has_help_and_topic_is_t():
     assert len(actions) > 100
     assert [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in actions if not a.help] == []
     topics = [(path, a.option_strings) for path, a in actions if "--topic" in a.option_strings]
-    assert len(topics) == 13
+    assert len(topics) == 14
     assert [path for path, options in topics if "-t" not in options] == []
 
 
@@ -471,6 +471,19 @@ def test_fault_commands_inject_list_and_clear(minikafka_broker):
 
     refused = cli(broker, "fault", "error", "--api", "Produce", "--error", "NO_SUCH_ERROR", check=False)
     assert refused.returncode == 1 and b"unknown error code" in refused.stderr
+
+
+def test_a_cleaner_crash_is_armed_listed_and_cleared_from_the_cli(minikafka_broker):
+    broker = minikafka_broker
+    out = cli(broker, "fault", "crash-cleaner", "--at", "mid-swap", "--topic", "table").stdout.decode()
+    assert out.endswith(": the broker dies at the log cleaner's mid-swap of topic table\n"), out
+    [line] = cli(broker, "fault", "list").stdout.decode().splitlines()
+    assert line.split("\t")[1:] == ["cleaner-crash", "the broker dies at the log cleaner's mid-swap of topic table"]
+    assert broker.faults.list()[0]["at"] == "mid-swap"
+    assert cli(broker, "fault", "clear", "--kind", "cleaner-crash").stdout == b"Cleared 1 fault(s).\n"
+    assert broker.faults.list() == []
+    refused = cli(broker, "fault", "crash-cleaner", "--at", "halfway", check=False)
+    assert refused.returncode == 2 and b"invalid choice" in refused.stderr
 
 
 def test_fault_error_from_cli_is_seen_by_a_producer(minikafka_broker):

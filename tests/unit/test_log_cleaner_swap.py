@@ -11,6 +11,7 @@ from minikafka.storage.log_cleaner import (
     DELETE_HORIZON_MASK,
     CleanedTransactionMetadata,
     OffsetMap,
+    SegmentSnapshot,
     begin_swap,
     build_offset_map,
     clean_segments,
@@ -135,14 +136,14 @@ def test_clean_segments_cleans_an_open_log_up_to_its_active_segment(tmp_path: Pa
     log = reopen(directory)
     try:
         segments = log.segments
-        groups, end = clean_segments(directory, segments[:-1], 0, segments[-1].base_offset, {}, NOW, RETENTION,
-                                     1 << 20, 1 << 30, 10 << 20)
+        groups, end = clean_segments(directory, [SegmentSnapshot.of(s) for s in segments[:-1]], 0,
+                                     segments[-1].base_offset, {}, NOW, RETENTION, 1 << 20, 1 << 30, 10 << 20)
         assert end == 4
         [group] = groups
         assert (group.base_offset, group.replaced, group.messages_read, group.messages_retained) == \
-            (0, segments[:2], 4, 3)
+            (0, [0, 2], 4, 3)
         assert (group.bytes_read, group.bytes_written) == (segments[0].size + segments[1].size, len(cleaned))
-        log.replace_segments(group.base_offset, group.replaced, NOW)
+        log.replace_segments(group.base_offset, segments[:2], NOW)
         assert (directory / "00000000000000000000.log").read_bytes() == cleaned
         assert [s.base_offset for s in log.segments] == [0, 4]
     finally:
@@ -160,10 +161,11 @@ def test_cleaning_a_transactional_log_drops_aborted_records_and_keeps_their_inde
 
         def clean_once(first_dirty: int) -> list[tuple[int, bool, int, bool]]:
             segments = log.segments
-            [group], end = clean_segments(log.dir, segments[:-1], first_dirty, segments[-1].base_offset,
-                                          last_of_producer, NOW, RETENTION, 1 << 20, 1 << 30, 10 << 20)
+            [group], end = clean_segments(log.dir, [SegmentSnapshot.of(s) for s in segments[:-1]], first_dirty,
+                                          segments[-1].base_offset, last_of_producer, NOW, RETENTION, 1 << 20,
+                                          1 << 30, 10 << 20)
             assert end == 9
-            log.replace_segments(group.base_offset, group.replaced, NOW)
+            log.replace_segments(group.base_offset, [s for s in segments if s.base_offset in group.replaced], NOW)
             data = (log.dir / "00000000000000000000.log").read_bytes()
             return [(h.base_offset, h.is_control, h.records_count, bool(h.attributes & DELETE_HORIZON_MASK))
                     for _, h in iter_batches(data)]
@@ -175,5 +177,32 @@ def test_cleaning_a_transactional_log_drops_aborted_records_and_keeps_their_inde
         # The next pass finds no record of the aborted transaction: its marker gets a delete horizon.
         assert clean_once(9) == [(2, False, 0, False), (4, True, 1, True), (5, True, 1, False),
                                  (6, False, 2, False), (8, True, 1, False)]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("io_buffer_size", [1, 100, 250])
+def test_small_read_buffers_clean_as_a_whole_read_does(tmp_path: Path, io_buffer_size: int) -> None:
+    """Segments read a few batches at a time (or one, when a batch outgrows the buffer) give the same cleaning:
+    a transaction's records in one chunk, its abort marker in a later one."""
+    log = open_log(tmp_path)
+    try:
+        fill(log)  # pid 1 aborts [0, 1] at 4; pid 2's [2, 3] committed at 5; pid 1 writes [6, 7] again
+        end_txn(log, 1, 0, COMMIT)  # at 8
+        log.producer_state.on_high_watermark_updated(9)
+        log.roll(NOW)
+        segments = log.segments
+        snapshots = [SegmentSnapshot.of(s) for s in segments[:-1]]
+        cleaned = log.dir / "00000000000000000000.log.cleaned"
+
+        def clean(buffer_size: int) -> tuple[bytes, tuple[int, ...]]:
+            [group], end = clean_segments(log.dir, snapshots, 0, 9, {1: 7, 2: 3}, NOW, RETENTION, 1 << 20, 1 << 30,
+                                          10 << 20, io_buffer_size=buffer_size)
+            assert end == 9
+            return cleaned.read_bytes(), tuple(group[2:])  # the bytes, and bytes and records read and kept
+
+        whole = clean(1 << 20)
+        assert whole[1][1] == len(whole[0]) > 0
+        assert clean(io_buffer_size) == whole
     finally:
         log.close()

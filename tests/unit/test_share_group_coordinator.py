@@ -402,5 +402,12 @@ def test_share_group_settings_are_checked_as_kafka():
     config = BrokerConfig({"group.share.session.timeout.ms": "1000"})
     with pytest.raises(ConfigError, match="group.share.session.timeout.ms"):
         GroupCoordinatorConfig.from_broker_config(config)
+    for name, value, message in (("group.share.delivery.count.limit", "11", "no more than 10"),
+                                 ("group.share.delivery.count.limit", "1", "at least 2"),
+                                 ("group.share.partition.max.record.locks", "99", "at least 100"),
+                                 ("group.share.max.share.sessions", "0", "at least 1")):
+        with pytest.raises(ConfigError, match=f"Invalid value {value} for configuration {name}: Value must be "
+                                              f"{message}"):
+            GroupCoordinatorConfig.from_broker_config(BrokerConfig({name: value}))
     ok = GroupCoordinatorConfig.from_broker_config(BrokerConfig({"group.share.max.size": "3"}))
     assert (ok.share_max_size, ok.share_session_timeout_ms, ok.share_heartbeat_interval_ms) == (3, 45000, 5000)

@@ -141,12 +141,16 @@ def consumer_assignors(config: BrokerConfig) -> tuple[str, ...]:
 
 def share_max_size(config: BrokerConfig) -> int:
     """group.share.max.size, checked with the bounds Kafka's GroupCoordinatorConfig and ShareGroupConfig require of
-    it and of the group.share.* timeouts (ConfigError otherwise)."""
+    it, of the share-partition limits and of the group.share.* timeouts (ConfigError otherwise)."""
+    for name, low, high in (("group.share.max.size", 1, 1000), ("group.share.delivery.count.limit", 2, 10),
+                            ("group.share.partition.max.record.locks", 100, 10000),
+                            ("group.share.max.share.sessions", 1, None)):
+        value = config.get(name)
+        if value < low:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+        if high is not None and value > high:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be no more than {high}")
     size = config.get("group.share.max.size")
-    if not 1 <= size <= 1000:
-        raise ConfigError(f"Invalid value {size} for configuration group.share.max.size: Value must be no more "
-                          "than 1000" if size > 1000 else
-                          f"Invalid value {size} for configuration group.share.max.size: Value must be at least 1")
     session, heartbeat = config.get("group.share.session.timeout.ms"), config.get("group.share.heartbeat.interval.ms")
     min_session, max_session = (config.get("group.share.min.session.timeout.ms"),
                                 config.get("group.share.max.session.timeout.ms"))

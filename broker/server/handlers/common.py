@@ -1,5 +1,5 @@
 """What several handler families share: topics by name or id, authorized-operation bitfields, per-partition
-answering, and forwarding a request to the controller."""
+answering, forwarding a request to the controller, and what the group families (classic, consumer, share) share."""
 from __future__ import annotations
 
 import math
@@ -9,11 +9,13 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
+from minikafka.broker.coordinator.group.assignor.assignor_spec import Assignment
 from minikafka.broker.metadata.metadata_image import TopicInfo
 from minikafka.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
 from minikafka.broker.server.forwarding import ForwardingError
 from minikafka.protocol.errors import ErrorCode, error_of
+from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 ZERO_UUID = uuid.UUID(int=0)
 # A purgatory key nothing checks: only the shutdown's wake_all ends a wait on it.
@@ -90,3 +92,28 @@ async def shutdown_begins(ctx: RequestContext) -> None:
     every wait in it, this one too."""
     if not ctx.draining():
         await ctx.services.purgatory.wait_any([SHUTDOWN_KEY], math.inf)
+
+
+async def ensure_offsets_topic(ctx: RequestContext) -> None:
+    """A group request may come before any coordinator lookup (from a client that remembers its coordinator): the
+    coordinator's partitions come into being with it, as they would with the lookup."""
+    if GROUP_METADATA_TOPIC not in ctx.services.metadata_cache.topics:
+        await ctx.services.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
+
+
+def client_host(ctx: RequestContext) -> str:
+    """Kafka reports a group member's peer as InetAddress.toString(): '/' then the address."""
+    host = ctx.conn.peer.rsplit(":", 1)[0] if ":" in ctx.conn.peer else ctx.conn.peer
+    return "/" + host
+
+
+def described_assignment(ctx: RequestContext, assignment_type: Any, assignment: Assignment) -> object:
+    """A member's assignment as ConsumerGroupDescribe and ShareGroupDescribe answer it (`assignment_type`, their
+    Assignment): by topic id with the topic's name, partitions sorted; deleted topics left out."""
+    topics = []
+    for topic_id, partitions in sorted(assignment.items()):
+        topic = ctx.services.metadata_cache.topics_by_id.get(topic_id)
+        if topic is not None and partitions:
+            topics.append(assignment_type.TopicPartitions(topic_id=topic_id, topic_name=topic.name,
+                                                          partitions=sorted(partitions)))
+    return assignment_type(topic_partitions=topics)

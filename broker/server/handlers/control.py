@@ -4,7 +4,7 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 "op"; the answer is {"ok": true, ...} or {"ok": false, "error": message}. Operations:
 - describe: node, endpoints, log dirs, active faults, requests waiting in the purgatory, and per partition
   leader, leader epoch, replicas, ISR, high watermark, last stable offset, log start offset and each replica's log
-  end offset;
+  end offset, and this replica's log size, cleaner checkpoint and dirty ratio;
 - fault.add (kind error | latency | drop-response | connection-delay | reorder | bandwidth | close-after-bytes |
   partial-fetch | disk | link | fetch-pause | log-dir | txn-markers-hold; the network kinds take "delay_ms",
   "bytes_per_s" and "close_after_bytes" respectively, see broker/faults/network_rules; these rules and the error,
@@ -17,8 +17,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
   a "topic" and "partition"; a log dir "path" fails as on an I/O error, until the broker restarts; the transaction
   coordinator holds its markers to broker "to", or to any; SASL authentications of a "user", or of everyone, fail
   as with a wrong password: auth-failure; the wall clock steps by "ms", forwards or back, the timers untouched:
-  clock-jump, undone when cleared), fault.clear (kind, id), fault.list, fault.get (id: one fault, active or
-  used up or cleared, with its hits);
+  clock-jump, undone when cleared; the broker dies as on kill -9 when its log cleaner reaches a point "at" of a
+  segment swap, on a log of "topic" or any: cleaner-crash), fault.clear (kind, id), fault.list, fault.get (id: one
+  fault, active or used up or cleared, with its hits);
 - the waits below (partition.wait, group.wait_committed, group.wait, topic.wait, topic.wait_records) give up after
   "timeout_ms" of real time: an advance of a manual clock meanwhile does not cut them short;
 - partition.wait: until a partition this broker leads has its "high_watermark" or "last_stable_offset" ("offset")
@@ -49,6 +50,9 @@ It is served on the Kafka listener but never advertised in ApiVersions. A reques
 - connections.close: close every other client connection;
 - sessions.expire: end the SASL sessions of a "user" (or of everyone) now: a connection closes at its next request
   unless its client re-authenticates;
+- log.clean: one log cleaning pass now over the compacted logs this broker hosts (of "topic", if given), each log
+  cleaned once if Kafka's rules make it due (dirty ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms
+  passed), waiting for cleanings under way; answers "cleaned", one entry per log cleaned (offsets, bytes, records);
 - shutdown: a clean stop, as on SIGTERM;
 - metrics: the node's metrics, by their Prometheus names and labels (see metrics);
 - clock.now, clock.advance: the node's clock, a manual one moved forwards (see network/clock_control.py).
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 import trio
@@ -70,6 +75,7 @@ from minikafka.broker.clock.broker_clock import real_time
 from minikafka.broker.coordinator.group.group_metadata_manager import GROUPS_CHANGED_KEY, committed_offsets_key
 from minikafka.broker.faults.network_rules import KINDS as NETWORK_KINDS
 from minikafka.broker.faults.rules import FaultError
+from minikafka.broker.log.log_cleaner import CleanerStopped
 from minikafka.broker.metadata.metadata_cache import METADATA_CHANGE_KEY, NO_LEADER, is_internal
 from minikafka.broker.network.clock_control import CLOCK_OPERATIONS
 from minikafka.broker.network.control_api import ControlRefused, Operation, answer_control
@@ -105,6 +111,7 @@ def _optional_int(request: dict[str, Any], name: str) -> int | None:
 async def _describe(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     wanted = request.get("topics")
     topics = []
+    now_ms = int(time.time() * 1000)
     cache = services.metadata_cache
     for name, topic in sorted(cache.topics.items()):
         if wanted is not None and name not in wanted:
@@ -127,6 +134,9 @@ async def _describe(services: BrokerServices, request: dict[str, Any], _conn: Co
                 ends[str(services.node_id)] = hosted.log_end_offset
                 state["log_end_offsets"] = ends
                 state["size_bytes"] = hosted.log.size_in_bytes
+                cleaner = services.log_cleaner.manager
+                state["cleaner_checkpoint"] = cleaner.last_clean_offset((name, index))
+                state["dirty_ratio"] = cleaner.dirty_ratio((name, index), now_ms)
             partitions.append(state)
         topics.append({"name": name, "topic_id": str(topic.topic_id), "internal": is_internal(name),
                        "configs": cache.topic_configs(name), "partitions": partitions})
@@ -183,11 +193,13 @@ async def _fault_add(services: BrokerServices, request: dict[str, Any], _conn: C
         return {"fault": services.faults.hold_transaction_markers(_optional_int(request, "to")).describe()}
     if kind == "auth-failure":
         return {"fault": services.faults.fail_authentication(request.get("user")).describe()}
+    if kind == "cleaner-crash":
+        return {"fault": services.faults.crash_cleaner(str(request.get("at")), request.get("topic")).describe()}
     if kind == "clock-jump":
         return {"fault": services.faults.jump_clock(int(request["ms"])).describe()}
     raise FaultError(f"unknown fault kind {kind!r}: expected error, latency, drop-response, "
-                     f"{', '.join(NETWORK_KINDS)}, disk, link, fetch-pause, log-dir, txn-markers-hold, auth-failure "
-                     "or clock-jump")
+                     f"{', '.join(NETWORK_KINDS)}, disk, link, fetch-pause, log-dir, txn-markers-hold, auth-failure, "
+                     "clock-jump or cleaner-crash")
 
 
 def _fail_log_dir(services: BrokerServices, path: str) -> dict[str, Any]:
@@ -450,10 +462,19 @@ async def _shutdown(services: BrokerServices, _request: dict[str, Any], conn: Co
     return {}
 
 
+async def _log_clean(services: BrokerServices, request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
+    try:
+        results = await services.log_cleaner.clean_logs(request.get("topic"))
+    except CleanerStopped as exc:
+        raise ControlRefused(str(exc)) from None
+    return {"cleaned": [result.as_dict() for result in results]}
+
+
 async def _metrics(services: BrokerServices, _request: dict[str, Any], _conn: ConnectionInfo) -> dict[str, Any]:
     replica_manager = getattr(services, "replica_manager", None)  # built once the broker has caught up
     return {"node_id": services.node_id, "metrics": as_dict(broker_families(
-        services.metrics, services.purgatory, services.fetch_sessions, services.metadata, replica_manager))}
+        services.metrics, services.purgatory, services.fetch_sessions, services.metadata, replica_manager,
+        getattr(services, "log_cleaner", None)))}
 
 
 OPERATIONS: dict[str, Operation[BrokerServices]] = {
@@ -474,6 +495,7 @@ OPERATIONS: dict[str, Operation[BrokerServices]] = {
     "connections.close": _connections_close,
     "sessions.expire": _sessions_expire,
     "shutdown": _shutdown,
+    "log.clean": _log_clean,
     "metrics": _metrics,
     **CLOCK_OPERATIONS,
 }

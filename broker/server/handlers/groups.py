@@ -92,7 +92,14 @@ from minikafka.broker.metadata.features import CONSUMER_REBALANCE_PROTOCOL_GROUP
 from minikafka.broker.security.acl import AUTHORIZATION_ERRORS, AclOperation, ResourceType
 from minikafka.broker.server.add_partitions_to_txn_manager import TransactionSupportedOperation
 from minikafka.broker.server.broker_services import RequestContext
-from minikafka.broker.server.handlers.common import ZERO_UUID, operation_set, resolve_topic
+from minikafka.broker.server.handlers.common import (
+    ZERO_UUID,
+    client_host,
+    described_assignment,
+    ensure_offsets_topic,
+    operation_set,
+    resolve_topic,
+)
 from minikafka.broker.server.handlers.share_state import find_share_coordinator
 from minikafka.broker.server.handlers.transactions import find_transaction_coordinator
 from minikafka.protocol.api_keys import ApiKey
@@ -121,17 +128,6 @@ async def _committed(ctx: RequestContext, group_id: str) -> ErrorCode:
     return await _coordinator(ctx).group_manager.wait_replicated(group_id)
 
 
-async def _ensure_offsets_topic(ctx: RequestContext) -> None:
-    """A group request may come before any coordinator lookup (from a client that remembers its coordinator): the
-    coordinator's partitions come into being with it, as they would with the lookup."""
-    if GROUP_METADATA_TOPIC not in ctx.services.metadata_cache.topics:
-        await ctx.services.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
-
-
-def _client_host(ctx: RequestContext) -> str:
-    """Kafka reports the peer as InetAddress.toString(): '/' then the address."""
-    host = ctx.conn.peer.rsplit(":", 1)[0] if ":" in ctx.conn.peer else ctx.conn.peer
-    return "/" + host
 
 
 # ---- FindCoordinator ----------------------------------------------------------------------------------------
@@ -200,12 +196,12 @@ async def handle_join_group(ctx: RequestContext, request) -> object:
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
                             protocol_type=None, protocol_name=None if ctx.version >= 7 else "", leader="",
                             skip_assignment=False, member_id="", members=[])
-    await _ensure_offsets_topic(ctx)
+    await ensure_offsets_topic(ctx)
     R = ctx.response_class
     req = JoinRequest(
         group_id=request.group_id, member_id=request.member_id or "",
         group_instance_id=request.group_instance_id if ctx.version >= 5 else None,
-        client_id=ctx.header.client_id or "", client_host=_client_host(ctx),
+        client_id=ctx.header.client_id or "", client_host=client_host(ctx),
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=request.rebalance_timeout_ms if ctx.version >= 1 else request.session_timeout_ms,
         protocol_type=request.protocol_type or "",
@@ -241,7 +237,7 @@ async def handle_sync_group(ctx: RequestContext, request) -> object:
     if not _may_read_group(ctx, request.group_id):
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                             protocol_type=None, protocol_name=None, assignment=b"")
-    await _ensure_offsets_topic(ctx)
+    await ensure_offsets_topic(ctx)
     result = await _coordinator(ctx).sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if ctx.version >= 3 else None,
@@ -260,7 +256,7 @@ async def handle_sync_group(ctx: RequestContext, request) -> object:
 async def handle_heartbeat(ctx: RequestContext, request) -> object:
     if not _may_read_group(ctx, request.group_id):
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    await _ensure_offsets_topic(ctx)
+    await ensure_offsets_topic(ctx)
     code = _coordinator(ctx).heartbeat(request.group_id, request.generation_id, request.member_id,
                                        request.group_instance_id if ctx.version >= 3 else None)
     return ctx.response(throttle_time_ms=0, error_code=code)
@@ -269,7 +265,7 @@ async def handle_heartbeat(ctx: RequestContext, request) -> object:
 async def handle_leave_group(ctx: RequestContext, request) -> object:
     if not _may_read_group(ctx, request.group_id):
         return ctx.response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
-    await _ensure_offsets_topic(ctx)
+    await ensure_offsets_topic(ctx)
     R = ctx.response_class
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None)
@@ -321,7 +317,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> object:
     elif not _may_read_group(ctx, request.group_id):
         plan = _refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     else:
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
         cache = ctx.services.metadata_cache
         for t in request.topics:
             topic = cache.topics.get(t.name)
@@ -400,7 +396,7 @@ async def handle_offset_commit(ctx: RequestContext, request) -> object:
     if not _may_read_group(ctx, request.group_id):
         plan = _refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     else:
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
         for t in request.topics:
             topic, code = _topic_by_id_or_name(ctx, by_id, getattr(t, "name", None), getattr(t, "topic_id", None))
             # An unknown topic id names nothing to authorize; a name is authorized before it is looked up, so that
@@ -450,7 +446,7 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, by_id: b
     TOPIC_AUTHORIZATION_FAILED, and a fetch of all the group's offsets leaves such topics out."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
-    await _ensure_offsets_topic(ctx)
+    await ensure_offsets_topic(ctx)
     offset_manager = _offset_manager(ctx)
     cache = ctx.services.metadata_cache
     requested = None
@@ -530,7 +526,7 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> object:
 async def handle_offset_delete(ctx: RequestContext, request) -> object:
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return ctx.response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
-    await _ensure_offsets_topic(ctx)
+    await ensure_offsets_topic(ctx)
     R = ctx.response_class
     TopicR = R.OffsetDeleteResponseTopic
     PartR = TopicR.OffsetDeleteResponsePartition
@@ -585,7 +581,7 @@ async def handle_describe_groups(ctx: RequestContext, request) -> object:
                             group_state="", protocol_type="", protocol_data="", members=[],
                             authorized_operations=None))
     if authorized:
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
     for group_id in authorized:
         d = coordinator.describe_group(group_id, ctx.version)
         message = d.message or (f"Group {group_id} not found." if d.error == ErrorCode.GROUP_ID_NOT_FOUND else None)
@@ -630,7 +626,7 @@ async def handle_delete_groups(ctx: RequestContext, request) -> object:
             denied.append(name)
     results: list[tuple[str | None, ErrorCode]] = []
     if authorized:
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
         # As Kafka: an empty share group's share state is deleted first; a group whose deletion fails stays.
         for share_group_id, partitions in _coordinator(ctx).share.share_partitions_to_delete(authorized).items():
             state_error = await _committed(ctx, share_group_id)
@@ -680,8 +676,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> objec
             request.subscribed_topic_names),
         subscribed_topic_regex=request.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=request.server_assignor, owned_partitions=owned, client_id=ctx.client_id,
-        client_host=_client_host(ctx), api_version=ctx.version)
-    await _ensure_offsets_topic(ctx)
+        client_host=client_host(ctx), api_version=ctx.version)
+    await ensure_offsets_topic(ctx)
     try:
         result = _coordinator(ctx).consumer.heartbeat(req)
     except KafkaError as exc:
@@ -711,25 +707,15 @@ async def handle_consumer_group_describe(ctx: RequestContext, request) -> object
     G = ctx.response_class.DescribedGroup
     M = G.Member
     coordinator = _coordinator(ctx)
-    cache = ctx.services.metadata_cache
     groups = []
     if not _consumer_protocol_enabled(ctx):
         return ctx.response(throttle_time_ms=0, groups=[
             G(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, group_id=group_id, group_state="",
               group_epoch=0, assignment_epoch=0, assignor_name="", members=[]) for group_id in request.group_ids])
 
-    def described_assignment(assignment: Assignment) -> object:
-        topics = []
-        for topic_id, partitions in sorted(assignment.items()):
-            topic = cache.topics_by_id.get(topic_id)
-            if topic is not None and partitions:
-                topics.append(M.Assignment.TopicPartitions(topic_id=topic_id, topic_name=topic.name,
-                                                           partitions=sorted(partitions)))
-        return M.Assignment(topic_partitions=topics)
-
     authorized = [g for g in request.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
     if authorized:
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
     for group_id in request.group_ids:
         if group_id not in authorized:
             groups.append(G(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
@@ -745,8 +731,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, request) -> object
                      member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                      subscribed_topic_names=sorted(m.subscribed_topic_names),
                      subscribed_topic_regex=m.subscribed_topic_regex,
-                     assignment=described_assignment(m.assigned_partitions),
-                     target_assignment=described_assignment(group.target_assignment_of(m.member_id)),
+                     assignment=described_assignment(ctx, M.Assignment, m.assigned_partitions),
+                     target_assignment=described_assignment(ctx, M.Assignment, group.target_assignment_of(m.member_id)),
                      member_type=0 if m.use_classic_protocol else 1)
                    for m in group.members.values()]
         ops = (ctx.authorized_operations(ResourceType.GROUP, group_id) if request.include_authorized_operations

@@ -21,29 +21,17 @@ from __future__ import annotations
 
 import logging
 
-from minikafka.broker.coordinator.group.assignor.assignor_spec import Assignment
 from minikafka.broker.coordinator.group.share_group_coordinator import ShareHeartbeatRequest
 from minikafka.broker.metadata.features import share_groups_enabled
 from minikafka.broker.security.acl import AclOperation, ResourceType
 from minikafka.broker.server.broker_services import RequestContext
+from minikafka.broker.server.handlers.common import client_host, described_assignment, ensure_offsets_topic
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.share_groups")
 
 _UNSET_OPERATIONS = -2147483648
-
-
-def _client_host(ctx: RequestContext) -> str:
-    """Kafka reports the peer as InetAddress.toString(): '/' then the address."""
-    host = ctx.conn.peer.rsplit(":", 1)[0] if ":" in ctx.conn.peer else ctx.conn.peer
-    return "/" + host
-
-
-async def _ensure_offsets_topic(ctx: RequestContext) -> None:
-    if GROUP_METADATA_TOPIC not in ctx.services.metadata_cache.topics:
-        await ctx.services.auto_topic_creation.create_topics([GROUP_METADATA_TOPIC], internal=True)
 
 
 async def handle_share_group_heartbeat(ctx: RequestContext, request) -> object:
@@ -64,8 +52,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request) -> object:
     req = ShareHeartbeatRequest(group_id=request.group_id, member_id=request.member_id,
                                 member_epoch=request.member_epoch, rack_id=request.rack_id,
                                 subscribed_topic_names=None if topics is None else list(topics),
-                                client_id=ctx.client_id, client_host=_client_host(ctx))
-    await _ensure_offsets_topic(ctx)
+                                client_id=ctx.client_id, client_host=client_host(ctx))
+    await ensure_offsets_topic(ctx)
     try:
         result, initialize = coordinator.share.heartbeat(req)
     except KafkaError as exc:
@@ -91,7 +79,6 @@ async def handle_share_group_describe(ctx: RequestContext, request) -> object:
     G = ctx.response_class.DescribedGroup
     M = G.Member
     coordinator = ctx.services.group_coordinator
-    cache = ctx.services.metadata_cache
 
     def failed(group_id: str, code: ErrorCode, message: str | None) -> object:
         return G(error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0,
@@ -101,18 +88,9 @@ async def handle_share_group_describe(ctx: RequestContext, request) -> object:
         return ctx.response(throttle_time_ms=0, groups=[failed(g, ErrorCode.UNSUPPORTED_VERSION, None)
                                                         for g in request.group_ids])
 
-    def described(assignment: Assignment) -> object:
-        topics = []
-        for topic_id, partitions in sorted(assignment.items()):
-            topic = cache.topics_by_id.get(topic_id)
-            if topic is not None and partitions:
-                topics.append(M.Assignment.TopicPartitions(topic_id=topic_id, topic_name=topic.name,
-                                                           partitions=sorted(partitions)))
-        return M.Assignment(topic_partitions=topics)
-
     authorized = [g for g in request.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
     if authorized:
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
     groups = []
     for group_id in request.group_ids:
         if group_id not in authorized:
@@ -125,7 +103,7 @@ async def handle_share_group_describe(ctx: RequestContext, request) -> object:
             continue
         members = [M(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch, client_id=m.client_id,
                      client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed_topic_names),
-                     assignment=described(m.assigned_partitions))
+                     assignment=described_assignment(ctx, M.Assignment, m.assigned_partitions))
                    for m in group.members.values()]
         ops = (ctx.authorized_operations(ResourceType.GROUP, group_id) if request.include_authorized_operations
                else _UNSET_OPERATIONS)
