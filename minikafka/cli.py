@@ -19,6 +19,7 @@ from minikafka import (
     cli_format,
     cli_groups,
     cli_records,
+    cli_share_consume,
     cli_topics,
     cli_transactions,
     cli_users,
@@ -253,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cluster.add_parser(sub)
     cli_topics.add_parser(sub)
     cli_records.add_parsers(sub)
+    cli_share_consume.add_parser(sub)
     cli_groups.add_parser(sub)
     cli_transactions.add_parser(sub)
     cli_acls.add_parser(sub)
@@ -284,9 +286,9 @@ class _VersionAction(argparse.Action):
 
 
 COMMANDS = {"serve": serve, "cluster": cli_cluster.run, "topics": cli_topics.run, "produce": cli_records.run_produce,
-            "consume": cli_records.run_consume, "groups": cli_groups.run, "transactions": cli_transactions.run,
-            "acls": cli_acls.run, "users": cli_users.run, "features": cli_features.run, "fault": cli_fault.run,
-            "clock": cli_clock.run,
+            "consume": cli_records.run_consume, "share-consume": cli_share_consume.run, "groups": cli_groups.run,
+            "transactions": cli_transactions.run, "acls": cli_acls.run, "users": cli_users.run,
+            "features": cli_features.run, "fault": cli_fault.run, "clock": cli_clock.run,
             "format": cli_format.format_storage}
 
 

@@ -467,6 +467,8 @@ def render(record, fmt: bytes) -> bytes:
                 out += str(record.timestamp).encode()
             elif token == b"h":
                 out += _headers_text(record.headers or [])
+            elif token == b"d" and hasattr(record, "delivery_count"):  # a share group's record
+                out += str(record.delivery_count).encode()
             elif token == b"%":
                 out += b"%"
             else:
@@ -517,7 +519,7 @@ def _start_positions(consumer, tps: list, spec: str) -> dict:
     return {tp: min(max(offset, starts[tp]), ends[tp]) for tp in tps}
 
 
-class _Printer:
+class RecordPrinter:
     """Writes records to stdout in the chosen layout and counts them."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -559,7 +561,7 @@ class _Printer:
         return left_out
 
 
-def _poll(consumer: KafkaConsumer, printer: _Printer) -> None:
+def _poll(consumer: KafkaConsumer, printer: RecordPrinter) -> None:
     """One poll, its records printed. Records past --count are given back (the consumer seeks to the first of
     them), so that the consumer's positions, which its group commits, are what was printed."""
     records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=printer.room or None)
@@ -580,7 +582,7 @@ def _consume(args: argparse.Namespace) -> int:
         if args.offset not in ("beginning", "end", "stored"):
             raise CommandError("with -G, -o is beginning or end: where to start without a committed offset")
     reset = "latest" if args.offset == "end" else "earliest"
-    printer = _Printer(args)
+    printer = RecordPrinter(args)
     with StopSignals(interrupt=True) as stop:
         try:
             # The consumer protocol's member assigns the partitions to a consumer without a group.
@@ -617,7 +619,7 @@ def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _consume_assigned(consumer: KafkaConsumer, args: argparse.Namespace, printer: _Printer,
+def _consume_assigned(consumer: KafkaConsumer, args: argparse.Namespace, printer: RecordPrinter,
                       available: list[int]) -> None:
     from kafka import TopicPartition
 
@@ -640,7 +642,7 @@ def _consume_assigned(consumer: KafkaConsumer, args: argparse.Namespace, printer
             pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
 
 
-def _consume_in_group(consumer: KafkaConsumer, args: argparse.Namespace, printer: _Printer,
+def _consume_in_group(consumer: KafkaConsumer, args: argparse.Namespace, printer: RecordPrinter,
                       stop: StopSignals) -> None:
     """Consume as a member of the group until the end (-e), --count or a signal; at the end, commit.
 
@@ -665,7 +667,7 @@ def _consume_in_group(consumer: KafkaConsumer, args: argparse.Namespace, printer
         _commit_through_rebalances(consumer, printer, stop)
 
 
-def _commit_through_rebalances(consumer: KafkaConsumer, printer: _Printer, stop: StopSignals) -> None:
+def _commit_through_rebalances(consumer: KafkaConsumer, printer: RecordPrinter, stop: StopSignals) -> None:
     """Commit the positions of the partitions the member owns. A commit fails while the group rebalances
     (REBALANCE_IN_PROGRESS, or CommitFailedError once a new generation began): as Kafka's consumers' own poll
     loops do, poll until the member is in the group again and commit what it owns then."""
@@ -687,7 +689,7 @@ def _commit_through_rebalances(consumer: KafkaConsumer, printer: _Printer, stop:
         _poll(consumer, printer)
 
 
-def _consume_as_member(consumer: KafkaConsumer, args: argparse.Namespace, printer: _Printer,
+def _consume_as_member(consumer: KafkaConsumer, args: argparse.Namespace, printer: RecordPrinter,
                        stop: StopSignals) -> None:
     """Consume as a member of a KIP-848 consumer group (--group-protocol consumer) until the end (-e), --count or
     a signal, reading the partitions the coordinator assigns; at the end commit, and leave the group (committing

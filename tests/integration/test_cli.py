@@ -127,7 +127,7 @@ def test_every_option_of_every_command_has_help_and_topic_is_t():
     assert len(actions) > 100
     assert [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in actions if not a.help] == []
     topics = [(path, a.option_strings) for path, a in actions if "--topic" in a.option_strings]
-    assert len(topics) == 13
+    assert len(topics) == 14
     assert [path for path, options in topics if "-t" not in options] == []
 
 

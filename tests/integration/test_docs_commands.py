@@ -2,11 +2,11 @@
 
 Every ```sh block of README.md and docs/*.md is read command by command (a trailing backslash continues a line,
 `&&` separates commands, `#` starts a comment), and each command is one of:
-- a client command (`minikafka topics|produce|consume|groups|transactions|fault|features ...`, or a printf piped into
-  `minikafka produce`): run through bash exactly as written, against the broker the block is about. That is a
-  server the same block starts, or else a `minikafka.Broker()` the test starts for the file; the commands reach it
-  through $MINIKAFKA_BOOTSTRAP_SERVER, the documented default of --bootstrap-server, and a documented port in the
-  command (9092, ...) is that broker's. It must exit 0; what a `produce` line wrote must come out of a later
+- a client command (`minikafka topics|produce|consume|share-consume|groups|transactions|fault|features ...`, or a
+  printf piped into `minikafka produce`): run through bash exactly as written, against the broker the block is about.
+  That is a server the same block starts, or else a `minikafka.Broker()` the test starts for the file; the commands
+  reach it through $MINIKAFKA_BOOTSTRAP_SERVER, the documented default of --bootstrap-server, and a documented port
+  in the command (9092, ...) is that broker's. It must exit 0; what a `produce` line wrote must come out of a later
   `consume` line of the same topic that reads from the beginning to the end;
 - a server (`minikafka serve`, `minikafka cluster`): started in a scratch directory (with the repository's
   config/ beside it), documented ports replaced by free ones (`serve` without a port gets the one 9092 stands
@@ -166,7 +166,7 @@ def classify(command: str) -> tuple[str, str]:
         return "local", ""
     if words[1] in ("serve", "cluster"):
         return "server", words[1]
-    if words[1] in ("topics", "produce", "consume", "groups", "transactions", "fault", "features"):
+    if words[1] in ("topics", "produce", "consume", "share-consume", "groups", "transactions", "fault", "features"):
         return "client", words[1]
     return "unknown", f"unknown minikafka subcommand {words[1]!r}"
 
