@@ -1,0 +1,121 @@
+"""`__consumer_offsets` is a compacted topic the log cleaner keeps bounded: a group committing 100k times leaves a
+log of about one segment, and after a kill -9 the coordinator loads the compacted partition back to the same
+committed offsets, with a deleted group still gone."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafka.protocol.admin.groups import DeleteGroupsRequest
+from kafka.protocol.admin.topics import CreateTopicsRequest
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+from minikafka.protocol.errors import ErrorCode
+from tests.raw_client import RawConnection
+
+OFFSETS_TOPIC = "__consumer_offsets"
+SEGMENT_BYTES = 1024 * 1024  # the least segment.bytes Kafka allows
+TOPIC, PARTITIONS = "events", 100
+COMMITS = 100_000  # 1000 OffsetCommit requests of 100 partitions each
+METADATA_BYTES = 100  # per commit, so the log is many segments long
+FILLER_PARTITIONS, FILLER_METADATA_BYTES = 100, 3000
+# Record framing (length, attributes, deltas, header count: at most 20 bytes) and a batch header (61 bytes): the
+# most a record kept alone in its batch costs besides its key and value.
+RECORD_OVERHEAD = 20 + 61
+
+
+def create(conn: RawConnection, name: str, partitions: int) -> None:
+    R = CreateTopicsRequest[7]
+    resp = conn.request(R(topics=[R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
+                                                   assignments=[], configs=[])], timeout_ms=10000))
+    assert resp.topics[0].error_code == 0
+
+
+def commit(conn: RawConnection, group: str, offsets: dict[int, tuple[int, str]]) -> None:
+    R = OffsetCommitRequest[8]
+    P = R.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    resp = conn.request(R(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                          topics=[R.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+                              P(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                committed_metadata=m) for p, (o, m) in offsets.items()])]))
+    assert {p.error_code for p in resp.topics[0].partitions} == {0}
+
+
+def fetch(conn: RawConnection, group: str) -> dict[int, tuple[int, str]]:
+    """The group's committed offsets, once its coordinator has loaded them (a restarted broker may still be
+    loading: COORDINATOR_LOAD_IN_PROGRESS)."""
+    R = OffsetFetchRequest[7]
+    deadline = time.monotonic() + 30
+    while True:
+        resp = conn.request(R(group_id=group, topics=None, require_stable=False))
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert resp.error_code == 0
+    return {p.partition_index: (p.committed_offset, p.metadata) for t in resp.topics for p in t.partitions}
+
+
+def log_bounds(conn: RawConnection) -> tuple[int, int]:
+    """The log start and end offsets of the only partition of `__consumer_offsets`."""
+    R = ListOffsetsRequest[7]
+    bounds = []
+    for timestamp in (-2, -1):
+        resp = conn.request(R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
+            name=OFFSETS_TOPIC, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=timestamp)])]))
+        bounds.append(resp.topics[0].partitions[0].offset)
+    return bounds[0], bounds[1]
+
+
+def log_bytes(broker) -> int:
+    return sum(f.stat().st_size for f in Path(broker.data_dir, f"{OFFSETS_TOPIC}-0").glob("*.log"))
+
+
+def offset_record_bytes(group: str, metadata_bytes: int) -> int:
+    """Key and value of an OffsetCommit record: key v1 (group, topic, partition), value v3 (offset, leader epoch,
+    metadata, commit time)."""
+    return (2 + 2 + len(group) + 2 + len(TOPIC) + 4) + (2 + 8 + 4 + 2 + metadata_bytes + 8)
+
+
+def test_a_group_committing_100k_times_keeps_a_bounded_log_that_reloads_after_a_crash(broker_factory):
+    broker = broker_factory(offsets_topic_num_partitions=1, offsets_topic_segment_bytes=SEGMENT_BYTES)
+    with RawConnection(broker.bootstrap_servers, timeout=60) as conn:
+        conn.find_coordinator("busy")
+        create(conn, TOPIC, max(PARTITIONS, FILLER_PARTITIONS))
+        commit(conn, "dead", {p: (p, "gone") for p in range(PARTITIONS)})
+        assert conn.request(DeleteGroupsRequest[2](groups_names=["dead"])).results[0].error_code == 0
+        for i in range(COMMITS // PARTITIONS):
+            commit(conn, "busy", {p: (i * PARTITIONS + p, f"{i:0{METADATA_BYTES}d}") for p in range(PARTITIONS)})
+        expected = fetch(conn, "busy")
+        # Another group writes more than a segment, so every record of "busy" is behind the active segment and
+        # thus cleanable.
+        for i in range(SEGMENT_BYTES // (FILLER_PARTITIONS * FILLER_METADATA_BYTES) + 1):
+            commit(conn, "filler", {p: (i, str(i) * FILLER_METADATA_BYTES) for p in range(FILLER_PARTITIONS)})
+        filler = fetch(conn, "filler")
+        bounds = log_bounds(conn)
+    assert bounds[0] == 0
+    last = COMMITS // PARTITIONS - 1
+    assert expected == {p: (last * PARTITIONS + p, f"{last:0{METADATA_BYTES}d}") for p in range(PARTITIONS)}
+    written = log_bytes(broker)
+    assert written > COMMITS * offset_record_bytes("busy", METADATA_BYTES)
+
+    broker.clean_logs(OFFSETS_TOPIC)
+    # The active segment is never cleaned; behind it at most one record of each key stays, each at worst alone in
+    # its batch: the offsets of "busy" and "filler", and the tombstones of "dead" (its offsets and its group).
+    kept_at_most = (PARTITIONS * (offset_record_bytes("busy", METADATA_BYTES) + RECORD_OVERHEAD)
+                    + FILLER_PARTITIONS * (offset_record_bytes("filler", FILLER_METADATA_BYTES) + RECORD_OVERHEAD)
+                    + (PARTITIONS + 1) * (offset_record_bytes("dead", 0) + RECORD_OVERHEAD))
+    cleaned = log_bytes(broker)
+    assert cleaned <= SEGMENT_BYTES + kept_at_most
+    assert cleaned < written / 10
+
+    broker.kill()
+    broker.start()
+    with RawConnection(broker.bootstrap_servers, timeout=60) as conn:
+        conn.find_coordinator("busy")
+        assert fetch(conn, "busy") == expected
+        assert fetch(conn, "filler") == filler
+        assert fetch(conn, "dead") == {}
+        # Kept records stay at their offsets: the log neither starts later nor grew.
+        assert log_bounds(conn) == bounds
