@@ -1,6 +1,7 @@
-"""`__consumer_offsets` is a compacted topic the log cleaner keeps bounded: a group committing 100k times leaves a
-log of about one segment, and after a kill -9 the coordinator loads the compacted partition back to the same
-committed offsets, with a deleted group still gone."""
+"""The coordinators' compacted topics stay bounded through the log cleaner: a group committing 100k times leaves
+`__consumer_offsets` about a segment long, and a transactional id stored 12k times does the same to
+`__transaction_state`; after a kill -9 the coordinators load the compacted partitions back to the same committed
+offsets and producer epochs, with a deleted group still gone."""
 from __future__ import annotations
 
 import time
@@ -10,16 +11,22 @@ from kafka.protocol.admin.groups import DeleteGroupsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from minikafka.protocol.errors import ErrorCode
 from tests.raw_client import RawConnection
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 SEGMENT_BYTES = 1024 * 1024  # the least segment.bytes Kafka allows
+# No cleaner threads: all that was written stays on disk until the test's own pass (broker.clean_logs).
+MANUAL_CLEANING = {"log_cleaner_enable": "false"}
 TOPIC, PARTITIONS = "events", 100
 COMMITS = 100_000  # 1000 OffsetCommit requests of 100 partitions each
 METADATA_BYTES = 100  # per commit, so the log is many segments long
 FILLER_PARTITIONS, FILLER_METADATA_BYTES = 100, 3000
+# Epoch bumps of one transactional id, then of other ids (each bumped OTHER_BUMPS times) written after them.
+BUSY_BUMPS, OTHER_IDS, OTHER_BUMPS = 12_000, 100, 100
 # Record framing (length, attributes, deltas, header count: at most 20 bytes) and a batch header (61 bytes): the
 # most a record kept alone in its batch costs besides its key and value.
 RECORD_OVERHEAD = 20 + 61
@@ -79,7 +86,8 @@ def offset_record_bytes(group: str, metadata_bytes: int) -> int:
 
 
 def test_a_group_committing_100k_times_keeps_a_bounded_log_that_reloads_after_a_crash(broker_factory):
-    broker = broker_factory(offsets_topic_num_partitions=1, offsets_topic_segment_bytes=SEGMENT_BYTES)
+    broker = broker_factory(offsets_topic_num_partitions=1, offsets_topic_segment_bytes=SEGMENT_BYTES,
+                            **MANUAL_CLEANING)
     with RawConnection(broker.bootstrap_servers, timeout=60) as conn:
         conn.find_coordinator("busy")
         create(conn, TOPIC, max(PARTITIONS, FILLER_PARTITIONS))
@@ -119,3 +127,53 @@ def test_a_group_committing_100k_times_keeps_a_bounded_log_that_reloads_after_a_
         assert fetch(conn, "dead") == {}
         # Kept records stay at their offsets: the log neither starts later nor grew.
         assert log_bounds(conn) == bounds
+
+
+def init_producer_id(conn: RawConnection, transactional_id: str) -> tuple[int, int]:
+    """InitProducerId without a producer id: the coordinator bumps the id's epoch and stores its new state (once it
+    has loaded its partition: a restarted broker may still be loading, COORDINATOR_LOAD_IN_PROGRESS)."""
+    R = InitProducerIdRequest[4]
+    deadline = time.monotonic() + 30
+    while True:
+        resp = conn.request(R(transactional_id=transactional_id, transaction_timeout_ms=60000, producer_id=-1,
+                              producer_epoch=-1))
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert resp.error_code == 0
+    return resp.producer_id, resp.producer_epoch
+
+
+def transaction_log_bytes(broker) -> int:
+    return sum(f.stat().st_size for f in Path(broker.data_dir, f"{TRANSACTION_TOPIC}-0").glob("*.log"))
+
+
+def test_transaction_state_stored_many_times_stays_bounded_and_reloads_after_a_crash(broker_factory):
+    broker = broker_factory(transaction_state_log_num_partitions=1,
+                            transaction_state_log_segment_bytes=SEGMENT_BYTES, **MANUAL_CLEANING)
+    with RawConnection(broker.bootstrap_servers, timeout=60) as conn:
+        first = init_producer_id(conn, "busy-txn")
+        for _ in range(BUSY_BUMPS - 1):
+            last = init_producer_id(conn, "busy-txn")
+        # Then other ids write more than a segment, so every record of "busy-txn" is behind the active segment.
+        others = {}
+        for _ in range(OTHER_BUMPS):
+            others = {f"other-{i}": init_producer_id(conn, f"other-{i}") for i in range(OTHER_IDS)}
+    assert last == (first[0], first[1] + BUSY_BUMPS - 1)
+    written = transaction_log_bytes(broker)
+    assert written > 2 * SEGMENT_BYTES
+
+    broker.clean_logs(TRANSACTION_TOPIC)
+    # The active segment is never cleaned; behind it at most one record of each transactional id stays, each at
+    # worst alone in its batch (a state without partitions: well under 200 bytes with the batch header).
+    cleaned = transaction_log_bytes(broker)
+    assert cleaned <= SEGMENT_BYTES + (1 + OTHER_IDS) * 200
+    assert cleaned < written / 2
+
+    broker.kill()
+    broker.start()
+    with RawConnection(broker.bootstrap_servers, timeout=60) as conn:
+        # The reloaded state bumps from the last epoch stored: the coordinator knows each id as it was.
+        assert init_producer_id(conn, "busy-txn") == (last[0], last[1] + 1)
+        for transactional_id, (producer_id, epoch) in others.items():
+            assert init_producer_id(conn, transactional_id) == (producer_id, epoch + 1)
