@@ -1,15 +1,15 @@
 """The coordinators' compacted topics stay bounded through the log cleaner: a group committing 100k times leaves
 `__consumer_offsets` about a segment long, and a transactional id stored 12k times does the same to
 `__transaction_state`; after a kill -9 the coordinators load the compacted partitions back to the same committed
-offsets and producer epochs, with a deleted group still gone."""
+offsets, group members and producer epochs, with a deleted group still gone."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from kafka.protocol.admin.groups import DeleteGroupsRequest
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
-from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer.group import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
@@ -39,10 +39,12 @@ def create(conn: RawConnection, name: str, partitions: int) -> None:
     assert resp.topics[0].error_code == 0
 
 
-def commit(conn: RawConnection, group: str, offsets: dict[int, tuple[int, str]]) -> None:
+def commit(conn: RawConnection, group: str, offsets: dict[int, tuple[int, str]], member_id: str = "",
+           generation: int = -1) -> None:
     R = OffsetCommitRequest[8]
     P = R.OffsetCommitRequestTopic.OffsetCommitRequestPartition
-    resp = conn.request(R(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+    resp = conn.request(R(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+                          group_instance_id=None,
                           topics=[R.OffsetCommitRequestTopic(name=TOPIC, partitions=[
                               P(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                                 committed_metadata=m) for p, (o, m) in offsets.items()])]))
@@ -61,6 +63,26 @@ def fetch(conn: RawConnection, group: str) -> dict[int, tuple[int, str]]:
         time.sleep(0.1)
     assert resp.error_code == 0
     return {p.partition_index: (p.committed_offset, p.metadata) for t in resp.topics for p in t.partitions}
+
+
+def stable_member(conn: RawConnection, group: str) -> tuple[str, int]:
+    """A classic group of one member that got its assignment: its member id and generation."""
+    J, S = JoinGroupRequest[3], SyncGroupRequest[3]  # before v4 a member joins in one round trip
+    joined = conn.request(J(group_id=group, session_timeout_ms=60000, rebalance_timeout_ms=60000, member_id="",
+                            protocol_type="consumer", protocols=[J.JoinGroupRequestProtocol(name="range",
+                                                                                           metadata=b"m")]))
+    assert joined.error_code == 0
+    synced = conn.request(S(group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+                            group_instance_id=None, assignments=[S.SyncGroupRequestAssignment(
+                                member_id=joined.member_id, assignment=b"a")]))
+    assert (synced.error_code, synced.assignment) == (0, b"a")
+    return joined.member_id, joined.generation_id
+
+
+def described(conn: RawConnection, group: str) -> tuple:
+    (g,) = conn.request(DescribeGroupsRequest[3](groups=[group], include_authorized_operations=False)).groups
+    return (g.error_code, g.group_state, g.protocol_type, g.protocol_data,
+            [(m.member_id, m.member_metadata, m.member_assignment) for m in g.members])
 
 
 def log_bounds(conn: RawConnection) -> tuple[int, int]:
@@ -87,10 +109,14 @@ def offset_record_bytes(group: str, metadata_bytes: int) -> int:
 
 def test_a_group_committing_100k_times_keeps_a_bounded_log_that_reloads_after_a_crash(broker_factory):
     broker = broker_factory(offsets_topic_num_partitions=1, offsets_topic_segment_bytes=SEGMENT_BYTES,
-                            **MANUAL_CLEANING)
+                            group_initial_rebalance_delay_ms=0, **MANUAL_CLEANING)
     with RawConnection(broker.bootstrap_servers, timeout=60) as conn:
         conn.find_coordinator("busy")
         create(conn, TOPIC, max(PARTITIONS, FILLER_PARTITIONS))
+        member, generation = stable_member(conn, "members")
+        commit(conn, "members", {0: (7, "seven")}, member, generation)
+        group = described(conn, "members")
+        assert group == (0, "Stable", "consumer", "range", [(member, b"m", b"a")])
         commit(conn, "dead", {p: (p, "gone") for p in range(PARTITIONS)})
         assert conn.request(DeleteGroupsRequest[2](groups_names=["dead"])).results[0].error_code == 0
         for i in range(COMMITS // PARTITIONS):
@@ -110,10 +136,12 @@ def test_a_group_committing_100k_times_keeps_a_bounded_log_that_reloads_after_a_
 
     broker.clean_logs(OFFSETS_TOPIC)
     # The active segment is never cleaned; behind it at most one record of each key stays, each at worst alone in
-    # its batch: the offsets of "busy" and "filler", and the tombstones of "dead" (its offsets and its group).
+    # its batch: the offsets of "busy" and "filler", the tombstones of "dead" (its offsets and its group), and the
+    # offset and group metadata of "members" (one member: well under 300 bytes).
     kept_at_most = (PARTITIONS * (offset_record_bytes("busy", METADATA_BYTES) + RECORD_OVERHEAD)
                     + FILLER_PARTITIONS * (offset_record_bytes("filler", FILLER_METADATA_BYTES) + RECORD_OVERHEAD)
-                    + (PARTITIONS + 1) * (offset_record_bytes("dead", 0) + RECORD_OVERHEAD))
+                    + (PARTITIONS + 1) * (offset_record_bytes("dead", 0) + RECORD_OVERHEAD)
+                    + offset_record_bytes("members", len("seven")) + RECORD_OVERHEAD + 300 + RECORD_OVERHEAD)
     cleaned = log_bytes(broker)
     assert cleaned <= SEGMENT_BYTES + kept_at_most
     assert cleaned < written / 10
@@ -125,6 +153,8 @@ def test_a_group_committing_100k_times_keeps_a_bounded_log_that_reloads_after_a_
         assert fetch(conn, "busy") == expected
         assert fetch(conn, "filler") == filler
         assert fetch(conn, "dead") == {}
+        assert fetch(conn, "members") == {0: (7, "seven")}
+        assert described(conn, "members") == group
         # Kept records stay at their offsets: the log neither starts later nor grew.
         assert log_bounds(conn) == bounds
 
