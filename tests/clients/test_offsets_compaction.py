@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kafka.protocol.admin.configs import DescribeConfigsRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest
@@ -18,6 +19,7 @@ from tests.raw_client import RawConnection
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
+TOPIC_RESOURCE, DYNAMIC_TOPIC_CONFIG = 2, 1  # DescribeConfigs' resource type of a topic, source of its overrides
 SEGMENT_BYTES = 1024 * 1024  # the least segment.bytes Kafka allows
 # No cleaner threads: all that was written stays on disk until the test's own pass (broker.clean_logs).
 MANUAL_CLEANING = {"log_cleaner_enable": "false"}
@@ -207,3 +209,19 @@ def test_transaction_state_stored_many_times_stays_bounded_and_reloads_after_a_c
         assert init_producer_id(conn, "busy-txn") == (last[0], last[1] + 1)
         for transactional_id, (producer_id, epoch) in others.items():
             assert init_producer_id(conn, transactional_id) == (producer_id, epoch + 1)
+
+
+def test_the_offsets_topic_is_created_with_kafkas_configs(broker_factory):
+    """As Kafka's groupMetadataTopicConfigs: compacted, the producer's compression, offsets.topic.segment.bytes
+    segments; all topic overrides."""
+    broker = broker_factory(offsets_topic_segment_bytes=10 * 1024 * 1024)
+    R = DescribeConfigsRequest[4]
+    with RawConnection(broker.bootstrap_servers) as conn:
+        conn.find_coordinator("g")
+        response = conn.request(R(resources=[R.DescribeConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=OFFSETS_TOPIC, configuration_keys=None)],
+            include_synonyms=False, include_documentation=False))
+    (result,) = response.results
+    assert result.error_code == 0
+    assert {c.name: c.value for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG} == {
+        "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(10 * 1024 * 1024)}
