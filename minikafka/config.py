@@ -86,6 +86,7 @@ BROKER_PROPERTIES: dict[str, tuple[type, object]] = {
     "leader.imbalance.per.broker.percentage": (int, 10),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.replication.factor": (int, 1),
+    "offsets.topic.segment.bytes": (int, 104857600),
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
     "offsets.commit.timeout.ms": (int, 5000),

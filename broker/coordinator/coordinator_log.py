@@ -3,8 +3,8 @@
 Both coordinators write the same way in Kafka: a key and a value per record, one uncompressed batch per write
 (all or nothing), appended as leader with acks=all and answered only once the ISR has it, within a timeout; append
 errors become coordinator errors by one mapping. When a broker becomes leader of such a partition it replays the
-records to rebuild the coordinator's state. There is no log cleaner, so a partition that is mostly superseded
-records can be rewritten: its live records go to a fresh segment and the log start offset moves past the rest.
+records to rebuild the coordinator's state. Both topics are compacted by the log cleaner, so a replay reads past
+offset gaps and batches emptied of their records (kept for their producer state), and meets tombstones.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from minikafka.broker.replication.delayed_produce import AppendResult, DelayedProduce
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.protocol.end_transaction_marker import EndTransactionMarker, parse_marker
-from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
+from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.record_batch import NO_PRODUCER_ID, CorruptRecordError, parse_header
 from minikafka.storage.log import AppendInfo, AppendOrigin
 from minikafka.storage.producer_state import NO_PRODUCER_EPOCH
@@ -27,8 +27,6 @@ from minikafka.storage.producer_state import NO_PRODUCER_EPOCH
 log = logging.getLogger("minikafka.coordinator_log")
 
 READ_CHUNK_BYTES = 1 << 20
-# A rewrite is not one commit, so it goes in batches well below max.message.bytes.
-REWRITE_BATCH_BYTES = 256 * 1024
 
 # A coordinator record as written to the log: key bytes and value bytes (None: a tombstone).
 Record = tuple[bytes, bytes | None]
@@ -92,20 +90,6 @@ def build_batch(records: list[Record], timestamp_ms: int, producer_id: int = NO_
     return bytes(builder.buffer())
 
 
-def _chunks(records: list[Record], max_bytes: int) -> Iterator[list[Record]]:
-    chunk: list[Record] = []
-    size = 0
-    for key, value in records:
-        record_size = len(key) + len(value or b"")
-        if chunk and size + record_size > max_bytes:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append((key, value))
-        size += record_size
-    if chunk:
-        yield chunk
-
-
 class CoordinatorLog:
     """Appends records to, and replays them from, the partitions of one internal topic."""
 
@@ -155,27 +139,6 @@ class CoordinatorLog:
         code = APPEND_ERROR_MAP.get(error.code, error.code)
         log.warning("coordinator records of %s-%d not replicated: %s -> %s", *tp, error.code.name, code.name)
         return code
-
-    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
-        """Append `records` (a partition's whole live state) to a fresh segment, then move the log start offset
-        to them so the superseded segments before are deleted."""
-        hosted = self._replica_manager.get_partition(self.topic, partition)
-        if hosted is None:
-            return ErrorCode.NOT_COORDINATOR
-        the_log = hosted.log
-        try:
-            the_log.roll(now_ms)
-            start = the_log.log_end_offset
-            for chunk in _chunks(records, REWRITE_BATCH_BYTES):
-                error = self.append(partition, chunk, now_ms)
-                if error != ErrorCode.NONE:
-                    return error
-            the_log.maybe_increment_log_start_offset(start)
-        except (KafkaError, OSError) as exc:
-            code = error_of(exc).code
-            log.error("rewriting %s-%d failed: %s", self.topic, partition, exc)
-            return code
-        return ErrorCode.NONE
 
     def is_empty(self, partition: int) -> bool:
         """Whether this broker's replica of `partition` holds no offset at all (False when it has no replica)."""

@@ -4,12 +4,13 @@ and `__transaction_state` the first time a group or a transactional id looks up 
 `__share_group_state` (share.coordinator.state.topic.* settings, delete policy) when share state first needs it.
 
 Creation goes to the controller as a CreateTopics request with this broker's settings (num.partitions and
-default.replication.factor; offsets.topic.num.partitions, offsets.topic.replication.factor and compaction for
-`__consumer_offsets`; the transaction.state.log.* settings, compaction and no compression for
-`__transaction_state`, as Kafka's transactionTopicConfigs), and the broker waits until it has replayed the result,
-so the request that caused it is answered with the new topic. The controller refuses a replication factor above
-the brokers it has, as Kafka does; `__transaction_state` asks for no more replicas than there are live brokers (and
-a min.insync.replicas no larger than that), so one broker serves transactions with Kafka's defaults.
+default.replication.factor; the offsets.topic.* settings, compaction and the producer's compression for
+`__consumer_offsets`, as Kafka's groupMetadataTopicConfigs; the transaction.state.log.* settings, compaction and no
+compression for `__transaction_state`, as Kafka's transactionTopicConfigs), and the broker waits until it has
+replayed the result, so the request that caused it is answered with the new topic. The controller refuses a
+replication factor above the brokers it has, as Kafka does; `__transaction_state` asks for no more replicas than
+there are live brokers (and a min.insync.replicas no larger than that), so one broker serves transactions with
+Kafka's defaults.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from minikafka.protocol.internal_topics import (
 log = logging.getLogger("minikafka.auto_topic_creation")
 
 CREATE_TOPICS_VERSION = 7
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 
 class AutoTopicCreationManager:
@@ -74,7 +74,9 @@ class AutoTopicCreationManager:
     def _settings(self, name: str) -> tuple[int, int, dict[str, str]]:
         if name == GROUP_METADATA_TOPIC:
             return (self._config.get("offsets.topic.num.partitions"),
-                    self._config.get("offsets.topic.replication.factor"), dict(OFFSETS_TOPIC_CONFIGS))
+                    self._config.get("offsets.topic.replication.factor"), {
+                        "cleanup.policy": "compact", "compression.type": "producer",
+                        "segment.bytes": str(self._config.get("offsets.topic.segment.bytes"))})
         if name == TRANSACTION_STATE_TOPIC:
             replication_factor = max(1, min(self._config.get("transaction.state.log.replication.factor"),
                                             self._alive_brokers()))

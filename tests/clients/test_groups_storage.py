@@ -1,16 +1,13 @@
-"""Committed offsets live in `__consumer_offsets` as Kafka's own records, readable by any consumer of that topic,
-and the topic is kept short (superseded records rewritten away) across restarts."""
+"""Committed offsets live in `__consumer_offsets` as Kafka's own records, readable by any consumer of that topic."""
 from __future__ import annotations
 
 import struct
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.admin.topics import CreateTopicsRequest
-from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.consumer.group import OffsetCommitRequest
 
 from minikafka.broker.coordinator.group.group_metadata_manager import partition_for
-from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEAD_RECORDS
 from tests.raw_client import RawConnection
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -32,20 +29,6 @@ def commit(conn, group, topic, offsets: dict[int, int], metadata=""):
                               P(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                                 committed_metadata=metadata) for p, o in offsets.items()])]))
     assert {p.error_code for p in resp.topics[0].partitions} == {0}
-
-
-def fetch(conn, group):
-    R = OffsetFetchRequest[7]
-    resp = conn.request(R(group_id=group, topics=None, require_stable=False))
-    return {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in resp.topics for p in t.partitions}
-
-
-def log_start(conn, partition):
-    R = ListOffsetsRequest[7]
-    resp = conn.request(R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
-        name=OFFSETS_TOPIC, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
-            partition_index=partition, current_leader_epoch=-1, timestamp=-2)])]))
-    return resp.topics[0].partitions[0].offset
 
 
 def test_commits_are_kafka_offset_commit_records_in_consumer_offsets(broker_factory):
@@ -75,30 +58,3 @@ def test_commits_are_kafka_offset_commit_records_in_consumer_offsets(broker_fact
     assert (version, offset, epoch, value[16:16 + md_len]) == (3, 42, -1, b"md")
     (commit_time,) = struct.unpack_from(">q", value, 16 + md_len)
     assert abs(commit_time - records[0].timestamp) < 1000
-
-
-def test_superseded_commits_are_dropped_from_the_log_on_restart(broker_factory):
-    broker = broker_factory()
-    group, topic, topic_partitions = "busy", "events", 100
-    rounds = COMPACTION_MIN_DEAD_RECORDS // topic_partitions + 2
-    with RawConnection(broker.bootstrap_servers) as conn:
-        conn.find_coordinator("g")
-        create(conn, topic, topic_partitions)
-        for i in range(rounds):
-            commit(conn, group, topic, {p: i * 1000 + p for p in range(topic_partitions)})
-        expected = fetch(conn, group)
-        assert log_start(conn, partition_for(group, PARTITIONS)) == 0
-    assert expected == {(topic, p): ((rounds - 1) * 1000 + p, "") for p in range(topic_partitions)}
-
-    broker.stop()
-    broker.start()  # loading sees a log that is almost all superseded commits and rewrites it
-    assert f"loaded 1 groups from {rounds * topic_partitions} coordinator records" in broker.log_path.read_text()
-    with RawConnection(broker.bootstrap_servers) as conn:
-        assert fetch(conn, group) == expected
-        assert log_start(conn, partition_for(group, PARTITIONS)) == rounds * topic_partitions
-
-    broker.kill()
-    broker.start()
-    assert f"loaded 1 groups from {topic_partitions} coordinator records" in broker.log_path.read_text()
-    with RawConnection(broker.bootstrap_servers) as conn:
-        assert fetch(conn, group) == expected

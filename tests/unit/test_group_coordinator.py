@@ -22,7 +22,7 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     group_metadata_record,
     offset_commit_record,
 )
-from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
+from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry
 from minikafka.broker.replication.delayed_produce import produce_key
 from minikafka.broker.replication.purgatory import Purgatory
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -51,9 +51,12 @@ class MemoryLog:
             decoded = decode_key(key)
             yield decoded, decode_value(decoded, value)
 
-    def rewrite(self, partition, records, now_ms):
-        self.records[partition] = list(records)
-        return E.NONE
+    def compact(self, partition):
+        """What the log cleaner leaves once tombstones are past delete.retention.ms: the latest record of each key,
+        in its place."""
+        records = self.records[partition]
+        latest = {key: i for i, (key, _) in enumerate(records)}
+        self.records[partition] = [(k, v) for i, (k, v) in enumerate(records) if latest[k] == i and v is not None]
 
     async def wait_replicated(self, partition):
         return self.replication_fails_with or E.NONE
@@ -373,31 +376,34 @@ async def test_timer_replaces_cancels_and_defers_zero_delay_reschedules(autojump
     assert timer.fire_due() == 1 and timer.is_scheduled("z")  # a zero-delay reschedule runs on the next pass
 
 
-async def test_superseded_records_are_rewritten_away(running):
+async def test_a_compacted_log_rebuilds_the_groups_and_their_offsets(running):
     log = MemoryLog()
     coordinator = await running(make(log))
     offsets = coordinator.offset_manager
     (a, b), generation = await stable_group(coordinator)
-    for i in range(COMPACTION_MIN_DEAD_RECORDS // 4 + 1):
+    for i in range(50):
         await offsets.commit_offsets("g", a, None, generation, -1,
-                               [OffsetCommitEntry("t", p, i, -1, f"m{i}") for p in range(4)], 8)
+                                     [OffsetCommitEntry("t", p, i, -1, f"m{i}") for p in range(4)], 8)
+    await offsets.commit_offsets("dead", "", None, -1, -1, [OffsetCommitEntry("t", 0, 1, -1, None)], 8)
     partition = coordinator.group_manager.partition_for("g")
-    assert offsets.maybe_compact() == 1
-    assert len(log.records[partition]) == 5  # the group's metadata and its four offsets
-    assert offsets.maybe_compact() == 0
+    assert partition == coordinator.group_manager.partition_for("dead")
+    assert coordinator.delete_groups(["dead"]) == [("dead", E.NONE)]
+    log.compact(partition)
+    assert len(log.records[partition]) == 5  # the group's metadata and its four offsets; "dead" left nothing
     restarted = make(log)
     assert restarted.groups["g"].generation_id == generation and set(restarted.groups["g"].members) == {a, b}
+    assert "dead" not in restarted.groups
     assert [(p, v.offset, v.metadata) for p, v in dict(restarted.offset_manager.fetch_offsets("g", None))["t"]] == [
-        (p, COMPACTION_MIN_DEAD_RECORDS // 4, f"m{COMPACTION_MIN_DEAD_RECORDS // 4}") for p in range(4)]
+        (p, 49, "m49") for p in range(4)]
 
 
 async def test_deleting_a_topic_removes_its_committed_offsets(running):
     log = MemoryLog()
     coordinator = await running(make(log))
     offsets = coordinator.offset_manager
-    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("gone", 0, 5, -1, ""),
+    await offsets.commit_offsets("s", "", None, -1, -1, [OffsetCommitEntry("dead", 0, 5, -1, ""),
                                                    OffsetCommitEntry("kept", 0, 6, -1, "")], 8)
-    assert offsets.on_topic_deleted("gone") == 1
+    assert offsets.on_topic_deleted("dead") == 1
     assert dict(offsets.fetch_offsets("s", None)).keys() == {"kept"}
     assert dict(make(log).offset_manager.fetch_offsets("s", None)).keys() == {"kept"}
 

@@ -1,6 +1,6 @@
 """The group coordinator's side of transactions: offsets a TxnOffsetCommit wrote stay pending in their group until
 the transaction's marker commits or aborts them, the same whether the marker comes live or in a replay, and nothing
-that expires or rewrites offsets loses or commits them early. Records are kept in memory with their transactions,
+that expires offsets loses or commits them early. Records are kept in memory with their transactions,
 and once in a real partition log."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from minikafka.broker.coordinator.group.group_metadata_log import (
     decode_key,
     decode_value,
 )
-from minikafka.broker.coordinator.group.offset_manager import COMPACTION_MIN_DEAD_RECORDS, OffsetCommitEntry
+from minikafka.broker.coordinator.group.offset_manager import OffsetCommitEntry
 from minikafka.broker.replication.delayed_produce import AppendResult
 from minikafka.protocol.end_transaction_marker import ControlRecordType, EndTransactionMarker, build_marker_batch
 from minikafka.protocol.errors import ErrorCode, KafkaError, error_of
@@ -62,15 +62,8 @@ class TxnMemoryLog:
                 value = decode_value(key, value_bytes)
                 yield (key, value) if producer_id == NO_PRODUCER else TransactionalRecord(producer_id, key, value)
 
-    def rewrite(self, partition, records, now_ms):
-        self.entries[partition] = [(NO_PRODUCER, list(records))]
-        return E.NONE
-
     async def wait_replicated(self, partition):
         return self.replication_fails_with or E.NONE
-
-    def record_count(self, partition: int) -> int:
-        return sum(1 if isinstance(e, TransactionMarker) else len(e[1]) for e in self.entries[partition])
 
 
 class Clock:
@@ -202,11 +195,6 @@ async def test_a_marker_ends_only_its_producer_in_the_partitions_it_was_written_
         assert committed(coordinator, group, T0, require_stable=True) == [None]
     assert committed(make(log), "g", T0, T1, require_stable=True) == [1, E.UNSTABLE_OFFSET_COMMIT]
 
-    # A partition this broker does not lead is not its to end.
-    manager.unload_partition(partition_g)
-    coordinator.on_transaction_completed(OTHER_PID, [partition_g], True)
-    assert partition_g not in manager.record_counts()
-
 
 @pytest.fixture
 async def running(nursery):
@@ -297,21 +285,6 @@ async def test_expiration_spares_offsets_and_groups_an_open_transaction_holds():
     assert offsets.cleanup_group_metadata() == 2
     assert "g" not in coordinator.groups and "pending-only" not in coordinator.groups
     assert "g" not in make(log).groups
-
-
-async def test_a_partition_is_not_rewritten_while_a_transaction_that_wrote_to_it_is_open():
-    log = TxnMemoryLog()
-    coordinator = make(log)
-    partition = coordinator.group_manager.partition_for("g")
-    for i in range(COMPACTION_MIN_DEAD_RECORDS // 2 + 1):
-        await plain_commit(coordinator, "g", {T0: i, T1: i})
-    await txn_commit(coordinator, "g", {T0: 10**6})
-    assert coordinator.offset_manager.maybe_compact() == 0
-
-    end_txn(coordinator, log, True, "g")
-    assert coordinator.offset_manager.maybe_compact() == 1
-    assert log.record_count(partition) == 2
-    assert committed(make(log), "g", T0, T1) == [10**6, COMPACTION_MIN_DEAD_RECORDS // 2]
 
 
 async def test_deleting_offsets_groups_or_topics_takes_their_pending_offsets_too():

@@ -108,7 +108,6 @@ class GroupCoordinator(GroupAdmin):
                 self._prepare_rebalance(group, f"loaded group is over capacity {self.config.max_size}")
         self.consumer.on_loaded(partition)
         self.share.on_loaded(partition)
-        self.offset_manager.maybe_compact()
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads `partition`: its groups go, and members parked in a join or sync are told
@@ -196,7 +195,6 @@ class GroupCoordinator(GroupAdmin):
     def _run_expiration(self) -> None:
         try:
             self.offset_manager.cleanup_group_metadata()
-            self.offset_manager.maybe_compact()
         finally:
             self._schedule_expiration()
 

@@ -13,7 +13,7 @@ both on, so loading a partition rebuilds what is still pending as well as what i
 KIP-848 consumer group records (types 3-8 and 16, protocol/coordinator_records) are read back as ConsumerGroupRecords
 beside them, and KIP-932 share group records (types 10-15) as ShareGroupRecords; streams group records are skipped.
 
-The topic itself (appends, waits, replays, rewrites) is coordinator_log's, shared with the transaction
+The topic itself (appends, waits, replays) is coordinator_log's, shared with the transaction
 coordinator.
 """
 from __future__ import annotations

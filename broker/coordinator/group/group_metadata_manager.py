@@ -4,9 +4,9 @@ As Kafka's GroupMetadataManager, it places each group on a partition of `__consu
 groups of the partitions this broker leads: when it becomes a partition's leader the partition is replayed to
 rebuild its groups and committed offsets (loaded), and when it stops leading them they are dropped (unloaded); a
 group of any other partition is answered NOT_COORDINATOR, so its clients look their coordinator up again. It
-writes a group's metadata when a generation completes (tombstones when the group is deleted). It also counts the
-records each partition's log holds since its start, so the offset manager can tell when rewriting a partition to
-its live records pays. The record formats and the log itself are group_metadata_log's.
+writes a group's metadata when a generation completes (tombstones when the group is deleted). The topic is
+compacted by the log cleaner, so a replay meets offset gaps, emptied batches and tombstones, and the latest record
+of each key still rebuilds the same state. The record formats and the log itself are group_metadata_log's.
 
 An offset record does the same to its group whether it is written now or replayed (apply_offset_commit), as in
 Kafka: outside a transaction it is the committed offset; in a producer's transaction it is pending, and the
@@ -20,7 +20,6 @@ import functools
 import itertools
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -63,8 +62,6 @@ class MetadataLog(Protocol):
                producer_epoch: int = ...) -> ErrorCode: ...
 
     def replay(self, partition: int) -> Iterable[Replayed]: ...
-
-    def rewrite(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode: ...
 
     async def wait_replicated(self, partition: int) -> ErrorCode: ...
 
@@ -125,10 +122,6 @@ class GroupMetadataManager:
         self.groups_changed: Callable[[], None] = lambda: None
         # The partitions of `__consumer_offsets` this broker leads, whose groups it has loaded.
         self.owned_partitions: set[int] = set()
-        # The group metadata last written for each group (what a rewrite of its partition must keep), and how
-        # many records each partition's log holds since its start.
-        self._stored_metadata: dict[str, GroupMetadataValue] = {}
-        self._log_records: Counter[int] = Counter()
         # The order offset records are written or replayed in (OffsetAndMetadata.write_order).
         self._write_order = itertools.count(1)
         # Partition -> producer id -> the groups whose offsets its open transaction committed (Kafka's
@@ -174,7 +167,6 @@ class GroupMetadataManager:
             else:
                 self._replay(*replayed)
             records += 1
-        self._log_records[partition] = records
         self.owned_partitions.add(partition)
         loaded = [group for group_id, group in self.groups.items() if group_id not in before]
         for group in loaded:
@@ -197,12 +189,10 @@ class GroupMetadataManager:
         dropped = [group for group_id, group in self.groups.items() if self.partition_for(group_id) == partition]
         for group in dropped:
             del self.groups[group.group_id]
-            self._stored_metadata.pop(group.group_id, None)
         for group_id in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
             del self.consumer_groups[group_id]
         for group_id in [g for g in self.share_groups if self.partition_for(g) == partition]:
             del self.share_groups[group_id]
-        self._log_records.pop(partition, None)
         self._open_transactions.pop(partition, None)
         log.log(logging.INFO if dropped else logging.DEBUG, "unloaded %d groups of %s-%d", len(dropped),
                 GROUP_METADATA_TOPIC, partition)
@@ -221,7 +211,6 @@ class GroupMetadataManager:
             self.apply_offset_commit(group, (key.topic, key.partition), value, producer_id)
         elif isinstance(key, GroupMetadataKey):
             previous = self.groups.pop(key.group, None)
-            self._stored_metadata.pop(key.group, None)
             if value is None:
                 if previous is not None and (previous.offsets or any(previous.pending_txn_offsets.values())):
                     # The group became a consumer group: its committed offsets stay (a deleted group's offset
@@ -229,7 +218,6 @@ class GroupMetadataManager:
                     self.groups[key.group] = _offsets_holder(previous, self.clock_ms())
                 return
             assert isinstance(value, GroupMetadataValue)  # a group key decodes to a group value
-            self._stored_metadata[key.group] = value
             try:
                 group = self._group_from_record(key.group, value)
             except ValueError as exc:
@@ -276,7 +264,6 @@ class GroupMetadataManager:
         groups become committed offsets or are dropped. Partitions this broker does not lead are not its to end."""
         for partition in partitions:
             if partition in self.owned_partitions:
-                self._log_records[partition] += 1
                 self._complete_transaction(partition, producer_id, commit)
 
     def _complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -286,28 +273,18 @@ class GroupMetadataManager:
                 group.complete_pending_txn_offset_commit(producer_id, commit)
                 self.offsets_changed(group_id)
 
-    def has_open_transactions(self, partition: int) -> bool:
-        """A transaction that wrote offsets to the partition has not ended yet."""
-        return bool(self._open_transactions.get(partition))
-
     # ---- storing -------------------------------------------------------------------------------------------
 
     def append(self, partition: int, records: list[Record], now_ms: int) -> ErrorCode:
         """Write records to one partition of the log; NONE, or the group API error to answer."""
-        error = self.metadata_log.append(partition, records, now_ms)
-        if error == ErrorCode.NONE:
-            self._log_records[partition] += len(records)
-        return error
+        return self.metadata_log.append(partition, records, now_ms)
 
     def append_transactional(self, partition: int, records: list[Record], now_ms: int, producer_id: int,
                              producer_epoch: int) -> ErrorCode:
         """Write records to one partition as a batch of the producer's transaction; NONE, or the error to answer
         (an older producer epoch than the partition has seen is refused, INVALID_PRODUCER_EPOCH)."""
-        error = self.metadata_log.append(partition, records, now_ms, producer_id=producer_id,
-                                         producer_epoch=producer_epoch)
-        if error == ErrorCode.NONE:
-            self._log_records[partition] += len(records)
-        return error
+        return self.metadata_log.append(partition, records, now_ms, producer_id=producer_id,
+                                        producer_epoch=producer_epoch)
 
     def append_consumer_group_records(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:
         """Write consumer group records to the group's partition, then apply them by replay (so the groups are
@@ -352,11 +329,8 @@ class GroupMetadataManager:
     def store_group(self, group: Group, assignment: dict[str, bytes]) -> ErrorCode:
         """Persist the group's generation, members and their assignments (Kafka's GroupMetadataValue)."""
         value = self._group_metadata(group, assignment)
-        error = self.append(self.partition_for(group.group_id), [group_metadata_record(group.group_id, value)],
-                            self.clock_ms())
-        if error == ErrorCode.NONE:
-            self._stored_metadata[group.group_id] = value
-        return error
+        return self.append(self.partition_for(group.group_id), [group_metadata_record(group.group_id, value)],
+                           self.clock_ms())
 
     def _group_metadata(self, group: Group, assignment: dict[str, bytes]) -> GroupMetadataValue:
         members = [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -378,7 +352,6 @@ class GroupMetadataManager:
             group.offsets.clear()
             group.pending_txn_offsets.clear()
             self.groups.pop(group.group_id, None)
-            self._stored_metadata.pop(group.group_id, None)
         return error
 
     def delete_consumer_group(self, group_id: str, keep_offsets: bool = False) -> ErrorCode:
@@ -402,7 +375,6 @@ class GroupMetadataManager:
                 holder.offsets.clear()
                 holder.pending_txn_offsets.clear()
                 self.groups.pop(group_id, None)
-                self._stored_metadata.pop(group_id, None)
         return error
 
     def upgrade_to_consumer_group(self, classic: Group, records: list[ConsumerGroupRecord]) -> None:
@@ -414,7 +386,6 @@ class GroupMetadataManager:
         error = self.append(self.partition_for(group_id), batch, self.clock_ms())
         if error != ErrorCode.NONE:
             raise KafkaError(error, f"storing the upgrade of classic group {group_id} failed")
-        self._stored_metadata.pop(group_id, None)
         self.groups[group_id] = _offsets_holder(classic, self.clock_ms())
         for record in records:
             replay_consumer_group_record(self.consumer_groups, record)
@@ -436,49 +407,6 @@ class GroupMetadataManager:
             classic.offsets = holder.offsets
             classic.pending_txn_offsets = holder.pending_txn_offsets
         self.groups[group_id] = classic
-        self._stored_metadata[group_id] = value
-
-    # ---- rewriting a partition to its live records ----------------------------------------------------------
-
-    def record_counts(self) -> dict[int, tuple[int, int]]:
-        """Per partition written to: (records its log holds since its start, how many of them are superseded)."""
-        live: Counter[int] = Counter()
-        for group_id, group in self.groups.items():
-            pending = sum(len(offsets) for offsets in group.pending_txn_offsets.values())
-            live[self.partition_for(group_id)] += (group_id in self._stored_metadata) + len(group.offsets) + pending
-        for group_id, consumer_group in self.consumer_groups.items():
-            live[self.partition_for(group_id)] += len(_consumer_group_live_records(consumer_group))
-        for group_id, share_group in self.share_groups.items():
-            live[self.partition_for(group_id)] += len(share_record_helpers.live_records(share_group))
-        return {partition: (count, count - live[partition]) for partition, count in self._log_records.items()}
-
-    def rewrite(self, partition: int) -> tuple[ErrorCode, int]:
-        """Rewrite one partition's log to the records that rebuild its groups and committed offsets exactly as
-        stored now; returns the error and how many records were kept. Only for a partition without open
-        transactions: their pending offsets live in their transactional batches until the markers come."""
-        live = self._live_records(partition)
-        error = self.metadata_log.rewrite(partition, live, self.clock_ms())
-        if error == ErrorCode.NONE:
-            self._log_records[partition] = len(live)
-        return error, len(live)
-
-    def _live_records(self, partition: int) -> list[Record]:
-        records: list[Record] = []
-        for group_id, group in self.groups.items():
-            if self.partition_for(group_id) != partition:
-                continue
-            stored = self._stored_metadata.get(group_id)
-            if stored is not None:
-                records.append(group_metadata_record(group_id, stored))
-            records.extend(offset_commit_record(group_id, topic, p, value)
-                           for (topic, p), value in group.offsets.items())
-        for group_id, consumer_group in self.consumer_groups.items():
-            if self.partition_for(group_id) == partition:
-                records.extend(consumer_group_record(r) for r in _consumer_group_live_records(consumer_group))
-        for group_id, share_group in self.share_groups.items():
-            if self.partition_for(group_id) == partition:
-                records.extend(consumer_group_record(r) for r in share_record_helpers.live_records(share_group))
-        return records
 
 
 def _offsets_holder(group: Group, now_ms: int) -> Group:
@@ -487,18 +415,3 @@ def _offsets_holder(group: Group, now_ms: int) -> Group:
     holder.offsets = group.offsets
     holder.pending_txn_offsets = group.pending_txn_offsets
     return holder
-
-
-def _consumer_group_live_records(group: ConsumerGroup) -> list[ConsumerGroupRecord]:
-    """The records that rebuild a consumer group as it is, in an order its replay accepts."""
-    group_id = group.group_id
-    records = [record_helpers.group_epoch_record(group_id, group.group_epoch, group.metadata_hash)]
-    records += [record_helpers.regular_expression_record(group_id, regex, resolved)
-                for regex, resolved in group.resolved_regular_expressions.items()]
-    records += [record_helpers.member_subscription_record(group_id, m) for m in group.members.values()]
-    records += [record_helpers.target_assignment_record(group_id, member_id, assignment)
-                for member_id, assignment in group.target_assignment.items()]
-    records.append(record_helpers.target_assignment_epoch_record(group_id, group.target_assignment_epoch))
-    records += [record_helpers.current_assignment_record(group_id, m) for m in group.members.values()]
-    return records
-

@@ -1,5 +1,4 @@
-"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete, their expiry, and keeping their
-log small.
+"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete, and their expiry.
 
 As Kafka's OffsetMetadataManager, a commit is checked against the group's membership and generation, written to
 the group's partition of `__consumer_offsets` and only then applied, so a failed write changes nothing. A
@@ -7,8 +6,9 @@ TxnOffsetCommit is written in the producer's transaction and stays pending in th
 marker: OffsetFetch does not return it, and with require_stable answers its partition UNSTABLE_OFFSET_COMMIT.
 Offsets past offsets.retention.minutes are tombstoned, unless a transaction holds one pending for the same
 partition, and an empty group left without offsets or open transactions is deleted. Every commit supersedes an
-earlier record, and this broker has no log cleaner, so a partition whose log is mostly superseded records is
-rewritten to its live ones, once no transaction that wrote to it is still open.
+earlier record of its key; the log cleaner compacts `__consumer_offsets` (cleanup.policy=compact) to the latest
+record of each key, and drops tombstones after delete.retention.ms, so a group committing forever keeps a bounded
+log.
 """
 from __future__ import annotations
 
@@ -21,16 +21,11 @@ from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoo
 from minikafka.broker.coordinator.group.group_metadata_log import Record, offset_commit_record
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.internal_topics import GROUP_METADATA_TOPIC
 
 log = logging.getLogger("minikafka.offset_manager")
 
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a generation-bearing commit to an unknown group.
 GROUP_ID_NOT_FOUND_COMMIT_MIN_VERSION = 9
-# A partition of __consumer_offsets is rewritten once this many of its records are superseded and they are at
-# least min.cleanable.dirty.ratio (Kafka's default 0.5) of the log.
-COMPACTION_MIN_DEAD_RECORDS = 10000
-MIN_CLEANABLE_DIRTY_RATIO = 0.5
 # The largest timestamp an offset's record holds (an int64).
 MAX_TIMESTAMP_MS = (1 << 63) - 1
 
@@ -386,35 +381,3 @@ class OffsetManager:
         if removed:
             log.info("expired %d committed offsets", removed)
         return removed
-
-    # ---- keeping __consumer_offsets small --------------------------------------------------------------------
-
-    def maybe_compact(self) -> int:
-        """Rewrite partitions whose logs are mostly superseded records; returns how many were rewritten.
-
-        Standing in for Kafka's log cleaner on this compacted topic: the live records are appended to a new
-        segment and the log start offset moves past everything older, so start-up replay stays short. A crash
-        in between is harmless: replaying old records and then the rewrite yields the same state. A partition
-        waits while a transaction that wrote offsets to it is open: rewriting its pending offsets as plain
-        records would commit them, leaving them out would lose them, and its marker is still to come. Kafka's
-        cleaner likewise keeps a transaction's batches until its marker; a rewrite on a later pass catches up.
-        """
-        manager = self.group_manager
-        if not manager.active:
-            return 0
-        rewritten = 0
-        for partition, (count, dead) in manager.record_counts().items():
-            if dead < COMPACTION_MIN_DEAD_RECORDS or dead < MIN_CLEANABLE_DIRTY_RATIO * count:
-                continue
-            if manager.has_open_transactions(partition):
-                log.debug("not rewriting %s-%d while transactions that wrote to it are open", GROUP_METADATA_TOPIC,
-                          partition)
-                continue
-            error, kept = manager.rewrite(partition)
-            if error != ErrorCode.NONE:
-                log.warning("rewriting %s-%d failed: %s", GROUP_METADATA_TOPIC, partition, error.name)
-                continue
-            log.info("rewrote %s-%d: kept %d live records, dropped %d superseded ones", GROUP_METADATA_TOPIC,
-                     partition, kept, dead)
-            rewritten += 1
-        return rewritten

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from minikafka.broker.coordinator.group.assignor.assignor_spec import Assignment
 from minikafka.broker.coordinator.group.consumer.record_helpers import topic_partitions
-from minikafka.broker.coordinator.group.share.share_group import InitMapValue, ShareGroup
+from minikafka.broker.coordinator.group.share.share_group import InitMapValue
 from minikafka.broker.coordinator.group.share.share_group_member import ShareGroupMember
 from minikafka.protocol.coordinator_records.consumer_group_records import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -86,20 +86,4 @@ def group_tombstone_records(group_id: str, member_ids: Iterable[str]) -> list[Sh
     records += [ShareGroupRecord(ShareGroupMemberMetadataKey(group_id, m), None) for m in member_ids]
     records.append(ShareGroupRecord(ShareGroupStatePartitionMetadataKey(group_id), None))
     records.append(ShareGroupRecord(ShareGroupMetadataKey(group_id), None))
-    return records
-
-
-def live_records(group: ShareGroup) -> list[ShareGroupRecord]:
-    """The records that rebuild a share group as it is, in an order its replay accepts."""
-    group_id = group.group_id
-    records = [group_epoch_record(group_id, group.group_epoch, group.metadata_hash)]
-    records += [member_subscription_record(group_id, m) for m in group.members.values()]
-    records += [target_assignment_record(group_id, member_id, assignment)
-                for member_id, assignment in group.target_assignment.items()]
-    records.append(target_assignment_epoch_record(group_id, group.target_assignment_epoch))
-    records += [current_assignment_record(group_id, m) for m in group.members.values()]
-    metadata = group.state_metadata
-    if metadata is not None:
-        records.append(state_partition_metadata_record(group_id, metadata.initializing_topics,
-                                                       metadata.initialized_topics, metadata.deleting_topics))
     return records
