@@ -271,6 +271,7 @@ class StatusPage:
         self._app = build_app(handle)
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", port or 0))
+        self._socket.listen()  # connections queue from now on, before the server's first accept: `url` is usable
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/"
         self._stop: Any = None
         self._ready = threading.Event()

@@ -94,7 +94,10 @@ def test_groups_and_state_show_both_protocols(broker_factory, unique_topic):
 
         def both_stable() -> bool:
             poll_all()
-            state = broker.state.group(group)
+            try:
+                state = broker.state.group(group)
+            except KeyError:  # no member has joined yet, or the coordinator is still loading
+                return False
             return (state.state == "Stable" and len(state.members) == 2
                     and all(len(m.assignment) == 2 for m in state.members)
                     and bool(classic_member.assignment()))

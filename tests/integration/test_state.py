@@ -44,7 +44,7 @@ def test_topics_and_partition_state(minikafka_broker):
     p0, p1 = broker.state.partitions("orders")
     assert p0 == PartitionState("orders", 0, leader=1, leader_epoch=p0.leader_epoch, replicas=[1], isr=[1],
                                 high_watermark=2, log_start_offset=0, log_end_offsets={1: 2}, last_stable_offset=2,
-                                sizes=p0.sizes)
+                                sizes=p0.sizes, cleaner_checkpoints={1: None}, dirty_ratios={1: None})  # not compacted
     assert p0.log_end_offset == 2
     assert p0.sizes == {1: p0.size_bytes} and p0.size_bytes > 61  # the leader's log: a batch header and records
     assert (p1.partition, p1.high_watermark, p1.log_end_offsets) == (1, 1, {1: 1})
