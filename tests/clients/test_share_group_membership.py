@@ -145,6 +145,10 @@ def test_two_members_share_a_topic_and_epochs_advance(broker_factory, unique_top
         (tp,) = members[b.member_id].assignment.topic_partitions
         assert (tp.topic_id, tp.topic_name, sorted(tp.partitions)) == (topic_id, unique_topic, b.assignment[topic_id])
         assert described.authorized_operations > 0
+        # The test tools' wait and state read a share group as they read the other types.
+        waited = broker.wait_for_group(group, state="Stable", members=2, generation_at_least=3)
+        assert (waited.group_type, waited.group_epoch, sorted(m.member_id for m in waited.members)) == (
+            "share", 3, sorted([a.member_id, b.member_id]))
         # A stale epoch that is not the previous one is fenced; the previous one is accepted (a lost response).
         stale = a.send(1, None)
         assert stale.error_code == FENCED_MEMBER_EPOCH and "smaller member epoch (1)" in stale.error_message

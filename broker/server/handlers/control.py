@@ -344,10 +344,10 @@ async def _group_wait(services: BrokerServices, request: dict[str, Any], conn: C
             coordinator.group_manager.check_active(group_id)
         except KafkaError as exc:
             raise ControlRefused(f"broker {services.node_id} does not coordinate group {group_id}: {exc}") from None
-        consumer_group = coordinator.consumer.groups.get(group_id)
-        if consumer_group is not None:  # a KIP-848 group: its group epoch is its generation
-            return {"exists": True, "state": consumer_group.state.value, "members": len(consumer_group.members),
-                    "generation": consumer_group.group_epoch}
+        modern = coordinator.consumer.groups.get(group_id) or coordinator.share.groups.get(group_id)
+        if modern is not None:  # a KIP-848 consumer group or a KIP-932 share group: its group epoch is its generation
+            return {"exists": True, "state": modern.state.value, "members": len(modern.members),
+                    "generation": modern.group_epoch}
         group = coordinator.group_manager.groups.get(group_id)
         if group is None:
             return {"exists": False}
