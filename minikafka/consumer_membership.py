@@ -27,8 +27,15 @@ with quiet_schema_loading():
     from kafka import TopicPartition
     from kafka.net.compat import KafkaNetClient
     from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-    from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+    from kafka.protocol.metadata import MetadataRequest
 
+from minikafka.group_member import (
+    COORDINATOR_MOVED,
+    FENCED,
+    REQUEST_TIMEOUT_MS,
+    RETRY_BACKOFF_S,
+    GroupMember,
+)
 from minikafka.protocol.client_apis.messages import ConsumerGroupHeartbeatRequest
 
 if TYPE_CHECKING:
@@ -40,16 +47,9 @@ log = logging.getLogger(__name__)
 # retry.backoff.ms.
 REBALANCE_TIMEOUT_MS = 300000
 AUTO_COMMIT_INTERVAL_S = 5.0
-RETRY_BACKOFF_S = 0.1
-REQUEST_TIMEOUT_MS = 30000
 # The member epochs of a heartbeat that leaves the group: for good (-1), or a static member for now (-2).
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-# Errors after which the member has lost its partitions and joins again from epoch 0 (as Kafka's consumer).
-FENCED = (errors.FencedMemberEpochError, errors.UnknownMemberIdError)
-# Errors that are the coordinator's, not the member's: find it again and retry.
-COORDINATOR_MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError,
-                     errors.CoordinatorLoadInProgressError)
 
 
 class RebalanceListener(Protocol):
@@ -68,28 +68,24 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-class ConsumerMembershipManager:
+class ConsumerMembershipManager(GroupMember):
     """One member of `group_id`, subscribed to `topics`, owning the partitions `consumer` reads."""
 
     def __init__(self, consumer: KafkaConsumer, group_id: str, topics: list[str], *,
                  listener: RebalanceListener | None = None, auto_offset_reset: str = "earliest",
                  group_instance_id: str | None = None, **client_configs: Any) -> None:
+        super().__init__(group_id, "", KafkaNetClient(**client_configs))
         self.consumer = consumer
-        self.group_id = group_id
         self.topics = sorted(topics)
         self.listener = listener
         self.auto_offset_reset = auto_offset_reset
         self.group_instance_id = group_instance_id
-        self._client = KafkaNetClient(**client_configs)
         self._client.check_version()  # bootstrap: the brokers and the API versions they serve
         self.heartbeat_version = self._client.api_version(ConsumerGroupHeartbeatRequest,
                                                           max_version=ConsumerGroupHeartbeatRequest.max_version)
-        self.member_id = new_member_id() if self.heartbeat_version >= 1 else ""
-        self.member_epoch = 0
-        self.heartbeat_interval_s = 0.0
+        if self.heartbeat_version >= 1:
+            self.member_id = new_member_id()
         self.owned: set[TopicPartition] = set()
-        self._coordinator: int | None = None
-        self._next_heartbeat = 0.0  # monotonic time; 0 sends at once (joining, acknowledging)
         self._pending: list[tuple[uuid.UUID, int]] | None = None  # a target assignment not reconciled yet
         self._joined = False  # a heartbeat was sent: the coordinator may know the member
         self._topic_ids: dict[str, uuid.UUID] = {}
@@ -122,32 +118,11 @@ class ConsumerMembershipManager:
             subscribed_topic_names=self.topics, topic_partitions=self._owned_by_topic_id(),
             min_version=self.heartbeat_version, max_version=self.heartbeat_version)
         self._joined = True
-        try:
-            response = self._send_to_coordinator(request)
-        except errors.KafkaError as exc:
-            if not exc.retriable:
-                raise
-            log.info("group %s: heartbeat failed: %s", self.group_id, exc)
-            self._coordinator = None
-            self._next_heartbeat = time.monotonic() + RETRY_BACKOFF_S
+        response = self._heartbeat_answer(request, f"ConsumerGroupHeartbeat of group {self.group_id!r}")
+        if response is None:
             return
-        error = errors.for_code(response.error_code)
-        if error in COORDINATOR_MOVED:
-            self._coordinator = None if error is not errors.CoordinatorLoadInProgressError else self._coordinator
-            self._next_heartbeat = time.monotonic() + RETRY_BACKOFF_S
-            return
-        if error in FENCED:
-            log.info("group %s: member %s fenced (%s): joining again", self.group_id, self.member_id,
-                     error.__name__)
-            self._lose_partitions()
-            return
-        if error is not errors.NoError:
-            raise error(response.error_message or f"ConsumerGroupHeartbeat of group {self.group_id!r}")
         if response.member_id:
             self.member_id = response.member_id
-        self.member_epoch = response.member_epoch
-        self.heartbeat_interval_s = response.heartbeat_interval_ms / 1000
-        self._next_heartbeat = time.monotonic() + self.heartbeat_interval_s
         if response.assignment is not None:
             self._pending = [(t.topic_id, p) for t in response.assignment.topic_partitions for p in t.partitions]
 
@@ -158,6 +133,9 @@ class ConsumerMembershipManager:
         topic_partitions = ConsumerGroupHeartbeatRequest.TopicPartitions
         return [topic_partitions(topic_id=self._topic_ids[topic], partitions=sorted(parts))
                 for topic, parts in sorted(by_topic.items())]
+
+    def _on_fenced(self) -> None:
+        self._lose_partitions()
 
     def _lose_partitions(self) -> None:
         """Fenced: the partitions are another member's already, so they are dropped without a commit; the member
@@ -293,16 +271,6 @@ class ConsumerMembershipManager:
 
     # ---- the coordinator ----------------------------------------------------------------------------------------
 
-    def _send_to_coordinator(self, request: Any, timeout_ms: int = REQUEST_TIMEOUT_MS) -> Any:
-        if self._coordinator is None:
-            self._coordinator = self._find_coordinator(timeout_ms)
-        try:
-            return self._client.send_and_receive(self._coordinator, request, timeout_ms=timeout_ms)
-        except errors.KafkaError as exc:
-            if exc.retriable:  # the coordinator's broker gone or not answering: find the coordinator again
-                self._coordinator = None
-            raise
-
     def _retrying(self, call: Callable[[int], None], deadline: float | None) -> None:
         """`call(timeout_ms)` once, or with a `deadline` again after each retriable error until then."""
         while True:
@@ -314,22 +282,6 @@ class ConsumerMembershipManager:
                 if deadline is None or not exc.retriable or time.monotonic() + RETRY_BACKOFF_S >= deadline:
                     raise
                 log.info("group %s: %s; trying again", self.group_id, exc)
-            time.sleep(RETRY_BACKOFF_S)
-
-    def _find_coordinator(self, timeout_ms: int) -> int:
-        """The group's coordinator (FindCoordinator), asked of any broker until one knows it or `timeout_ms`
-        passed."""
-        deadline = time.monotonic() + timeout_ms / 1000
-        while True:
-            node = self._client.least_loaded_node(bootstrap_fallback=True)
-            response = self._client.send_and_receive(node, FindCoordinatorRequest(key=self.group_id, key_type=0,
-                                                                                  max_version=3),
-                                                     timeout_ms=timeout_ms)
-            error = errors.for_code(response.error_code)
-            if error is errors.NoError:
-                return response.node_id
-            if error not in COORDINATOR_MOVED or time.monotonic() >= deadline:
-                raise error(response.error_message or f"FindCoordinator of group {self.group_id!r}")
             time.sleep(RETRY_BACKOFF_S)
 
     # ---- leaving ------------------------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ from minikafka.protocol.schema_loading import quiet_schema_loading
 with quiet_schema_loading():
     import kafka.errors as errors
     from kafka.net.compat import KafkaNetClient
-    from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+    from kafka.protocol.metadata import MetadataRequest
     from kafka.record import MemoryRecords
 
+from minikafka.group_member import FENCED, REQUEST_TIMEOUT_MS, GroupMember, failed
 from minikafka.protocol.client_apis.messages import ShareGroupHeartbeatRequest
 from minikafka.protocol.client_apis.share_fetch import ShareAcknowledgeRequest, ShareFetchRequest
 from minikafka.protocol.errors import ErrorCode
@@ -41,17 +42,11 @@ ACKNOWLEDGE_TYPES = {"accept": ACCEPT, "release": RELEASE, "reject": REJECT}
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 LEAVE_GROUP_MEMBER_EPOCH = -1
 HEARTBEAT_VERSION = FETCH_VERSION = 1
-REQUEST_TIMEOUT_MS = 30000
-RETRY_BACKOFF_S = 0.1
 # Kafka's share consumer defaults: fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes, max.poll.records.
 FETCH_MAX_WAIT_MS = 500
 FETCH_MIN_BYTES = 1
 FETCH_MAX_BYTES = 52428800
 MAX_POLL_RECORDS = 500
-# Errors after which the member joins again from epoch 0 (its assignment is gone).
-FENCED = (errors.FencedMemberEpochError, errors.UnknownMemberIdError)
-COORDINATOR_MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError,
-                     errors.CoordinatorLoadInProgressError)
 # A partition's errors that mean its leader is elsewhere now, or not known yet: Metadata is read again.
 LEADER_MOVED = {errors.NotLeaderForPartitionError.errno, errors.UnknownTopicOrPartitionError.errno,
                 errors.FencedLeaderEpochError.errno, errors.LeaderNotAvailableError.errno,
@@ -93,21 +88,15 @@ class _Session:
         self.epoch = self.epoch + 1 if self.epoch < (1 << 31) - 1 else 1
 
 
-class ShareGroupConsumer:
+class ShareGroupConsumer(GroupMember):
     """One member of share group `group_id` subscribed to `topics`. `poll()` heartbeats when due and fetches;
     `acknowledge()` records what to say of a delivered record; `close()` acknowledges the rest and leaves."""
 
     def __init__(self, group_id: str, topics: list[str], **client_configs: Any) -> None:
-        self.group_id = group_id
+        super().__init__(group_id, new_member_id(), KafkaNetClient(**client_configs))
         self.topics = sorted(topics)
-        self._client = KafkaNetClient(**client_configs)
         self._client.check_version()  # bootstrap: the brokers and the API versions they serve
-        self.member_id = new_member_id()
-        self.member_epoch = 0
-        self.heartbeat_interval_s = 0.0
         self.assignment: set[TopicPartition] = set()
-        self._coordinator: int | None = None
-        self._next_heartbeat = 0.0
         self._joined = False
         self._names: dict[uuid.UUID, str] = {}
         self._ids: dict[str, uuid.UUID] = {}
@@ -125,57 +114,16 @@ class ShareGroupConsumer:
             subscribed_topic_names=self.topics if joining else None,
             min_version=HEARTBEAT_VERSION, max_version=HEARTBEAT_VERSION)
         self._joined = True
-        try:
-            response = self._send_to_coordinator(request)
-        except errors.KafkaError as exc:
-            if not exc.retriable:
-                raise
-            log.info("group %s: heartbeat failed: %s", self.group_id, exc)
-            self._next_heartbeat = time.monotonic() + RETRY_BACKOFF_S
+        response = self._heartbeat_answer(request, f"ShareGroupHeartbeat of group {self.group_id!r}")
+        if response is None:
             return
-        error = errors.for_code(response.error_code)
-        if error in COORDINATOR_MOVED:
-            self._coordinator = None if error is not errors.CoordinatorLoadInProgressError else self._coordinator
-            self._next_heartbeat = time.monotonic() + RETRY_BACKOFF_S
-            return
-        if error in FENCED:
-            log.info("group %s: member %s fenced (%s): joining again", self.group_id, self.member_id,
-                     error.__name__)
-            self.member_epoch, self.assignment, self._next_heartbeat = 0, set(), 0.0
-            return
-        if error is not errors.NoError:
-            raise _failed(error, response.error_message, f"ShareGroupHeartbeat of group {self.group_id!r}")
-        self.member_epoch = response.member_epoch
-        self.heartbeat_interval_s = response.heartbeat_interval_ms / 1000
-        self._next_heartbeat = time.monotonic() + self.heartbeat_interval_s
         if response.assignment is not None:
             self.assignment = {(t.topic_id, p) for t in response.assignment.topic_partitions for p in t.partitions}
             if any(tp not in self._leaders for tp in self.assignment):
                 self._stale_metadata = True
 
-    def _send_to_coordinator(self, request: Any) -> Any:
-        if self._coordinator is None:
-            self._coordinator = self._find_coordinator()
-        try:
-            return self._client.send_and_receive(self._coordinator, request, timeout_ms=REQUEST_TIMEOUT_MS)
-        except errors.KafkaError as exc:
-            if exc.retriable:
-                self._coordinator = None
-            raise
-
-    def _find_coordinator(self) -> int:
-        deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
-        while True:
-            node = self._client.least_loaded_node(bootstrap_fallback=True)
-            response = self._client.send_and_receive(
-                node, FindCoordinatorRequest(key=self.group_id, key_type=0, max_version=3),
-                timeout_ms=REQUEST_TIMEOUT_MS)
-            error = errors.for_code(response.error_code)
-            if error is errors.NoError:
-                return int(response.node_id)
-            if error not in COORDINATOR_MOVED or time.monotonic() >= deadline:
-                raise _failed(error, response.error_message, f"FindCoordinator of group {self.group_id!r}")
-            time.sleep(RETRY_BACKOFF_S)
+    def _on_fenced(self) -> None:
+        self.member_epoch, self.assignment, self._next_heartbeat = 0, set(), 0.0
 
     # ---- leaders ------------------------------------------------------------------------------------------------
 
@@ -273,7 +221,7 @@ class ShareGroupConsumer:
             self._lose_session(node)
             return []
         if error is not errors.NoError:
-            raise _failed(error, response.error_message, f"ShareFetch of group {self.group_id!r}")
+            raise failed(error, response.error_message, f"ShareFetch of group {self.group_id!r}")
         session.advance()
         session.partitions = (session.partitions | added) - forgotten
         session.acks = {}
@@ -363,7 +311,7 @@ class ShareGroupConsumer:
         response = self._client.send_and_receive(node, request, timeout_ms=REQUEST_TIMEOUT_MS)
         error = errors.for_code(response.error_code)
         if error is not errors.NoError:
-            raise _failed(error, response.error_message, "ShareAcknowledge")
+            raise failed(error, response.error_message, "ShareAcknowledge")
         for topic in response.responses:
             for p in topic.partitions:
                 if p.error_code != 0:
@@ -378,14 +326,8 @@ class ShareGroupConsumer:
         response = self._send_to_coordinator(request)
         error = errors.for_code(response.error_code)
         if error is not errors.NoError and error not in FENCED:
-            raise _failed(error, response.error_message, f"leaving group {self.group_id!r}")
+            raise failed(error, response.error_message, f"leaving group {self.group_id!r}")
         self.member_epoch, self.assignment = 0, set()
-
-
-def _failed(error: type[errors.KafkaError], message: str | None, what: str) -> errors.KafkaError:
-    """The broker's error, with its message, else what the error means in Kafka's words (as Kafka's exceptions
-    say it), and which request it answered."""
-    return error(f"{message or error.description} ({what})")
 
 
 def _batches(acks: dict[int, int]) -> list[tuple[int, int, list[int]]]:

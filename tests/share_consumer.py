@@ -56,6 +56,21 @@ def find_coordinator(bootstrap: str, group: str) -> tuple[int, str]:
     raise LookupError(f"no coordinator for {group}: {last}")
 
 
+def share_start_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each share-partition's start offset as the share coordinator keeps it (DescribeShareGroupOffsets v0, asked of
+    the group's coordinator): what survives the share-partitions' leaders dropping them from memory when the
+    group's last member leaves; -1 where there is no state."""
+    from minikafka.protocol.client_apis.messages import DescribeShareGroupOffsetsRequest as R
+
+    G = R.DescribeShareGroupOffsetsRequestGroup
+    _node, address = find_coordinator(bootstrap, group)
+    with RawConnection(address) as raw:
+        response = raw.request(R[0](groups=[G(group_id=group, topics=[G.DescribeShareGroupOffsetsRequestTopic(
+            topic_name=topic, partitions=list(range(partitions)))])]))
+    (described,) = response.groups  # type: ignore[attr-defined]
+    return {p.partition_index: p.start_offset for t in described.topics for p in t.partitions}
+
+
 def describe_share_group(bootstrap: str, group: str, include_authorized_operations: bool = False) -> object:
     """ShareGroupDescribe v1 of the group, asked of its coordinator."""
     _node, address = find_coordinator(bootstrap, group)
