@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 from minikafka.protocol.schema_loading import quiet_schema_loading
@@ -35,7 +36,7 @@ def failed(error: type[errors.KafkaError], message: str | None, what: str) -> er
     return error(f"{message or error.description} ({what})")
 
 
-class GroupMember:
+class GroupMember(ABC):
     """A member of group `group_id` over `client`; subclasses heartbeat with `_heartbeat_answer` and say what
     being fenced means to them (`_on_fenced`)."""
 
@@ -48,9 +49,9 @@ class GroupMember:
         self._coordinator: int | None = None
         self._next_heartbeat = 0.0
 
+    @abstractmethod
     def _on_fenced(self) -> None:
         """The coordinator no longer knows the member at its epoch: its assignment is gone, it joins again."""
-        raise NotImplementedError
 
     def _heartbeat_answer(self, request: Any, what: str) -> Any | None:
         """Send a heartbeat and take its answer: the new epoch and interval, returning the response; None when
