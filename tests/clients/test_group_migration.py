@@ -2,6 +2,7 @@
 and group.consumer.migration.policy permit, and the errors Kafka 4.1 gives when they forbid a client's protocol."""
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -177,30 +178,54 @@ CLASSIC, CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 
 class ClassicMember:
-    """A kafka-python consumer of the group (the classic protocol), polled by the test like Member."""
+    """A kafka-python consumer of the group (the classic protocol), polled in its own thread as applications poll
+    it. One thread polling several kafka-python consumers with short timeouts is not enough: kafka-python 3.0
+    drops a JoinGroup/SyncGroup round that completed between two polls and joins again, and a leader that keeps
+    missing its round rebalances the group without end."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                       auto_offset_reset="earliest", enable_auto_commit=False, **FAST_CLASSIC)
+        # The topic's metadata before the first JoinGroup: kafka-python's leader assigns nothing of a topic it has
+        # no metadata for yet, and the group then stays Stable with the topic unassigned.
+        self.consumer.topics()
         self.values: list[int] = []
+        self.assigned: set[int] = set()
+        self._error: Exception | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"classic-member-{group}", daemon=True)
+        self._thread.start()
 
-    @property
-    def assigned(self) -> set[int]:
-        return {tp.partition for tp in self.consumer.assignment()}
+    def _run(self) -> None:
+        """Consume and commit until closed; a commit refused by a rebalance leaves the records to be read again."""
+        try:
+            while not self._stop.is_set():
+                batches = self.consumer.poll(timeout_ms=500)
+                for records in batches.values():
+                    self.values.extend(int(r.value) for r in records)
+                if batches:
+                    try:
+                        self.consumer.commit()
+                    except (CommitFailedError, KafkaPythonError):
+                        pass
+                self.assigned = {tp.partition for tp in self.consumer.assignment()}
+        except Exception as exc:  # noqa: BLE001 - surfaced to the test by poll() and close()
+            self._error = exc
+        finally:
+            self.consumer.close()
 
     def poll(self, timeout: float = 0.1) -> None:
-        """Consume and commit; a commit refused by a rebalance leaves the records to be read again."""
-        batches = self.consumer.poll(timeout_ms=int(timeout * 1000))
-        for records in batches.values():
-            self.values.extend(int(r.value) for r in records)
-        if batches:
-            try:
-                self.consumer.commit()
-            except (CommitFailedError, KafkaPythonError):
-                pass
+        """The member's thread does the polling; the test's loop waits, and sees the thread's failure."""
+        if self._error is not None:
+            raise self._error
+        time.sleep(timeout)
 
     def close(self) -> None:
-        self.consumer.close()
+        self._stop.set()
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the classic member's thread did not stop"
+        if self._error is not None:
+            raise self._error
 
 
 def settled(members: list) -> bool:
