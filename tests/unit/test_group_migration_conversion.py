@@ -311,3 +311,38 @@ async def test_a_static_classic_member_replacing_the_last_consumer_protocol_memb
     assert joined.generation_id == classic.generation_id == 2
     synced = sync(coordinator, joined.member_id, joined.generation_id).result
     assert synced is not None and synced.error == E.NONE
+
+
+@pytest.mark.parametrize("case", ["full", "static", "regex"])
+async def test_an_upgrading_heartbeat_that_fails_leaves_the_classic_group_as_it_was(case):
+    """The joining member's errors in the converted group (group full, its instance id owned by a classic member, an
+    invalid regex) are Kafka's, and as Kafka discards such a conversion, nothing is written: the group stays
+    classic with its generation and members."""
+    log = MemoryLog()
+    coordinator = make(log, initial_rebalance_delay_ms=0, consumer_max_size=2 if case == "full" else 10)
+    if case == "static":
+        joined = coordinator.join_group(JoinRequest("g", "", "i1", "c", "/h", 10000, 30000, "consumer",
+                                                    [("range", subscription(["t1"]))], 5))
+        for _ in range(3):
+            coordinator.timer.fire_due()
+        assert joined.result is not None and joined.result.error == E.NONE
+        owner = joined.result.member_id
+        sync(coordinator, owner, joined.result.generation_id)
+    else:
+        owner = None
+        classic_group_of_two(coordinator)
+    classic = coordinator.groups["g"]
+    before = (classic.generation_id, set(classic.members), sum(map(len, log.records.values())))
+    fields, expected = {
+        "full": ({}, (E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of 2 members.")),
+        "static": ({"instance_id": "i1"}, (E.UNRELEASED_INSTANCE_ID, "Static member m with instance id i1 cannot join "
+                                           f"the group because the instance id is owned by {owner} member.")),
+        "regex": ({"subscribed_topic_regex": "t("}, (E.INVALID_REGULAR_EXPRESSION, None)),
+    }[case]
+    code, message = error_of(lambda: hb(coordinator, "m", 0, None if case == "regex" else ["t1"], **fields))
+    assert code == expected[0] and (expected[1] is None or message == expected[1])
+    if case == "regex":
+        assert message.startswith("SubscribedTopicRegex `t(` is not a valid regular expression: ")
+    assert "g" not in coordinator.consumer.groups and coordinator.groups["g"] is classic
+    assert (classic.generation_id, set(classic.members), sum(map(len, log.records.values()))) == before
+    assert classic.is_in(GroupState.STABLE)

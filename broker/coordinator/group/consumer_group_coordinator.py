@@ -11,20 +11,18 @@ assignment is answered. A member that stops heartbeating for the session timeout
 partitions within its rebalance timeout, is fenced: its records are tombstoned and the group epoch bumped, so the
 others get its partitions.
 
-Differences from Kafka, for now: regexes (RE2/J syntax: what RE2 lacks is INVALID_REGULAR_EXPRESSION) are
-matched whole against the topic names, resolved at once on the heartbeat that brings them and refreshed on each
-heartbeat when the topics they match changed, internal topics excluded; the group's metadata hash is this broker's
-own hash of the subscribed topics' ids, names and partition counts (not Kafka's Murmur3 of the topic image),
-compared on every heartbeat. A classic group with members is converted online as Kafka 4.1 does (when
+Differences from Kafka, for now: regexes (RE2/J syntax: what RE2 lacks is INVALID_REGULAR_EXPRESSION) are matched
+whole against the topic names, resolved at once on the heartbeat that brings them and refreshed on each heartbeat
+when the topics they match changed, internal topics excluded; the group's metadata hash (Kafka's, metadata_hash.py)
+is compared on every heartbeat. A classic group with members is converted online as Kafka 4.1 does (when
 group.consumer.migration.policy, its protocol type and group.consumer.max.size allow it; GROUP_ID_NOT_FOUND with
-Kafka's reason otherwise): its members stay, served through JoinGroup, SyncGroup, Heartbeat and LeaveGroup with
-the server's assignment, and the group becomes classic again when its last consumer protocol member leaves, is
-fenced, or is replaced by a static classic member; an empty group of either type becomes one of the other,
-keeping its committed offsets, as in Kafka.
+Kafka's reason otherwise): its members stay, served through JoinGroup, SyncGroup, Heartbeat and LeaveGroup with the
+server's assignment, and the group becomes classic again when its last consumer protocol member leaves, is fenced,
+or is replaced by a static classic member; an empty group of either type becomes one of the other, keeping its
+committed offsets, as in Kafka.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import uuid
@@ -69,6 +67,7 @@ from minikafka.broker.coordinator.group.group_conversion import (
 )
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
+from minikafka.broker.coordinator.group.metadata_hash import metadata_hash
 from minikafka.protocol.consumer_protocol import ConsumerProtocolError, parse_subscription
 from minikafka.protocol.coordinator_records.consumer_group_records import (
     ConsumerGroupRecord,
@@ -119,20 +118,6 @@ def _is_subset(owned: Mapping[uuid.UUID, list[int]] | None, assigned: Assignment
     if owned is None:
         return False
     return all(p in assigned.get(topic_id, frozenset()) for topic_id, ps in owned.items() for p in ps)
-
-
-def metadata_hash(topics: Iterable[str], describer: SubscribedTopicDescriber) -> int:
-    """A hash of the subscribed topics that exist (id, name, partition count), as a signed 64-bit int: a change of
-    it (a topic created, deleted or given partitions) bumps the group epoch."""
-    parts = []
-    for name in sorted(topics):
-        topic_id = describer.topic_id(name)
-        if topic_id is not None:
-            parts.append(f"{topic_id}:{name}:{describer.num_partitions(topic_id)}")
-    if not parts:
-        return 0
-    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 class ConsumerGroupCoordinator:
@@ -306,13 +291,11 @@ class ConsumerGroupCoordinator:
             return self._leave(req)
         group_id = req.group_id
         create = req.member_epoch == 0
-        group = self._get_or_maybe_create_group(group_id, create)
+        member_id = req.member_id or str(uuid.uuid4())
+        group = self._get_or_maybe_create_group(group_id, create, member_id, req)
         if len(group.members) >= self.config.consumer_max_size and (
                 req.member_id == "" or not group.has_member(req.member_id)):
-            raise KafkaError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                             f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size}"
-                             " members.")
-        member_id = req.member_id or str(uuid.uuid4())
+            raise self._group_full()
         describer = self.describe_topics()
         records: list[ConsumerGroupRecord] = []
         if req.instance_id is None:
@@ -399,7 +382,8 @@ class ConsumerGroupCoordinator:
                     self.timer.cancel(self._rebalance_key(group_id, member_id))
         return reconciled, subscription_changed
 
-    def _get_or_maybe_create_group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _get_or_maybe_create_group(self, group_id: str, create: bool, member_id: str,
+                                   req: HeartbeatRequest) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -409,6 +393,7 @@ class ConsumerGroupCoordinator:
         if classic is not None and classic.members:
             if create:
                 self._validate_online_upgrade(classic)
+                self._validate_joining_member(classic, member_id, req)
                 return self._convert_to_consumer_group(classic)
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
@@ -429,6 +414,21 @@ class ConsumerGroupCoordinator:
         if len(classic.members) > self.config.consumer_max_size:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"{prefix} the group size exceeds the consumer group maximum size.")
+
+    def _validate_joining_member(self, classic: Group, member_id: str, req: HeartbeatRequest) -> None:
+        """The errors the joining member's heartbeat would meet in the converted group, checked before converting:
+        Kafka discards a conversion whose heartbeat then fails, and the group stays classic."""
+        if len(classic.members) >= self.config.consumer_max_size:
+            raise self._group_full()
+        owner = None if req.instance_id is None else classic.static_member_id(req.instance_id)
+        if owner is not None:
+            raise _unreleased_instance_id(member_id, req.instance_id, owner)
+        if req.subscribed_topic_regex is not None:
+            _check_regex(req.subscribed_topic_regex)
+
+    def _group_full(self) -> KafkaError:
+        return KafkaError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                                            f"{self.config.consumer_max_size} members.")
 
     @staticmethod
     def _check_member_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
@@ -457,9 +457,7 @@ class ConsumerGroupCoordinator:
                          group.group_id)
                 return group.get_or_maybe_create_member(member_id, True)
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                raise KafkaError(ErrorCode.UNRELEASED_INSTANCE_ID,
-                                 f"Static member {member_id} with instance id {instance_id} cannot join the group "
-                                 f"because the instance id is owned by {existing.member_id} member.")
+                raise _unreleased_instance_id(member_id, instance_id, existing.member_id)
             return self._replace_static_member(group, existing, member_id, records)
         if existing is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
@@ -508,12 +506,7 @@ class ConsumerGroupCoordinator:
             records.append(rh.regular_expression_tombstone(group_id, old_regex))
         for regex in regexes:
             if new.subscribed_topic_regex == regex and old_regex != regex:
-                try:
-                    re2_pattern(regex)
-                except re.error as exc:
-                    raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
-                                     ) from None
+                _check_regex(regex)
             topics = self._resolve(regex, describer)
             resolved = group.resolved_regular_expressions.get(regex)
             if resolved is None or resolved.topics != topics:
@@ -652,9 +645,7 @@ class ConsumerGroupCoordinator:
         is_unknown_member = req.member_id == ""
         member_id = str(uuid.uuid4()) if is_unknown_member else req.member_id
         if len(group.members) >= self.config.consumer_max_size and not group.has_member(member_id):
-            raise KafkaError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                             f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size}"
-                             " members.")
+            raise self._group_full()
         if not group.supports_classic_protocols(req.protocol_type, [name for name, _ in req.protocols]):
             raise KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not "
                              "supported.")
@@ -876,3 +867,17 @@ class ConsumerGroupCoordinator:
         self.group_manager.append_consumer_group_records(group_id, records)
         for member in members:
             self._cancel_timers(group_id, member.member_id)
+
+
+def _unreleased_instance_id(member_id: str, instance_id: str | None, owner: str) -> KafkaError:
+    return KafkaError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
+                                                        f"cannot join the group because the instance id is owned by "
+                                                        f"{owner} member.")
+
+
+def _check_regex(regex: str) -> None:
+    try:
+        re2_pattern(regex)
+    except re.error as exc:
+        raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.") from None

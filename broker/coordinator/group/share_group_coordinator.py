@@ -16,9 +16,9 @@ bumps the group epoch and assigns them. Partitions still initializing after grou
 or when a coordinator loads the group, are tried again; a failed initialization takes them back out.
 
 A member that stops heartbeating for the session timeout (share.session.timeout.ms of the group, else
-group.share.session.timeout.ms) is fenced: its records are tombstoned and the group epoch bumped. Differences from
-Kafka: the metadata hash is this broker's (consumer_group_coordinator.metadata_hash), recomputed on every heartbeat;
-the share coordinator is asked one partition per call, concurrently.
+group.share.session.timeout.ms) is fenced: its records are tombstoned and the group epoch bumped. The metadata hash
+(Kafka's, metadata_hash.py) is recomputed on every heartbeat. Difference from Kafka: the share coordinator is asked
+one partition per call, concurrently.
 """
 from __future__ import annotations
 
@@ -41,11 +41,11 @@ from minikafka.broker.coordinator.group.assignor.assignor_spec import (
 )
 from minikafka.broker.coordinator.group.assignor.java_order import member_hash_order, topic_hash_order
 from minikafka.broker.coordinator.group.assignor.simple_assignor import SIMPLE_ASSIGNOR_NAME, SimpleAssignor
-from minikafka.broker.coordinator.group.consumer_group_coordinator import metadata_hash
 from minikafka.broker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minikafka.broker.coordinator.group.group_config import SHARE_HEARTBEAT_INTERVAL_MS, SHARE_SESSION_TIMEOUT_MS
 from minikafka.broker.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from minikafka.broker.coordinator.group.group_metadata_manager import GroupMetadataManager, changes_groups
+from minikafka.broker.coordinator.group.metadata_hash import metadata_hash
 from minikafka.broker.coordinator.group.share import record_helpers as rh
 from minikafka.broker.coordinator.group.share.share_group import InitMapValue, ShareGroup, subscription_type_of
 from minikafka.broker.coordinator.group.share.share_group_member import LEAVE_GROUP_MEMBER_EPOCH, ShareGroupMember
