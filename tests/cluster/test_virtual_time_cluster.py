@@ -31,8 +31,13 @@ def produce(bootstrap: str, value: bytes, acks: int) -> tuple[ErrorCode, int]:
 
 
 def test_advancing_a_cluster_keeps_caught_up_followers_in_sync_and_drops_a_lagging_one(tmp_path):
+    advance_past_the_lag_time(tmp_path)
+
+
+def advance_past_the_lag_time(tmp_path, **cluster_args: object) -> None:
+    """The scenario, in either controller mode (`cluster_args`)."""
     with minikafka.Cluster(brokers=3, data_dir=tmp_path / "cluster", clock="manual",
-                           config={"replica.lag.time.max.ms": LAG_MS}) as cluster:
+                           config={"replica.lag.time.max.ms": LAG_MS}, **cluster_args) as cluster:
         cluster.state.create_topic(TOPIC, 1, 3, {"min.insync.replicas": 2})
         cluster.wait_for_isr(TOPIC, 0, 3, timeout=WAIT_S)
         leader = cluster.leader_of(TOPIC, 0)
