@@ -33,10 +33,11 @@ def produce_keyed(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes | N
         producer.close(timeout=10)
 
 
-def consume_all(bootstrap: str, topic: str, end_offset: int, start: int = 0) -> list[Record]:
+def consume_all(bootstrap: str, topic: str, end_offset: int, start: int = 0,
+                isolation: str = "read_committed") -> list[Record]:
     """Every record of partition 0 from `start` up to `end_offset`, with confluent-kafka."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, 0, start)])
     out: list[Record] = []
     deadline = time.monotonic() + 30

@@ -1,12 +1,15 @@
 """The coordinators' compacted topics stay bounded through the log cleaner: a group committing 100k times leaves
 `__consumer_offsets` about a segment long, and a transactional id stored 12k times does the same to
 `__transaction_state`; after a kill -9 the coordinators load the compacted partitions back to the same committed
-offsets, group members and producer epochs, with a deleted group still gone."""
+offsets, group members and producer epochs, with a deleted group still gone; offsets committed in transactions are
+cleaned as Kafka cleans them (an abort's at once, the last commit's kept where it was written)."""
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.admin.configs import DescribeConfigsRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
@@ -15,6 +18,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from minikafka.protocol.errors import ErrorCode
+from tests.clients.test_compaction import consume_all
 from tests.raw_client import RawConnection
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -225,3 +229,76 @@ def test_the_offsets_topic_is_created_with_kafkas_configs(broker_factory):
     assert result.error_code == 0
     assert {c.name: c.value for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG} == {
         "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(10 * 1024 * 1024)}
+
+
+TXN_GROUP, TXN_PARTITIONS, TRANSACTIONS = "txn-group", 10, 30  # every third transaction aborts, the last one too
+
+
+def group_offset_records(bootstrap: str, end_offset: int) -> list[tuple[int, int, int]]:
+    """(log offset, partition, committed offset) of each offset record of TXN_GROUP in `__consumer_offsets`, read
+    uncommitted (aborted records included, control batches not), with confluent-kafka."""
+    records = []
+    for offset, key, value in consume_all(bootstrap, OFFSETS_TOPIC, end_offset, isolation="read_uncommitted"):
+        key_version, group_length = struct.unpack_from(">hh", key)
+        if key_version > 1 or key[4:4 + group_length].decode() != TXN_GROUP:
+            continue
+        topic_length = struct.unpack_from(">h", key, 4 + group_length)[0]
+        partition = struct.unpack_from(">i", key, 6 + group_length + topic_length)[0]
+        records.append((offset, partition, struct.unpack_from(">q", value, 2)[0]))
+    return records
+
+
+def test_transactional_offset_commits_are_cleaned_as_kafka_cleans_them_and_reload_after_a_crash(broker_factory):
+    """A transactional producer commits offsets in some transactions and aborts others. Cleaning
+    `__consumer_offsets` drops the aborted transactions' offset records at once and keeps each partition's last
+    committed offset record at its offset, and after a kill -9 the coordinator loads the compacted log to the last
+    committed transaction's offsets."""
+    broker = broker_factory(offsets_topic_num_partitions=1, offsets_topic_segment_bytes=SEGMENT_BYTES,
+                            transaction_state_log_num_partitions=1, group_initial_rebalance_delay_ms=0,
+                            **MANUAL_CLEANING)
+    bootstrap = broker.bootstrap_servers
+    with RawConnection(bootstrap, timeout=60) as conn:
+        conn.find_coordinator(TXN_GROUP)
+        create(conn, TOPIC, max(TXN_PARTITIONS, FILLER_PARTITIONS))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": TXN_GROUP, "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "offsets-txn"})
+    committed: dict[int, int] = {}
+    try:
+        producer.init_transactions(30)
+        for t in range(TRANSACTIONS):
+            producer.begin_transaction()
+            offsets = [TopicPartition(TOPIC, p, 1000 * t + p) for p in range(TXN_PARTITIONS)]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+            if t % 3 == 2:
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
+                committed = {tp.partition: tp.offset for tp in offsets}
+    finally:
+        producer.flush(30)
+        consumer.close()
+    with RawConnection(bootstrap, timeout=60) as conn:
+        conn.find_coordinator(TXN_GROUP)
+        expected = fetch(conn, TXN_GROUP)
+        # Another group writes more than a segment, so every transactional record is behind the active segment.
+        for i in range(SEGMENT_BYTES // (FILLER_PARTITIONS * FILLER_METADATA_BYTES) + 1):
+            commit(conn, "filler", {p: (i, str(i) * FILLER_METADATA_BYTES) for p in range(FILLER_PARTITIONS)})
+        bounds = log_bounds(conn)
+    assert expected == {p: (offset, "") for p, offset in committed.items()}
+    written = group_offset_records(bootstrap, bounds[1])
+    assert len(written) == TRANSACTIONS * TXN_PARTITIONS
+
+    broker.clean_logs(OFFSETS_TOPIC)
+    # Per partition, the record of the last committed transaction, where it was written; nothing of an abort.
+    last_written = {}
+    for offset, partition, committed_offset in written:
+        if (committed_offset // 1000) % 3 != 2:
+            last_written[partition] = (offset, partition, committed_offset)
+    assert group_offset_records(bootstrap, bounds[1]) == sorted(last_written.values())
+
+    broker.kill()
+    broker.start()
+    with RawConnection(bootstrap, timeout=60) as conn:
+        conn.find_coordinator(TXN_GROUP)
+        assert fetch(conn, TXN_GROUP) == expected
+        assert log_bounds(conn) == bounds
