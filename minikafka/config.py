@@ -209,6 +209,12 @@ def _parse(name: str, kind: type, raw: object) -> object:
         raise ConfigError(f"Invalid value {raw!r} for configuration {name}: expected {kind.__name__}") from None
 
 
+def typed_value(name: str, text: str | None) -> Any:
+    """A property's value typed as its entry in BROKER_PROPERTIES says; Kafka's default when unset."""
+    kind, default = BROKER_PROPERTIES[name]
+    return _parse(name, kind, text) if text is not None else default
+
+
 @dataclass(frozen=True)
 class Endpoint:
     listener: str
@@ -411,8 +417,7 @@ class BrokerConfig:
 
     def get(self, name: str) -> Any:
         """Typed as the property's entry in BROKER_PROPERTIES says, so callers know the type by the name."""
-        kind, default = BROKER_PROPERTIES[name]
-        return _parse(name, kind, self.props[name]) if name in self.props else default
+        return typed_value(name, self.props.get(name))
 
     def unknown_properties(self) -> list[str]:
         return sorted(k for k in self.props if k not in BROKER_PROPERTIES and not k.startswith(LISTENER_PREFIX))

@@ -147,6 +147,9 @@ class LogCleaner:
         self._now_ms = now_ms
         self.threads = [CleanerThreadState() for _ in range(max(config.num_threads, 1))]
         self._stopping = False
+        self._retiring = False
+        self._restart = trio.Event()
+        self._pending_config = config
         self._wake = trio.Event()
         self._finished = trio.Event()
         self._limiter = trio.CapacityLimiter(max(config.num_threads, 1))
@@ -156,20 +159,50 @@ class LogCleaner:
         self.fault_point: Callable[[TopicPartition, str], None] = lambda _tp, _point: None
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The cleaner threads, until cancelled; none when log.cleaner.enable is false."""
-        async with trio.open_nursery() as nursery:
-            if self.config.enable_cleaner:
-                for thread_id in range(len(self.threads)):
-                    nursery.start_soon(self._cleaner_thread, thread_id)
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._stopping = True
-                if self._executor is not None:
-                    # A cleaning under way is dropped: its .cleaned files are removed by the next start.
-                    self._executor.shutdown(wait=False, cancel_futures=True)
-                    self._executor = None
+        """The cleaner threads, until cancelled; none when log.cleaner.enable is false. A reconfiguration retires
+        them once their cleanings under way are swapped in, and starts the new config's threads."""
+        started = False
+        try:
+            while True:
+                self._restart = trio.Event()
+                self._retiring = False
+                async with trio.open_nursery() as nursery:
+                    if self.config.enable_cleaner:
+                        for thread_id in range(len(self.threads)):
+                            nursery.start_soon(self._cleaner_thread, thread_id)
+                    if not started:
+                        task_status.started()
+                        started = True
+                    await self._restart.wait()
+                    self._retiring = True
+                    self.wake()
+                self._apply(self._pending_config)
+        finally:
+            self._stopping = True
+            if self._executor is not None:
+                # A cleaning under way is dropped: its .cleaned files are removed by the next start.
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = None
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic log.cleaner.* configs (Kafka's LogCleaner.reconfigure): the cleaner threads restart with them."""
+        if config == self.config and config == self._pending_config:
+            return
+        log.info("log cleaner reconfigured: %s", config)
+        self._pending_config = config
+        self._restart.set()
+
+    def _apply(self, config: CleanerConfig) -> None:
+        """The threads, their share of the buffers and the pool for `config`; cleanings of clean_logs under way
+        keep the pool they run in."""
+        self.config = config
+        threads = max(config.num_threads, 1)
+        if threads != len(self.threads):
+            self.threads = [CleanerThreadState() for _ in range(threads)]
+            self._limiter = trio.CapacityLimiter(threads)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
 
     def _pool(self) -> Executor:
         """Where cleanings run, started with the first one. A broker in a process of its own (its event loop on
@@ -187,7 +220,7 @@ class LogCleaner:
         return self._executor
 
     async def _cleaner_thread(self, thread_id: int) -> None:
-        while True:
+        while not self._retiring:
             grabbed = None
             try:
                 grabbed, _result = await self._clean_filthiest(thread_id, lambda _tp: True)

@@ -324,7 +324,7 @@ class BrokerServer:
                                               link_is_cut=self.faults.links.is_cut, metrics=self.metrics,
                                               replication_quotas=self.replication_quotas)
         self.replica_manager.broker_epoch = self.metadata.broker_epoch
-        self.log_cleaner = LogCleaner(CleanerConfig.from_broker_config(self.config.get), self.log_manager,
+        self.log_cleaner = LogCleaner(CleanerConfig.from_broker_config(self.dynamic_config.get), self.log_manager,
                                       self._high_watermark_of)
         self.log_manager.removal_listeners.append(self.log_cleaner.manager.forget)
         self.log_cleaner.fault_point = self._cleaner_fault_point
@@ -369,6 +369,7 @@ class BrokerServer:
             self.replica_manager.update_alive_brokers(broker_epochs)
         if change.broker_configs:
             self._reconfigure(image)
+            self.log_cleaner.reconfigure(CleanerConfig.from_broker_config(self.dynamic_config.get))
         self.replica_manager.apply_delta(image, change, broker_epochs)
         for topic in change.topic_configs | {topic for topic, _ in change.partitions}:
             self.replication_quotas.update_topic(topic, image.topic_configs.get(topic, {})

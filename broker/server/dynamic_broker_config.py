@@ -6,17 +6,19 @@ of resource type 4; /config/brokers/<id> and /config/brokers/<default> in ZooKee
 A broker's effective config is its own dynamic value over the cluster default over its static property over
 Kafka's default. What takes effect live here: the replication throttle rates (and the log-dir move rate,
 replica.alter.log.dirs.io.max.bytes.per.second), the log defaults of topics without their own overrides
-(log.retention.ms, log.segment.bytes, message.max.bytes, min.insync.replicas, ...: Kafka's DynamicLogConfig) and
+(log.retention.ms, log.segment.bytes, message.max.bytes, min.insync.replicas, ...: Kafka's DynamicLogConfig),
+the log cleaner's log.cleaner.* (its threads restart with them, as Kafka's LogCleaner.reconfigure) and
 unclean.leader.election.enable (read by the controller); the rest are stored and described.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from minikafka.broker.metadata.dynamic_config import BROKER_QUOTA_CONFIGS, STATIC_CONFIGS
 from minikafka.broker.replication.replication_quota_manager import UNLIMITED
-from minikafka.config import BROKER_PROPERTIES, BrokerConfig
+from minikafka.config import BROKER_PROPERTIES, BrokerConfig, ConfigError, typed_value
 from minikafka.storage.log_config import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_STATIC_BROKER_CONFIG,
@@ -97,6 +99,15 @@ class DynamicBrokerConfig:
             if name in scope:
                 return scope[name]
         return None
+
+    def get(self, name: str) -> Any:
+        """The effective value, typed as BrokerConfig.get types it; one that does not parse (stored by another
+        version: the controller checks them) leaves the static one."""
+        try:
+            return typed_value(name, self.value(name))
+        except ConfigError as exc:
+            log.error("dynamic config not applied: %s", exc)
+            return self.static.get(name)
 
     def replication_throttled_rate(self, name: str) -> int:
         """leader.replication.throttled.rate or follower.replication.throttled.rate in bytes/s (unbounded when

@@ -395,3 +395,28 @@ def test_a_tombstone_goes_once_a_manual_clock_passes_delete_retention(tmp_path):
         broker.clean_logs("days")
         remaining = consume_all(broker.bootstrap_servers, "days", second[-1][0] + 1)
         assert all(k != b"k00" for _o, k, _v in remaining), "the tombstone and the values it deleted are gone"
+
+
+def test_dynamic_cleaner_configs_restart_the_cleaner_threads_with_them(broker_factory):
+    """log.cleaner.threads and log.cleaner.backoff.ms altered for the broker (kafka-configs.sh --alter --entity-type
+    brokers --entity-name 1) take effect without a restart, as Kafka's LogCleaner.reconfigure: a
+    cleaner that would sleep an hour between looks cleans the dirty log soon after the change."""
+    broker = broker_factory(log_cleaner_backoff_ms=3_600_000)
+    admin_create_topic(broker.bootstrap_servers, "reconfigured", 1, **COMPACTED)
+    produced = produce_keyed(broker.bootstrap_servers, "reconfigured",
+                             [(b"k%02d" % (i % 20), b"v%04d" % i + b"z" * 200) for i in range(2000)])
+    assert broker.state.partition("reconfigured", 0).cleaner_checkpoint is None
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(broker.node_id), configs={
+            "log.cleaner.threads": "2", "log.cleaner.backoff.ms": "100"})])
+    finally:
+        admin.close()
+    wait_until(lambda: broker.state.partition("reconfigured", 0).cleaner_checkpoint is not None, timeout=60,
+               message="the reconfigured cleaner to clean the log")
+    state = broker.state.partition("reconfigured", 0)
+    assert consume_all(broker.bootstrap_servers, "reconfigured", len(produced)) == compacted(
+        produced, state.cleaner_checkpoint)
+    log_text = Path(broker.log_path).read_text()
+    assert "log cleaner reconfigured: CleanerConfig(num_threads=2" in log_text
+    assert "backoff_ms=100," in log_text
