@@ -1,7 +1,10 @@
-/* Kafka's records (DefaultRecord, record format v2), compiled: the two per-record loops whose cost is per record.
+/* Kafka's records (DefaultRecord, record format v2), compiled: the loops whose cost is per record.
  *
  * walk: the per-record walk of storage/log_validator.py (Kafka's LogValidator reading each DefaultRecord): on a
  * produce load of small records it is most of the broker's CPU in Python.
+ *
+ * put_records, retained and rewrite: the log cleaner's walks over each record's key (storage/log_cleaner.py's
+ * OffsetMap) and the re-encoding of the records a rewritten batch keeps, below the record columns decoder.
  *
  * walk(buf, pos, end, delta) is log_validator._python_walk (and the _check_headers and _varint it calls) byte
  * for byte: the same result, and the same exception with the same message for every input, which
@@ -13,7 +16,9 @@
  * the Python would index past any buffer. The buffer is read in place and must be contiguous bytes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define INT_MASK 0xFFFFFFFFull /* a varint as Java's int keeps it */
 #define LONG_MASK 0xFFFFFFFFFFFFFFFFull
@@ -905,10 +910,505 @@ static PyTypeObject RecordColumnsType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- The log cleaner's per-record work (storage/log_cleaner.py's OffsetMap) ----
+ *
+ * Kafka's SkimpyOffsetMap keys its slots by the MD5 digest of a record's key. A cleaning hashes every keyed record
+ * twice (once to map its offset, once to look it up when its segment is rewritten): the records are read, hashed
+ * and looked up here, in the caller's dict of digest -> offset, without a Python object per record but the map's.
+ * The Python reference is in storage/log_cleaner.py (_python_put_records, _python_retained), which reads records as
+ * protocol/record_columns._decode does: both raise CorruptRecordError for the same records. */
+
+/* MD5 (RFC 1321) of a key: 16 bytes. */
+static uint32_t md5_k[64];
+static const uint8_t md5_s[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+                                  5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20,
+                                  4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+                                  6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+static void
+md5_init_constants(void)
+{
+    for (int i = 0; i < 64; i++)
+        md5_k[i] = (uint32_t)(uint64_t)floor(fabs(sin((double)(i + 1))) * 4294967296.0);
+}
+
+static void
+md5_block(uint32_t state[4], const uint8_t *block)
+{
+    uint32_t m[16];
+    for (int i = 0; i < 16; i++)
+        m[i] = (uint32_t)block[4 * i] | (uint32_t)block[4 * i + 1] << 8 | (uint32_t)block[4 * i + 2] << 16 |
+               (uint32_t)block[4 * i + 3] << 24;
+    uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+    for (int i = 0; i < 64; i++) {
+        uint32_t f;
+        int g;
+        if (i < 16)
+            f = (b & c) | (~b & d), g = i;
+        else if (i < 32)
+            f = (d & b) | (~d & c), g = (5 * i + 1) & 15;
+        else if (i < 48)
+            f = b ^ c ^ d, g = (3 * i + 5) & 15;
+        else
+            f = c ^ (b | ~d), g = (7 * i) & 15;
+        f += a + md5_k[i] + m[g];
+        a = d;
+        d = c;
+        c = b;
+        b += (f << md5_s[i]) | (f >> (32 - md5_s[i]));
+    }
+    state[0] += a;
+    state[1] += b;
+    state[2] += c;
+    state[3] += d;
+}
+
+static void
+md5(const uint8_t *data, Py_ssize_t n, uint8_t out[16])
+{
+    uint32_t state[4] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
+    uint8_t tail[128];
+    Py_ssize_t whole = n & ~(Py_ssize_t)63;
+    for (Py_ssize_t i = 0; i < whole; i += 64)
+        md5_block(state, data + i);
+    Py_ssize_t rest = n - whole;
+    memcpy(tail, data + whole, (size_t)rest);
+    tail[rest] = 0x80;
+    Py_ssize_t padded = rest < 56 ? 64 : 128;
+    memset(tail + rest + 1, 0, (size_t)(padded - rest - 1));
+    uint64_t bits = (uint64_t)n << 3;
+    for (int i = 0; i < 8; i++)
+        tail[padded - 8 + i] = (uint8_t)(bits >> (8 * i));
+    md5_block(state, tail);
+    if (padded == 128)
+        md5_block(state, tail + 64);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            out[4 * i + j] = (uint8_t)(state[i] >> (8 * j));
+}
+
+/* What the cleaner needs of a record. */
+typedef struct {
+    long long offset;
+    Py_ssize_t key_start;
+    long long key_length; /* -1: null */
+    int null_value;
+} KeyedRecord;
+
+/* The `count` records of d[pos:end] read and checked as record_columns._decode reads them (the same records raise
+ * CorruptRecordError), into `out`, which has room for min(count, end - pos) of them (a record takes 2 bytes at
+ * least). Offsets are base_offset + offset delta, wrapping around as Java's long. 0, or -1 with the error set. */
+static int
+scan_keyed(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, long long count, long long base_offset,
+           KeyedRecord *out)
+{
+    if (count < 0) {
+        PyErr_Format(CorruptRecordError, "Record batch has an invalid record count of %lld", count);
+        return -1;
+    }
+    for (long long index = 0; index < count; index++) {
+        if (pos >= end) {
+            PyErr_Format(CorruptRecordError, "Record batch ends after %lld of its %lld records", index, count);
+            return -1;
+        }
+        long long size;
+        if (bounded_varint(d, &pos, end, 5, INT_MASK, &size) < 0)
+            return -1;
+        if (size <= 0 || size > end - pos) {
+            PyErr_Format(CorruptRecordError, "Record %lld of the batch has a size of %lld bytes, but %zd bytes are "
+                         "left", index, size, end - pos);
+            return -1;
+        }
+        Py_ssize_t record_end = pos + (Py_ssize_t)size;
+        pos += 1; /* attributes: unused in record format v2 */
+        long long timestamp_delta, offset_delta, key_length, value_length, header_count;
+        Py_ssize_t key_start = 0, value_start = 0;
+        if (bounded_varint(d, &pos, record_end, 10, LONG_MASK, &timestamp_delta) < 0 ||
+            bounded_varint(d, &pos, record_end, 5, INT_MASK, &offset_delta) < 0 ||
+            bounded_bytes(d, &pos, record_end, "key", &key_start, &key_length) < 0 ||
+            bounded_bytes(d, &pos, record_end, "value", &value_start, &value_length) < 0 ||
+            bounded_varint(d, &pos, record_end, 5, INT_MASK, &header_count) < 0)
+            return -1;
+        if (header_count < 0 || header_count > record_end - pos) {
+            PyErr_Format(CorruptRecordError, "Record has an invalid number of headers: %lld", header_count);
+            return -1;
+        }
+        for (long long h = 0; h < header_count; h++) {
+            long long hkey_length, hvalue_length;
+            Py_ssize_t hkey_start = 0, hvalue_start = 0;
+            if (bounded_bytes(d, &pos, record_end, "header key", &hkey_start, &hkey_length) < 0)
+                return -1;
+            if (hkey_length < 0) {
+                PyErr_SetString(CorruptRecordError, "Record has a header with a null key");
+                return -1;
+            }
+            if (bounded_bytes(d, &pos, record_end, "header value", &hvalue_start, &hvalue_length) < 0)
+                return -1;
+        }
+        if (pos != record_end) {
+            PyErr_Format(CorruptRecordError, "Record %lld of the batch has %zd bytes left after its last header",
+                         index, record_end - pos);
+            return -1;
+        }
+        out[index].offset = (long long)((uint64_t)base_offset + (uint64_t)offset_delta);
+        out[index].key_start = key_start;
+        out[index].key_length = key_length;
+        out[index].null_value = value_length < 0;
+    }
+    if (pos != end) {
+        PyErr_Format(CorruptRecordError, "Record batch has %zd bytes after its %lld records", end - pos, count);
+        return -1;
+    }
+    return 0;
+}
+
+/* The buffer and records of a cleaner call's arguments (buf, pos, end, count, base_offset, ...): scanned into a new
+ * array (PyMem_Free it) with *count set; NULL with the error set. The buffer is released before returning: the
+ * records point into it by position only. */
+static KeyedRecord *
+scan_arguments(PyObject *const *args, Py_buffer *view, long long *count)
+{
+    Py_ssize_t pos, end;
+    if (positions(args, &pos, &end) < 0)
+        return NULL;
+    *count = PyLong_AsLongLong(args[3]);
+    if (*count == -1 && PyErr_Occurred())
+        return NULL;
+    long long base_offset = PyLong_AsLongLong(args[4]);
+    if (base_offset == -1 && PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || end > view->len || pos > end) {
+        PyErr_Format(PyExc_ValueError, "records at [%zd, %zd) outside a buffer of %zd bytes", pos, end, view->len);
+        return NULL;
+    }
+    long long room = *count < (long long)(end - pos) ? *count : (long long)(end - pos);
+    KeyedRecord *records = PyMem_Malloc(sizeof(KeyedRecord) * (size_t)(room > 0 ? room : 1));
+    if (records == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (scan_keyed((const uint8_t *)view->buf, pos, end, *count, base_offset, records) < 0) {
+        PyMem_Free(records);
+        return NULL;
+    }
+    return records;
+}
+
+static PyObject *
+digest_of(const uint8_t *d, const KeyedRecord *r)
+{
+    uint8_t digest[16];
+    md5(d + r->key_start, (Py_ssize_t)r->key_length, digest);
+    return PyBytes_FromStringAndSize((const char *)digest, 16);
+}
+
+/* put_records(buf, pos, end, count, base_offset, start_offset, offsets, max_size) -> (full, last offset put or
+ * None): log_cleaner._python_put_records, compiled. */
+static PyObject *
+put_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "put_records() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long long start_offset = PyLong_AsLongLong(args[5]);
+    if (start_offset == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *offsets = args[6];
+    if (!PyDict_Check(offsets)) {
+        PyErr_SetString(PyExc_TypeError, "put_records() needs a dict of offsets");
+        return NULL;
+    }
+    Py_ssize_t max_size = PyLong_AsSsize_t(args[7]);
+    if (max_size == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    long long count;
+    KeyedRecord *records = scan_arguments(args, &view, &count);
+    if (records == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const uint8_t *d = (const uint8_t *)view.buf;
+    int full = 0, any = 0;
+    long long last = 0;
+    for (long long i = 0; i < count; i++) {
+        const KeyedRecord *r = &records[i];
+        if (r->key_length < 0 || r->offset < start_offset)
+            continue;
+        if (PyDict_GET_SIZE(offsets) >= max_size) {
+            full = 1;
+            break;
+        }
+        PyObject *digest = digest_of(d, r);
+        PyObject *offset = digest == NULL ? NULL : PyLong_FromLongLong(r->offset);
+        int failed = offset == NULL || PyDict_SetItem(offsets, digest, offset) < 0;
+        Py_XDECREF(digest);
+        Py_XDECREF(offset);
+        if (failed) {
+            PyMem_Free(records);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        last = r->offset, any = 1;
+    }
+    PyMem_Free(records);
+    PyBuffer_Release(&view);
+    if (any)
+        return Py_BuildValue("(OL)", full ? Py_True : Py_False, last);
+    return Py_BuildValue("(OO)", full ? Py_True : Py_False, Py_None);
+}
+
+/* retained(buf, pos, end, count, base_offset, offsets, latest_offset, keep_tombstones) -> (records kept, one byte
+ * per record (1: kept), whether a kept one is a tombstone): log_cleaner._python_retained, compiled. */
+static PyObject *
+retained(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "retained() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *offsets = args[5];
+    if (!PyDict_Check(offsets)) {
+        PyErr_SetString(PyExc_TypeError, "retained() needs a dict of offsets");
+        return NULL;
+    }
+    long long latest_offset = PyLong_AsLongLong(args[6]);
+    if (latest_offset == -1 && PyErr_Occurred())
+        return NULL;
+    int keep_tombstones = PyObject_IsTrue(args[7]);
+    if (keep_tombstones < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    long long count;
+    KeyedRecord *records = scan_arguments(args, &view, &count);
+    if (records == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const uint8_t *d = (const uint8_t *)view.buf;
+    PyObject *flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count);
+    if (flags == NULL)
+        goto fail;
+    char *kept = PyBytes_AS_STRING(flags);
+    long long kept_count = 0;
+    int tombstones = 0;
+    for (long long i = 0; i < count; i++) {
+        const KeyedRecord *r = &records[i];
+        int keep;
+        if (r->offset > latest_offset)
+            keep = 1;
+        else if (r->key_length < 0)
+            keep = 0;
+        else {
+            PyObject *digest = digest_of(d, r);
+            if (digest == NULL)
+                goto fail;
+            PyObject *found = PyDict_GetItemWithError(offsets, digest);
+            Py_DECREF(digest);
+            long long mapped = -1;
+            if (found != NULL) {
+                mapped = PyLong_AsLongLong(found);
+                if (mapped == -1 && PyErr_Occurred())
+                    goto fail;
+            }
+            else if (PyErr_Occurred())
+                goto fail;
+            keep = r->offset >= mapped && (!r->null_value || keep_tombstones);
+        }
+        kept[i] = (char)keep;
+        kept_count += keep;
+        tombstones |= keep && r->null_value;
+    }
+    PyMem_Free(records);
+    PyBuffer_Release(&view);
+    PyObject *result = Py_BuildValue("(LNO)", kept_count, flags, tombstones ? Py_True : Py_False);
+    return result;
+fail:
+    Py_XDECREF(flags);
+    PyMem_Free(records);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* A zigzag varint of a Java long at *w, as kafka-python's encode_varint writes it. */
+static inline uint8_t *
+put_varint(uint8_t *w, long long value)
+{
+    uint64_t raw = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    while (raw > 0x7F) {
+        *w++ = (uint8_t)((raw & 0x7F) | 0x80);
+        raw >>= 7;
+    }
+    *w++ = (uint8_t)raw;
+    return w;
+}
+
+static inline uint8_t *
+put_field(uint8_t *w, const uint8_t *data, long long length)
+{
+    w = put_varint(w, length);
+    if (length > 0) {
+        memcpy(w, data, (size_t)length);
+        w += length;
+    }
+    return w;
+}
+
+/* rewrite(buf, pos, end, count, flags, base_timestamp, log_append_time, horizon) -> (records, base timestamp, max
+ * timestamp) or None: log_cleaner._python_rewrite, compiled. None where a timestamp leaves Java's long (the Python
+ * then answers as it always has). */
+static PyObject *
+rewrite(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "rewrite() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t pos, end;
+    if (positions(args, &pos, &end) < 0)
+        return NULL;
+    long long count = PyLong_AsLongLong(args[3]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    long long batch_timestamp = PyLong_AsLongLong(args[5]);
+    if (batch_timestamp == -1 && PyErr_Occurred())
+        return NULL;
+    int log_append = args[6] != Py_None, has_horizon = args[7] != Py_None;
+    long long log_append_time = 0, horizon = 0;
+    if (log_append && (log_append_time = PyLong_AsLongLong(args[6])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (has_horizon && (horizon = PyLong_AsLongLong(args[7])) == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view, flag_view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[4], &flag_view, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    uint8_t *out = NULL, *body = NULL;
+    if (pos < 0 || end > view.len || pos > end || count < 0 || count > end - pos || flag_view.len != count) {
+        PyErr_SetString(PyExc_ValueError, "rewrite() needs the bounds, count and flags of a batch's records");
+        goto done;
+    }
+    const uint8_t *d = (const uint8_t *)view.buf;
+    const char *flags = (const char *)flag_view.buf;
+    /* A record re-encoded grows by its timestamp delta (10 bytes at most), its length prefix and header keys made
+     * valid UTF-8 (3 bytes for each invalid one). */
+    size_t bound = 3 * (size_t)(end - pos) + 16 * (size_t)count + 16;
+    out = PyMem_Malloc(bound);
+    body = PyMem_Malloc(bound);
+    if (out == NULL || body == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint8_t *w = out;
+    int first = 1;
+    long long base_timestamp = 0, max_timestamp = 0;
+    for (long long index = 0; index < count; index++) {
+        long long size;
+        if (bounded_varint(d, &pos, end, 5, INT_MASK, &size) < 0)
+            goto done;
+        if (size <= 0 || size > end - pos) {
+            PyErr_Format(CorruptRecordError, "Record %lld of the batch has a size of %lld bytes, but %zd bytes are "
+                         "left", index, size, end - pos);
+            goto done;
+        }
+        Py_ssize_t record_end = pos + (Py_ssize_t)size;
+        if (!flags[index]) {
+            pos = record_end;
+            continue;
+        }
+        Py_ssize_t p = pos + 1;
+        long long timestamp_delta, offset_delta, key_length, value_length, header_count;
+        Py_ssize_t key_start = 0, value_start = 0;
+        if (bounded_varint(d, &p, record_end, 10, LONG_MASK, &timestamp_delta) < 0 ||
+            bounded_varint(d, &p, record_end, 5, INT_MASK, &offset_delta) < 0 ||
+            bounded_bytes(d, &p, record_end, "key", &key_start, &key_length) < 0 ||
+            bounded_bytes(d, &p, record_end, "value", &value_start, &value_length) < 0 ||
+            bounded_varint(d, &p, record_end, 5, INT_MASK, &header_count) < 0)
+            goto done;
+        long long timestamp;
+        if (log_append)
+            timestamp = log_append_time;
+        else if (__builtin_add_overflow(batch_timestamp, timestamp_delta, &timestamp))
+            goto python;
+        if (first) {
+            base_timestamp = has_horizon ? horizon : timestamp;
+            max_timestamp = timestamp;
+            first = 0;
+        }
+        else if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        long long new_delta;
+        if (__builtin_sub_overflow(timestamp, base_timestamp, &new_delta))
+            goto python;
+        uint8_t *b = body;
+        *b++ = 0;
+        b = put_varint(b, new_delta);
+        b = put_varint(b, offset_delta);
+        b = put_field(b, d + key_start, key_length);
+        b = put_field(b, d + value_start, value_length);
+        b = put_varint(b, header_count);
+        for (long long h = 0; h < header_count; h++) {
+            long long hkey_length, hvalue_length;
+            Py_ssize_t hkey_start = 0, hvalue_start = 0;
+            if (bounded_bytes(d, &p, record_end, "header key", &hkey_start, &hkey_length) < 0 ||
+                bounded_bytes(d, &p, record_end, "header value", &hvalue_start, &hvalue_length) < 0)
+                goto done;
+            if (hkey_length < 0) {
+                PyErr_SetString(CorruptRecordError, "Record has a header with a null key");
+                goto done;
+            }
+            if (valid_utf8(d + hkey_start, (Py_ssize_t)hkey_length))
+                b = put_field(b, d + hkey_start, hkey_length);
+            else {
+                PyObject *replaced = replaced_utf8(d + hkey_start, (Py_ssize_t)hkey_length);
+                if (replaced == NULL)
+                    goto done;
+                b = put_field(b, (const uint8_t *)PyBytes_AS_STRING(replaced), PyBytes_GET_SIZE(replaced));
+                Py_DECREF(replaced);
+            }
+            b = put_field(b, d + hvalue_start, hvalue_length);
+        }
+        w = put_varint(w, (long long)(b - body));
+        memcpy(w, body, (size_t)(b - body));
+        w += b - body;
+        pos = record_end;
+    }
+    if (log_append)
+        max_timestamp = log_append_time;
+    result = Py_BuildValue("(y#LL)", (const char *)out, (Py_ssize_t)(w - out), base_timestamp, max_timestamp);
+    goto done;
+python:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(out);
+    PyMem_Free(body);
+    PyBuffer_Release(&flag_view);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(buf, pos, end, delta) -> (records, low timestamp delta, high timestamp delta, null keys)\n\n"
      "log_validator._python_walk, compiled."},
+    {"put_records", (PyCFunction)(void (*)(void))put_records, METH_FASTCALL,
+     "put_records(buf, pos, end, count, base_offset, start_offset, offsets, max_size) -> (full, last offset put)\n\n"
+     "log_cleaner._python_put_records, compiled."},
+    {"retained", (PyCFunction)(void (*)(void))retained, METH_FASTCALL,
+     "retained(buf, pos, end, count, base_offset, offsets, latest_offset, keep_tombstones) -> (kept, flags, "
+     "tombstones)\n\nlog_cleaner._python_retained, compiled."},
+    {"rewrite", (PyCFunction)(void (*)(void))rewrite, METH_FASTCALL,
+     "rewrite(buf, pos, end, count, flags, base_timestamp, log_append_time, horizon) -> (records, base timestamp, "
+     "max timestamp) or None\n\nlog_cleaner._python_rewrite, compiled."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -940,6 +1440,7 @@ PyInit__record_codec(void)
         return NULL;
     if (PyType_Ready(&RecordColumnsType) < 0)
         return NULL;
+    md5_init_constants();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -7,6 +7,12 @@ retention rules of Kafka's Cleaner: the last record of each key stays at its ori
 its batch's delete horizon (set by the first cleaning that sees it to now + delete.retention.ms); records of aborted
 transactions go in the first pass; transaction markers go as CleanedTransactionMetadata allows; a producer's last
 batch stays (emptied if need be) so its sequence numbers survive.
+
+Cost: a cleaning reads and hashes every record's key twice (once to map it, once to look it up). That walk is
+compiled (protocol/_record_codec.c's put_records and retained, built at install) and makes no Python object per
+record but the map's entries; `_python_put_records` and `_python_retained` here are its reference, and the walk where
+it is not built or MINIKAFKA_PURE_PYTHON=1 asks for it. Only a batch that loses some of its records but not all is
+decoded into records, to be rewritten; one whose records all stay is copied as it is.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from minikafka.protocol.record_batch import (
     BatchHeader,
     iter_batches,
 )
-from minikafka.protocol.record_columns import Record, _decode
+from minikafka.protocol.record_columns import PURE_PYTHON_ENV, Record, _decode
 
 from .checkpoint import fsync_dir, write_synced
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, file_prefix
@@ -83,6 +89,23 @@ class OffsetMap:
     def put(self, key: bytes, offset: int) -> None:
         self._offsets[hashlib.md5(key).digest()] = offset
         self.latest_offset = offset
+
+    def put_records(self, buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
+                    start_offset: int) -> bool:
+        """Put each keyed record of buf[pos:end] (a batch's `count` records) at or past `start_offset`, in order;
+        True when the map filled up before the last of them."""
+        full, last = _put_records(buf, pos, end, count, base_offset, start_offset, self._offsets,
+                                  self.max_desired_size)
+        if last is not None:
+            self.latest_offset = last
+        return full
+
+    def retained(self, buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
+                 keep_tombstones: bool) -> tuple[int, bytes, bool]:
+        """Which records of buf[pos:end] (a batch's `count` records) a cleaning keeps: those past the map's last
+        offset, and each keyed one at or past its key's last offset (a tombstone only if `keep_tombstones`).
+        Returns how many, a byte per record (1: kept) and whether a kept one is a tombstone."""
+        return _retained(buf, pos, end, count, base_offset, self._offsets, self.latest_offset, keep_tombstones)
 
     def get(self, key: bytes) -> int:
         """The last offset of `key`, -1 if the map has none."""
@@ -151,11 +174,69 @@ def delete_horizon_ms(header: BatchHeader) -> int | None:
 
 def batch_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> list[Record]:
     """The batch's records as (offset delta, timestamp delta, key, value, headers), decompressed if need be."""
-    view = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    data, start, end = _records_of(buf, pos, header)
+    return _decode(data, start, end, header.records_count)
+
+
+def _records_of(buf: bytes | bytearray | memoryview, pos: int,
+                header: BatchHeader) -> tuple[bytes | bytearray | memoryview, int, int]:
+    """Where the batch's records are: (buffer, start, end), decompressed if need be."""
     if header.compression:
-        data = decompress(header.compression, view, 1 << 31)
-        return _decode(data, 0, len(data), header.records_count)
-    return _decode(view, 0, len(view), header.records_count)
+        data = decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE : pos + header.size], 1 << 31)
+        return data, 0, len(data)
+    return buf, pos + HEADER_SIZE, pos + header.size
+
+
+def _python_put_records(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
+                        start_offset: int, offsets: dict[bytes, int], max_size: int) -> tuple[bool, int | None]:
+    """OffsetMap.put_records over the map's dict: (whether it filled up, the last offset put). The reference for
+    protocol/_record_codec.c's put_records, and the one where that is not built."""
+    last = None
+    for offset_delta, _ts, key, _value, _headers in _decode(buf, pos, end, count):
+        offset = base_offset + offset_delta
+        if key is None or offset < start_offset:
+            continue
+        if len(offsets) >= max_size:
+            return True, last
+        offsets[hashlib.md5(key).digest()] = offset
+        last = offset
+    return False, last
+
+
+def _python_retained(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
+                     offsets: dict[bytes, int], latest_offset: int, keep_tombstones: bool) -> tuple[int, bytes, bool]:
+    """OffsetMap.retained over the map's dict. The reference for protocol/_record_codec.c's retained, and the one
+    where that is not built."""
+    records = _decode(buf, pos, end, count)
+    flags = bytearray(len(records))
+    kept = 0
+    tombstones = False
+    for index, (offset_delta, _ts, key, value, _headers) in enumerate(records):
+        offset = base_offset + offset_delta
+        if offset > latest_offset:
+            keep = True
+        elif key is None:
+            keep = False
+        else:
+            keep = offset >= offsets.get(hashlib.md5(key).digest(), -1) and (value is not None or keep_tombstones)
+        if keep:
+            flags[index] = 1
+            kept += 1
+            tombstones = tombstones or value is None
+    return kept, bytes(flags), tombstones
+
+
+def _load_compiled() -> tuple[Callable[..., tuple[bool, int | None]], Callable[..., tuple[int, bytes, bool]],
+                              Callable[..., tuple[bytes, int, int] | None]] | None:
+    """protocol/_record_codec.c's put_records, retained and rewrite; None where it is not built or not wanted (the
+    switch the log validator's record walk follows)."""
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None
+    try:
+        from minikafka.protocol import _record_codec
+    except ImportError:
+        return None
+    return _record_codec.put_records, _record_codec.retained, _record_codec.rewrite
 
 
 def build_offset_map(buf: bytes | bytearray | memoryview, offset_map: OffsetMap, start_offset: int,
@@ -174,13 +255,9 @@ def build_offset_map(buf: bytes | bytearray | memoryview, offset_map: OffsetMap,
             continue
         if header.is_transactional and header.producer_id in aborted_producers:
             continue
-        for offset_delta, _ts, key, _value, _headers in batch_records(buf, pos, header):
-            offset = header.base_offset + offset_delta
-            if key is None or offset < start_offset:
-                continue
-            if offset_map.full:
-                return True
-            offset_map.put(key, offset)
+        data, start, end = _records_of(buf, pos, header)
+        if offset_map.put_records(data, start, end, header.records_count, header.base_offset, start_offset):
+            return True
     return False
 
 
@@ -232,13 +309,52 @@ def _rebuild(header: BatchHeader, records: list[tuple[int, int, bytes | None, by
     log_append = header.timestamp_type == LOG_APPEND_TIME
     timestamps = [header.max_timestamp if log_append else ts for _o, ts, _k, _v, _h in records]
     base_timestamp = horizon if horizon is not None else timestamps[0]
-    attributes = header.attributes & ~DELETE_HORIZON_MASK
-    if horizon is not None:
-        attributes |= DELETE_HORIZON_MASK
     max_timestamp = header.max_timestamp if log_append else max(timestamps)
     payload = b"".join(
         _encode_record(offset - header.base_offset, ts - base_timestamp, key, value, hdrs)
         for (offset, _t, key, value, hdrs), ts in zip(records, timestamps, strict=True))
+    return _rebuilt_batch(header, payload, len(records), base_timestamp, max_timestamp, horizon)
+
+
+def _python_rewrite(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, flags: bytes,
+                    base_timestamp: int, log_append_time: int | None,
+                    horizon: int | None) -> tuple[bytes, int, int] | None:
+    """The records of buf[pos:end] (a batch's `count`) whose flag is 1, re-encoded as _rebuild encodes them, with
+    the batch's base and max timestamps: those of the records (all `log_append_time` if set), the base one the
+    delete horizon if set. The reference for protocol/_record_codec.c's rewrite, and the one where that is not
+    built (which answers None, leaving it to this one, where a timestamp leaves Java's long)."""
+    records = [(offset_delta, base_timestamp + ts_delta if log_append_time is None else log_append_time, key, value,
+                hdrs)
+               for (offset_delta, ts_delta, key, value, hdrs), keep
+               in zip(_decode(buf, pos, end, count), flags, strict=True) if keep]
+    base = horizon if horizon is not None else records[0][1]
+    max_timestamp = log_append_time if log_append_time is not None else max(ts for _o, ts, _k, _v, _h in records)
+    payload = b"".join(_encode_record(offset_delta, ts - base, key, value, hdrs)
+                       for offset_delta, ts, key, value, hdrs in records)
+    return payload, base, max_timestamp
+
+
+_put_records, _retained, _rewrite = _load_compiled() or (_python_put_records, _python_retained, _python_rewrite)
+
+
+def _rewritten(header: BatchHeader, data: bytes | bytearray | memoryview, start: int, end: int, flags: bytes,
+               kept: int, horizon: int | None) -> bytes:
+    """The batch with only its records flagged 1 in `flags`: _rebuild, its records re-encoded without decoding
+    them into Python objects where the compiled rewrite is built."""
+    args = (data, start, end, header.records_count, flags, header.base_timestamp,
+            header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None, horizon)
+    rewritten = _rewrite(*args) or _python_rewrite(*args)
+    assert rewritten is not None
+    payload, base_timestamp, max_timestamp = rewritten
+    return _rebuilt_batch(header, payload, kept, base_timestamp, max_timestamp, horizon)
+
+
+def _rebuilt_batch(header: BatchHeader, payload: bytes, records_count: int, base_timestamp: int, max_timestamp: int,
+                   horizon: int | None) -> bytes:
+    """The batch holding the re-encoded records `payload`, compressed with the batch's codec."""
+    attributes = header.attributes & ~DELETE_HORIZON_MASK
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
     if header.compression:
         codec = _COMPRESSORS.get(header.compression)
         if codec is None or not codec[0]():
@@ -246,7 +362,7 @@ def _rebuild(header: BatchHeader, records: list[tuple[int, int, bytes | None, by
                 f"Batch at offset {header.base_offset} uses compression codec {header.compression}, "
                 "which this broker cannot write")
         payload = codec[1](payload)
-    return _write_batch(header, attributes, base_timestamp, max_timestamp, len(records), payload)
+    return _write_batch(header, attributes, base_timestamp, max_timestamp, records_count, payload)
 
 
 def _empty_batch(header: BatchHeader) -> bytes:
@@ -274,12 +390,30 @@ def filter_batches(buf: bytes | bytearray | memoryview, offset_map: OffsetMap,
         retain_empty = last_of_producer
         if discard and not retain_empty:
             continue
+        horizon = delete_horizon_ms(header)
+        if not (discard or header.is_control):
+            # A data batch: its records' keys looked up without decoding them, the batch copied as it is when every
+            # record stays, decoded only when some go.
+            data, start, end = _records_of(buf, pos, header)
+            kept, flags, tombstones = offset_map.retained(data, start, end, header.records_count,
+                                                          header.base_offset, horizon is None or now_ms < horizon)
+            messages_read += header.records_count
+            if kept:
+                messages_retained += kept
+                set_horizon = tombstones and horizon is None
+                if kept == header.records_count and not set_horizon:
+                    out.append(bytes(memoryview(buf)[pos : pos + header.size]))
+                else:
+                    out.append(_rewritten(header, data, start, end, flags, kept,
+                                          now_ms + delete_retention_ms if set_horizon else horizon))
+            elif retain_empty:
+                out.append(_empty_batch(header))
+            continue
         marker_for_empty_txn = can_discard and header.is_control
         records = batch_records(buf, pos, header)
         messages_read += len(records)
         retained = []
         tombstones = False
-        horizon = delete_horizon_ms(header)
         for offset_delta, ts_delta, key, value, hdrs in records:
             offset = header.base_offset + offset_delta
             timestamp = header.base_timestamp + ts_delta
@@ -524,3 +658,4 @@ def clean_segments(directory: Path, segments: list[SegmentSnapshot], first_dirty
         discard_cleaned(directory, [g[0].base_offset for g in grouped])
         raise
     return groups, end_offset
+
