@@ -8,11 +8,12 @@ its batch's delete horizon (set by the first cleaning that sees it to now + dele
 transactions go in the first pass; transaction markers go as CleanedTransactionMetadata allows; a producer's last
 batch stays (emptied if need be) so its sequence numbers survive.
 
-Cost: a cleaning reads and hashes every record's key twice (once to map it, once to look it up). That walk is
-compiled (protocol/_record_codec.c's put_records and retained, built at install) and makes no Python object per
-record but the map's entries; `_python_put_records` and `_python_retained` here are its reference, and the walk where
-it is not built or MINIKAFKA_PURE_PYTHON=1 asks for it. Only a batch that loses some of its records but not all is
-decoded into records, to be rewritten; one whose records all stay is copied as it is.
+Cost: a cleaning reads and hashes every record's key twice (once to map it, once to look it up), and re-encodes the
+records a batch keeps when it loses others (a batch whose records all stay is copied as it is). That work is compiled
+(protocol/_record_codec.c's put_records, retained and rewrite, built at install) and makes no Python object per
+record but the map's entries; `_python_put_records`, `_python_retained` and `_python_rewrite` here are its reference,
+and the walk where it is not built or MINIKAFKA_PURE_PYTHON=1 asks for it (each batch's records decoded once).
+docs/performance.md has the figures.
 """
 
 from __future__ import annotations
@@ -101,11 +102,15 @@ class OffsetMap:
         return full
 
     def retained(self, buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
-                 keep_tombstones: bool) -> tuple[int, bytes, bool]:
+                 keep_tombstones: bool) -> tuple[int, bytes, bool, list[Record] | None]:
         """Which records of buf[pos:end] (a batch's `count` records) a cleaning keeps: those past the map's last
         offset, and each keyed one at or past its key's last offset (a tombstone only if `keep_tombstones`).
-        Returns how many, a byte per record (1: kept) and whether a kept one is a tombstone."""
-        return _retained(buf, pos, end, count, base_offset, self._offsets, self.latest_offset, keep_tombstones)
+        Returns how many, a byte per record (1: kept), whether a kept one is a tombstone, and the records where
+        the Python walk decoded them (a rewrite then takes them rather than decoding them again)."""
+        if _retained is _python_retained:
+            records = _decode(buf, pos, end, count)
+            return *_retained_of(records, base_offset, self._offsets, self.latest_offset, keep_tombstones), records
+        return *_retained(buf, pos, end, count, base_offset, self._offsets, self.latest_offset, keep_tombstones), None
 
     def get(self, key: bytes) -> int:
         """The last offset of `key`, -1 if the map has none."""
@@ -207,7 +212,11 @@ def _python_retained(buf: bytes | bytearray | memoryview, pos: int, end: int, co
                      offsets: dict[bytes, int], latest_offset: int, keep_tombstones: bool) -> tuple[int, bytes, bool]:
     """OffsetMap.retained over the map's dict. The reference for protocol/_record_codec.c's retained, and the one
     where that is not built."""
-    records = _decode(buf, pos, end, count)
+    return _retained_of(_decode(buf, pos, end, count), base_offset, offsets, latest_offset, keep_tombstones)
+
+
+def _retained_of(records: list[Record], base_offset: int, offsets: dict[bytes, int], latest_offset: int,
+                 keep_tombstones: bool) -> tuple[int, bytes, bool]:
     flags = bytearray(len(records))
     kept = 0
     tombstones = False
@@ -323,10 +332,14 @@ def _python_rewrite(buf: bytes | bytearray | memoryview, pos: int, end: int, cou
     the batch's base and max timestamps: those of the records (all `log_append_time` if set), the base one the
     delete horizon if set. The reference for protocol/_record_codec.c's rewrite, and the one where that is not
     built (which answers None, leaving it to this one, where a timestamp leaves Java's long)."""
+    return _rewrite_of(_decode(buf, pos, end, count), flags, base_timestamp, log_append_time, horizon)
+
+
+def _rewrite_of(decoded: list[Record], flags: bytes, base_timestamp: int, log_append_time: int | None,
+                horizon: int | None) -> tuple[bytes, int, int]:
     records = [(offset_delta, base_timestamp + ts_delta if log_append_time is None else log_append_time, key, value,
                 hdrs)
-               for (offset_delta, ts_delta, key, value, hdrs), keep
-               in zip(_decode(buf, pos, end, count), flags, strict=True) if keep]
+               for (offset_delta, ts_delta, key, value, hdrs), keep in zip(decoded, flags, strict=True) if keep]
     base = horizon if horizon is not None else records[0][1]
     max_timestamp = log_append_time if log_append_time is not None else max(ts for _o, ts, _k, _v, _h in records)
     payload = b"".join(_encode_record(offset_delta, ts - base, key, value, hdrs)
@@ -338,12 +351,16 @@ _put_records, _retained, _rewrite = _load_compiled() or (_python_put_records, _p
 
 
 def _rewritten(header: BatchHeader, data: bytes | bytearray | memoryview, start: int, end: int, flags: bytes,
-               kept: int, horizon: int | None) -> bytes:
+               kept: int, horizon: int | None, decoded: list[Record] | None) -> bytes:
     """The batch with only its records flagged 1 in `flags`: _rebuild, its records re-encoded without decoding
-    them into Python objects where the compiled rewrite is built."""
-    args = (data, start, end, header.records_count, flags, header.base_timestamp,
-            header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None, horizon)
-    rewritten = _rewrite(*args) or _python_rewrite(*args)
+    them into Python objects where the compiled rewrite is built, from `decoded` where the Python walk has them."""
+    log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+    rewritten: tuple[bytes, int, int] | None
+    if decoded is not None:
+        rewritten = _rewrite_of(decoded, flags, header.base_timestamp, log_append_time, horizon)
+    else:
+        args = (data, start, end, header.records_count, flags, header.base_timestamp, log_append_time, horizon)
+        rewritten = _rewrite(*args) or _python_rewrite(*args)
     assert rewritten is not None
     payload, base_timestamp, max_timestamp = rewritten
     return _rebuilt_batch(header, payload, kept, base_timestamp, max_timestamp, horizon)
@@ -392,11 +409,12 @@ def filter_batches(buf: bytes | bytearray | memoryview, offset_map: OffsetMap,
             continue
         horizon = delete_horizon_ms(header)
         if not (discard or header.is_control):
-            # A data batch: its records' keys looked up without decoding them, the batch copied as it is when every
-            # record stays, decoded only when some go.
+            # A data batch: its records' keys looked up without decoding them into objects; the batch copied as it
+            # is when every record stays, rewritten when some go.
             data, start, end = _records_of(buf, pos, header)
-            kept, flags, tombstones = offset_map.retained(data, start, end, header.records_count,
-                                                          header.base_offset, horizon is None or now_ms < horizon)
+            kept, flags, tombstones, decoded = offset_map.retained(data, start, end, header.records_count,
+                                                                   header.base_offset,
+                                                                   horizon is None or now_ms < horizon)
             messages_read += header.records_count
             if kept:
                 messages_retained += kept
@@ -405,7 +423,7 @@ def filter_batches(buf: bytes | bytearray | memoryview, offset_map: OffsetMap,
                     out.append(bytes(memoryview(buf)[pos : pos + header.size]))
                 else:
                     out.append(_rewritten(header, data, start, end, flags, kept,
-                                          now_ms + delete_retention_ms if set_horizon else horizon))
+                                          now_ms + delete_retention_ms if set_horizon else horizon, decoded))
             elif retain_empty:
                 out.append(_empty_batch(header))
             continue
