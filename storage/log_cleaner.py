@@ -572,30 +572,39 @@ class SegmentSnapshot(NamedTuple):
                    segment.offset_index.entries * segment.offset_index.entry_size,
                    segment.time_index.entries * segment.time_index.entry_size)
 
-    def chunks(self, buffer_size: int) -> Iterator[bytes]:
+    def chunks(self, buffer_size: int) -> Iterator[memoryview]:
         """The segment's batches as they were when the snapshot was taken, whole batches read about `buffer_size`
         bytes at a time (more where one batch is larger, as Kafka's cleaner grows its buffers). FileNotFoundError
-        once retention or a truncation has deleted or shortened the file."""
+        once retention or a truncation has deleted or shortened the file. Each chunk is read into a buffer of its
+        own, behind the bytes of a batch the previous read cut (the only bytes copied), and may be kept."""
         with open(self.log_path, "rb") as f:
-            left, want, pending = self.size, buffer_size, b""
+            left, want = self.size, buffer_size
+            carry: bytes | bytearray = b""
             while left > 0:
-                data = f.read(min(want, left))
-                if not data:
+                size = min(want, left)
+                buf = bytearray(len(carry) + size)
+                buf[: len(carry)] = carry
+                with memoryview(buf) as view:
+                    got = f.readinto(view[len(carry) :])
+                if not got:
                     raise FileNotFoundError(f"{self.log_path} is shorter than the {self.size} bytes it had")
-                left -= len(data)
-                pending = pending + data if pending else data
+                if got < size:
+                    del buf[len(carry) + got :]
+                left -= got
                 end = 0
-                for position, header in iter_batches(pending):
+                for position, header in iter_batches(buf):
                     end = position + header.size
                 if end == 0 and left > 0:
                     want *= 2
+                    carry = buf
                     continue
                 want = buffer_size
+                chunk = memoryview(buf)
                 if end:
-                    yield pending[:end]
-                    pending = pending[end:]
-            if pending:
-                yield pending  # a torn tail, which the batch walks stop at as a whole-file read would
+                    yield chunk[:end]
+                carry = bytes(chunk[end:])
+            if carry:
+                yield memoryview(carry)  # a torn tail, which the batch walks stop at as a whole-file read would
 
 
 class CleanedGroup(NamedTuple):
