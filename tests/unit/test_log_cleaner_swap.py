@@ -206,3 +206,20 @@ def test_small_read_buffers_clean_as_a_whole_read_does(tmp_path: Path, io_buffer
         assert clean(io_buffer_size) == whole
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("buffer_size", [1, 70, 200, 1 << 20])
+def test_a_segment_is_read_in_whole_batches_and_its_torn_tail_last(tmp_path: Path, buffer_size: int) -> None:
+    batches = [batch(0, [(b"k%d" % i, b"v" * (i * 37 % 300))] * (1 + i % 3)) for i in range(12)]
+    data = b"".join(batches)
+    path = tmp_path / "segment.log"
+    path.write_bytes(data + batches[0][:30])  # a batch cut short by a crash
+    snapshot = SegmentSnapshot(0, len(data) + 30, path, [], 0, 0)
+    chunks = [bytes(chunk) for chunk in snapshot.chunks(buffer_size)]
+    assert b"".join(chunks) == data + batches[0][:30]
+    assert chunks[-1] == batches[0][:30]
+    for chunk in chunks[:-1]:  # each chunk holds whole batches, at least one
+        assert sum(header.size for _, header in iter_batches(chunk)) == len(chunk) > 0
+    path.write_bytes(data[:100])  # shortened since the snapshot: the cleaning stops
+    with pytest.raises(FileNotFoundError):
+        list(snapshot.chunks(buffer_size))
