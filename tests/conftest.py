@@ -44,20 +44,27 @@ def broker(broker_factory) -> minikafka.Broker:
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def record_walk(request) -> Iterator[str]:
-    """Runs a module's tests with each of the log validator's record walks, in this process and in the brokers
-    they start: the compiled one (skipped where it is not built) and the Python fallback."""
-    from minikafka.storage import log_validator
+    """Runs a module's tests with each of the record walks (the log validator's and the log cleaner's), in this
+    process and in the brokers they start: the compiled ones (skipped where they are not built) and the Python
+    fallbacks."""
+    from minikafka.storage import log_cleaner, log_validator
 
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "compiled":
             try:
-                from minikafka.protocol._record_codec import walk
+                from minikafka.protocol._record_codec import put_records, retained, rewrite, walk
             except ImportError:
                 pytest.skip("the compiled record walk (protocol/_record_codec.c) is not built")
             patch.setattr(log_validator, "_walk", walk)
+            patch.setattr(log_cleaner, "_put_records", put_records)
+            patch.setattr(log_cleaner, "_retained", retained)
+            patch.setattr(log_cleaner, "_rewrite", rewrite)
             patch.delenv(log_validator.PURE_PYTHON_ENV, raising=False)
         else:
             patch.setattr(log_validator, "_walk", log_validator._python_walk)
+            patch.setattr(log_cleaner, "_put_records", log_cleaner._python_put_records)
+            patch.setattr(log_cleaner, "_retained", log_cleaner._python_retained)
+            patch.setattr(log_cleaner, "_rewrite", log_cleaner._python_rewrite)
             patch.setenv(log_validator.PURE_PYTHON_ENV, "1")
         yield request.param
 

@@ -20,6 +20,9 @@ from minikafka.storage.log_cleaner import (
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.transaction_index import AbortedTxn
 
+# Each test with the compiled record walks and with the Python ones.
+pytestmark = pytest.mark.usefixtures("record_walk")
+
 NOW = 1_700_000_000_000
 RETENTION = 86_400_000
 

@@ -5,7 +5,6 @@ all stay and rewriting one that loses some."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -139,22 +138,6 @@ def test_the_map_holds_the_md5_digest_of_each_key() -> None:
     assert offsets == {hashlib.md5(key).digest(): 100 + i for i, key in enumerate(keys)}
 
 
-@pytest.fixture(params=["compiled", "python"])
-def cleaner_records(request, monkeypatch) -> Iterator[str]:
-    """Runs a test with each of the cleaner's record walks."""
-    if request.param == "compiled":
-        if put_records is None:
-            pytest.skip("the compiled record codec (protocol/_record_codec.c) is not built")
-        monkeypatch.setattr(log_cleaner, "_put_records", put_records)
-        monkeypatch.setattr(log_cleaner, "_retained", retained)
-        monkeypatch.setattr(log_cleaner, "_rewrite", rewrite)
-    else:
-        monkeypatch.setattr(log_cleaner, "_put_records", _python_put_records)
-        monkeypatch.setattr(log_cleaner, "_retained", _python_retained)
-        monkeypatch.setattr(log_cleaner, "_rewrite", _python_rewrite)
-    yield request.param
-
-
 def keyed_batch(base_offset: int, keys: list[bytes | None], values: list[bytes | None] | None = None,
                 codec: int = 0) -> bytes:
     values = values or [b"v%d" % (base_offset + i) for i in range(len(keys))]
@@ -172,8 +155,8 @@ def cleaned(log: bytes, now: int = NOW) -> bytes:
 
 
 @pytest.mark.parametrize("codec", [0, 1, 3, 4])
-def test_a_batch_kept_whole_is_copied_and_one_that_loses_records_rewritten(cleaner_records: str,
-                                                                           codec: int) -> None:
+@pytest.mark.usefixtures("record_walk")
+def test_a_batch_kept_whole_is_copied_and_one_that_loses_records_rewritten(codec: int) -> None:
     kept = keyed_batch(3, [b"c", b"d", b"e"], codec=codec)
     log = keyed_batch(0, [b"a", b"b", b"c"], codec=codec) + kept + keyed_batch(6, [b"a", None, b"f"], codec=codec)
     out = cleaned(log)

@@ -25,6 +25,9 @@ from minikafka.storage.transaction_index import AbortedTxn
 from .test_log_cleaner_core import NOW, RETENTION, batch, contents
 from .test_log_transactions import COMMIT, end_txn, fill, open_log
 
+# Each test with the compiled record walks and with the Python ones.
+pytestmark = pytest.mark.usefixtures("record_walk")
+
 
 def three_segments(tmp_path: Path) -> tuple[Path, bytes]:
     """A closed log with segments at 0 and 2 (a and b written twice) and an active one at 4; the cleaned bytes of
