@@ -1,4 +1,5 @@
-"""Decompression of record batch payloads with Kafka's codecs (attribute ids 1-4), bounded in output.
+"""Decompression of record batch payloads with Kafka's codecs (attribute ids 1-4), bounded in output; and gzip
+compression as Kafka writes it, for the batches the log cleaner rewrites.
 
 The broker decompresses only to check what a producer sent; the stored batch stays compressed. A few bytes of
 gzip, lz4 or zstd can expand to gigabytes, so every codec stops once the output passes `limit`.
@@ -33,6 +34,21 @@ _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 # many input bytes at a time keeps one step's output near the limit, never orders of magnitude past it.
 _ZSTD_MAX_RATIO = 32768
 _ZSTD_MIN_STEP = 1024
+
+
+# Java's GZIPOutputStream header, which Kafka's gzip batches carry: deflate, no flags, MTIME 0, no extra flags, OS
+# unknown (255).
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+# Kafka's compression.gzip.level default (-1): zlib's default level.
+GZIP_DEFAULT_LEVEL = 6
+
+
+def gzip_compress(data: bytes, level: int = GZIP_DEFAULT_LEVEL) -> bytes:
+    """gzip as Kafka writes a batch (GzipCompression over Java's GZIPOutputStream): no time in the header, so the
+    same records compress to the same bytes on every replica and in every cleaning."""
+    compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = compressor.compress(data) + compressor.flush()
+    return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
 
 
 class DecompressionError(ValueError):

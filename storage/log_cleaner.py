@@ -30,7 +30,7 @@ from crc32c import crc32c
 from kafka import codec as kafka_codec
 from kafka.record.util import encode_varint
 
-from minikafka.protocol.compression import decompress
+from minikafka.protocol.compression import decompress, gzip_compress
 from minikafka.protocol.end_transaction_marker import ControlRecordType, parse_marker
 from minikafka.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -54,7 +54,7 @@ HASH_SIZE = 16
 BYTES_PER_ENTRY = HASH_SIZE + 8
 # A rewritten batch keeps its codec (Kafka's buildRetainedRecordsInto): codec id -> (available?, compress).
 _COMPRESSORS: dict[int, tuple[Callable[[], bool], Callable[[bytes], bytes]]] = {
-    1: (lambda: True, kafka_codec.gzip_encode),
+    1: (lambda: True, gzip_compress),
     2: (kafka_codec.has_snappy, kafka_codec.snappy_encode),
     3: (kafka_codec.has_lz4, kafka_codec.lz4_encode),
     4: (kafka_codec.has_zstd, kafka_codec.zstd_encode),
