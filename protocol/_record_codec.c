@@ -225,13 +225,21 @@ positions(PyObject *const *args, Py_ssize_t *pos, Py_ssize_t *end)
     return 0;
 }
 
+/* TypeError unless a function `name` taking `expected` arguments was given that many. */
+static int
+expect_args(const char *name, Py_ssize_t nargs, Py_ssize_t expected)
+{
+    if (nargs == expected)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", name, expected, nargs);
+    return -1;
+}
+
 static PyObject *
 walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "walk() takes 4 arguments (%zd given)", nargs);
+    if (expect_args("walk", nargs, 4) < 0)
         return NULL;
-    }
     PyObject *owner = args[0];
     if (!PyBytes_Check(owner) && !PyByteArray_Check(owner) && !PyMemoryView_Check(owner)) {
         PyErr_Format(PyExc_TypeError, "walk() needs bytes, bytearray or memoryview, not %.100s",
@@ -603,6 +611,62 @@ replaced_utf8(const uint8_t *s, Py_ssize_t n)
     return encoded;
 }
 
+/* A record's fields before its headers (record format v2). */
+typedef struct {
+    Py_ssize_t end; /* where the record ends */
+    long long timestamp_delta, offset_delta, key_length, value_length, header_count; /* lengths -1: null */
+    Py_ssize_t key_start, value_start;
+} RecordPrefix;
+
+/* Record `index` of `count` read up to its headers and checked as record_columns._decode checks it: *pos is at its
+ * size on entry, at its first header (or its end) on return. 0, or -1 with the error set. */
+static int
+read_record_prefix(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, long long index, long long count,
+                   RecordPrefix *r)
+{
+    if (*pos >= end) {
+        PyErr_Format(CorruptRecordError, "Record batch ends after %lld of its %lld records", index, count);
+        return -1;
+    }
+    long long size;
+    if (bounded_varint(d, pos, end, 5, INT_MASK, &size) < 0)
+        return -1;
+    if (size <= 0 || size > end - *pos) {
+        PyErr_Format(CorruptRecordError, "Record %lld of the batch has a size of %lld bytes, but %zd bytes are "
+                     "left", index, size, end - *pos);
+        return -1;
+    }
+    r->end = *pos + (Py_ssize_t)size;
+    *pos += 1; /* attributes: unused in record format v2 */
+    r->key_start = r->value_start = 0;
+    if (bounded_varint(d, pos, r->end, 10, LONG_MASK, &r->timestamp_delta) < 0 ||
+        bounded_varint(d, pos, r->end, 5, INT_MASK, &r->offset_delta) < 0 ||
+        bounded_bytes(d, pos, r->end, "key", &r->key_start, &r->key_length) < 0 ||
+        bounded_bytes(d, pos, r->end, "value", &r->value_start, &r->value_length) < 0 ||
+        bounded_varint(d, pos, r->end, 5, INT_MASK, &r->header_count) < 0)
+        return -1;
+    if (r->header_count < 0 || r->header_count > r->end - *pos) {
+        PyErr_Format(CorruptRecordError, "Record has an invalid number of headers: %lld", r->header_count);
+        return -1;
+    }
+    return 0;
+}
+
+/* One header of a record ending at record_end: its key (never null) and value. 0, or -1 with the error set. */
+static int
+read_header(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t record_end, Py_ssize_t *key_start, long long *key_length,
+            Py_ssize_t *value_start, long long *value_length)
+{
+    *key_start = *value_start = 0;
+    if (bounded_bytes(d, pos, record_end, "header key", key_start, key_length) < 0)
+        return -1;
+    if (*key_length < 0) {
+        PyErr_SetString(CorruptRecordError, "Record has a header with a null key");
+        return -1;
+    }
+    return bounded_bytes(d, pos, record_end, "header value", value_start, value_length);
+}
+
 /* One append's batch: the header fields the records need. */
 typedef struct {
     long long count, base_offset, base_timestamp, log_append_time, min_offset, max_offset;
@@ -642,33 +706,12 @@ decode(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, co
         return -1;
     }
     for (long long index = 0; index < batch->count; index++) {
-        if (pos >= end) {
-            PyErr_Format(CorruptRecordError, "Record batch ends after %lld of its %lld records", index,
-                         batch->count);
+        RecordPrefix r;
+        if (read_record_prefix(d, &pos, end, index, batch->count, &r) < 0)
             return -1;
-        }
-        long long size;
-        if (bounded_varint(d, &pos, end, 5, INT_MASK, &size) < 0)
-            return -1;
-        if (size <= 0 || size > end - pos) {
-            PyErr_Format(CorruptRecordError, "Record %lld of the batch has a size of %lld bytes, but %zd bytes are "
-                         "left", index, size, end - pos);
-            return -1;
-        }
-        Py_ssize_t record_end = pos + (Py_ssize_t)size;
-        pos += 1; /* attributes: unused in record format v2 */
-        long long timestamp_delta, offset_delta, key_length, value_length, header_count;
-        Py_ssize_t key_start = 0, value_start = 0;
-        if (bounded_varint(d, &pos, record_end, 10, LONG_MASK, &timestamp_delta) < 0 ||
-            bounded_varint(d, &pos, record_end, 5, INT_MASK, &offset_delta) < 0 ||
-            bounded_bytes(d, &pos, record_end, "key", &key_start, &key_length) < 0 ||
-            bounded_bytes(d, &pos, record_end, "value", &value_start, &value_length) < 0 ||
-            bounded_varint(d, &pos, record_end, 5, INT_MASK, &header_count) < 0)
-            return -1;
-        if (header_count < 0 || header_count > record_end - pos) {
-            PyErr_Format(CorruptRecordError, "Record has an invalid number of headers: %lld", header_count);
-            return -1;
-        }
+        const Py_ssize_t record_end = r.end, key_start = r.key_start, value_start = r.value_start;
+        const long long timestamp_delta = r.timestamp_delta, offset_delta = r.offset_delta,
+                        key_length = r.key_length, value_length = r.value_length, header_count = r.header_count;
         /* Java's long arithmetic: wraps around. */
         long long offset = (long long)((uint64_t)batch->base_offset + (uint64_t)offset_delta);
         int keep = offset >= batch->min_offset && offset < batch->max_offset;
@@ -680,14 +723,8 @@ decode(RecordColumns *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, co
             *overflow = 1, write = 0;
         for (long long h = 0; h < header_count; h++) {
             long long hkey_length, hvalue_length;
-            Py_ssize_t hkey_start = 0, hvalue_start = 0;
-            if (bounded_bytes(d, &pos, record_end, "header key", &hkey_start, &hkey_length) < 0)
-                return -1;
-            if (hkey_length < 0) {
-                PyErr_SetString(CorruptRecordError, "Record has a header with a null key");
-                return -1;
-            }
-            if (bounded_bytes(d, &pos, record_end, "header value", &hvalue_start, &hvalue_length) < 0)
+            Py_ssize_t hkey_start, hvalue_start;
+            if (read_header(d, &pos, record_end, &hkey_start, &hkey_length, &hvalue_start, &hvalue_length) < 0)
                 return -1;
             if (!(write && headers))
                 continue;
@@ -781,10 +818,8 @@ columns_append(RecordColumns *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (uninitialized(self))
         return NULL;
-    if (nargs != 9) {
-        PyErr_Format(PyExc_TypeError, "append() takes 9 arguments (%zd given)", nargs);
+    if (expect_args("append", nargs, 9) < 0)
         return NULL;
-    }
     Py_ssize_t pos, end;
     if (positions(args, &pos, &end) < 0)
         return NULL;
@@ -1007,53 +1042,24 @@ scan_keyed(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, long long count, lo
         return -1;
     }
     for (long long index = 0; index < count; index++) {
-        if (pos >= end) {
-            PyErr_Format(CorruptRecordError, "Record batch ends after %lld of its %lld records", index, count);
+        RecordPrefix r;
+        if (read_record_prefix(d, &pos, end, index, count, &r) < 0)
             return -1;
-        }
-        long long size;
-        if (bounded_varint(d, &pos, end, 5, INT_MASK, &size) < 0)
-            return -1;
-        if (size <= 0 || size > end - pos) {
-            PyErr_Format(CorruptRecordError, "Record %lld of the batch has a size of %lld bytes, but %zd bytes are "
-                         "left", index, size, end - pos);
-            return -1;
-        }
-        Py_ssize_t record_end = pos + (Py_ssize_t)size;
-        pos += 1; /* attributes: unused in record format v2 */
-        long long timestamp_delta, offset_delta, key_length, value_length, header_count;
-        Py_ssize_t key_start = 0, value_start = 0;
-        if (bounded_varint(d, &pos, record_end, 10, LONG_MASK, &timestamp_delta) < 0 ||
-            bounded_varint(d, &pos, record_end, 5, INT_MASK, &offset_delta) < 0 ||
-            bounded_bytes(d, &pos, record_end, "key", &key_start, &key_length) < 0 ||
-            bounded_bytes(d, &pos, record_end, "value", &value_start, &value_length) < 0 ||
-            bounded_varint(d, &pos, record_end, 5, INT_MASK, &header_count) < 0)
-            return -1;
-        if (header_count < 0 || header_count > record_end - pos) {
-            PyErr_Format(CorruptRecordError, "Record has an invalid number of headers: %lld", header_count);
-            return -1;
-        }
-        for (long long h = 0; h < header_count; h++) {
+        for (long long h = 0; h < r.header_count; h++) {
             long long hkey_length, hvalue_length;
-            Py_ssize_t hkey_start = 0, hvalue_start = 0;
-            if (bounded_bytes(d, &pos, record_end, "header key", &hkey_start, &hkey_length) < 0)
-                return -1;
-            if (hkey_length < 0) {
-                PyErr_SetString(CorruptRecordError, "Record has a header with a null key");
-                return -1;
-            }
-            if (bounded_bytes(d, &pos, record_end, "header value", &hvalue_start, &hvalue_length) < 0)
+            Py_ssize_t hkey_start, hvalue_start;
+            if (read_header(d, &pos, r.end, &hkey_start, &hkey_length, &hvalue_start, &hvalue_length) < 0)
                 return -1;
         }
-        if (pos != record_end) {
+        if (pos != r.end) {
             PyErr_Format(CorruptRecordError, "Record %lld of the batch has %zd bytes left after its last header",
-                         index, record_end - pos);
+                         index, r.end - pos);
             return -1;
         }
-        out[index].offset = (long long)((uint64_t)base_offset + (uint64_t)offset_delta);
-        out[index].key_start = key_start;
-        out[index].key_length = key_length;
-        out[index].null_value = value_length < 0;
+        out[index].offset = (long long)((uint64_t)base_offset + (uint64_t)r.offset_delta);
+        out[index].key_start = r.key_start;
+        out[index].key_length = r.key_length;
+        out[index].null_value = r.value_length < 0;
     }
     if (pos != end) {
         PyErr_Format(CorruptRecordError, "Record batch has %zd bytes after its %lld records", end - pos, count);
@@ -1062,9 +1068,9 @@ scan_keyed(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, long long count, lo
     return 0;
 }
 
-/* The buffer and records of a cleaner call's arguments (buf, pos, end, count, base_offset, ...): scanned into a new
- * array (PyMem_Free it) with *count set; NULL with the error set. The buffer is released before returning: the
- * records point into it by position only. */
+/* The buffer and records of a cleaner call's arguments (buf, pos, end, count, base_offset, ...): `view` taken of
+ * buf and its records scanned into a new array, with *count set; the caller frees the array (PyMem_Free) and releases
+ * the view. NULL with the error set and nothing held. */
 static KeyedRecord *
 scan_arguments(PyObject *const *args, Py_buffer *view, long long *count)
 {
@@ -1077,18 +1083,23 @@ scan_arguments(PyObject *const *args, Py_buffer *view, long long *count)
     long long base_offset = PyLong_AsLongLong(args[4]);
     if (base_offset == -1 && PyErr_Occurred())
         return NULL;
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0)
+        return NULL;
     if (pos < 0 || end > view->len || pos > end) {
         PyErr_Format(PyExc_ValueError, "records at [%zd, %zd) outside a buffer of %zd bytes", pos, end, view->len);
+        PyBuffer_Release(view);
         return NULL;
     }
     long long room = *count < (long long)(end - pos) ? *count : (long long)(end - pos);
     KeyedRecord *records = PyMem_Malloc(sizeof(KeyedRecord) * (size_t)(room > 0 ? room : 1));
     if (records == NULL) {
         PyErr_NoMemory();
+        PyBuffer_Release(view);
         return NULL;
     }
     if (scan_keyed((const uint8_t *)view->buf, pos, end, *count, base_offset, records) < 0) {
         PyMem_Free(records);
+        PyBuffer_Release(view);
         return NULL;
     }
     return records;
@@ -1107,10 +1118,8 @@ digest_of(const uint8_t *d, const KeyedRecord *r)
 static PyObject *
 put_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "put_records() takes 8 arguments (%zd given)", nargs);
+    if (expect_args("put_records", nargs, 8) < 0)
         return NULL;
-    }
     long long start_offset = PyLong_AsLongLong(args[5]);
     if (start_offset == -1 && PyErr_Occurred())
         return NULL;
@@ -1123,14 +1132,10 @@ put_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     if (max_size == -1 && PyErr_Occurred())
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
     long long count;
     KeyedRecord *records = scan_arguments(args, &view, &count);
-    if (records == NULL) {
-        PyBuffer_Release(&view);
+    if (records == NULL)
         return NULL;
-    }
     const uint8_t *d = (const uint8_t *)view.buf;
     int full = 0, any = 0;
     long long last = 0;
@@ -1166,10 +1171,8 @@ put_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
 static PyObject *
 retained(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "retained() takes 8 arguments (%zd given)", nargs);
+    if (expect_args("retained", nargs, 8) < 0)
         return NULL;
-    }
     PyObject *offsets = args[5];
     if (!PyDict_Check(offsets)) {
         PyErr_SetString(PyExc_TypeError, "retained() needs a dict of offsets");
@@ -1182,14 +1185,10 @@ retained(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (keep_tombstones < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
     long long count;
     KeyedRecord *records = scan_arguments(args, &view, &count);
-    if (records == NULL) {
-        PyBuffer_Release(&view);
+    if (records == NULL)
         return NULL;
-    }
     const uint8_t *d = (const uint8_t *)view.buf;
     PyObject *flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count);
     if (flags == NULL)
@@ -1265,10 +1264,8 @@ put_field(uint8_t *w, const uint8_t *data, long long length)
 static PyObject *
 rewrite(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "rewrite() takes 8 arguments (%zd given)", nargs);
+    if (expect_args("rewrite", nargs, 8) < 0)
         return NULL;
-    }
     Py_ssize_t pos, end;
     if (positions(args, &pos, &end) < 0)
         return NULL;
