@@ -83,14 +83,6 @@ class OffsetMap:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    @property
-    def full(self) -> bool:
-        return len(self._offsets) >= self.max_desired_size
-
-    def put(self, key: bytes, offset: int) -> None:
-        self._offsets[hashlib.md5(key).digest()] = offset
-        self.latest_offset = offset
-
     def put_records(self, buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_offset: int,
                     start_offset: int) -> bool:
         """Put each keyed record of buf[pos:end] (a batch's `count` records) at or past `start_offset`, in order;
@@ -316,13 +308,20 @@ def _rebuild(header: BatchHeader, records: list[tuple[int, int, bytes | None, by
     """The batch with only `records` (absolute offset, absolute timestamp, ...), its last offset kept so the
     producer's last sequence survives (Kafka's buildRetainedRecordsInto)."""
     log_append = header.timestamp_type == LOG_APPEND_TIME
-    timestamps = [header.max_timestamp if log_append else ts for _o, ts, _k, _v, _h in records]
-    base_timestamp = horizon if horizon is not None else timestamps[0]
-    max_timestamp = header.max_timestamp if log_append else max(timestamps)
-    payload = b"".join(
-        _encode_record(offset - header.base_offset, ts - base_timestamp, key, value, hdrs)
-        for (offset, _t, key, value, hdrs), ts in zip(records, timestamps, strict=True))
+    payload, base_timestamp, max_timestamp = _encoded_records(
+        [(offset - header.base_offset, header.max_timestamp if log_append else ts, key, value, hdrs)
+         for offset, ts, key, value, hdrs in records], horizon)
     return _rebuilt_batch(header, payload, len(records), base_timestamp, max_timestamp, horizon)
+
+
+def _encoded_records(records: list[Record], horizon: int | None) -> tuple[bytes, int, int]:
+    """Records (offset delta, absolute timestamp, key, value, headers) encoded against the batch's base timestamp
+    (the delete horizon if set, else the first record's), with that base and the greatest timestamp."""
+    base = horizon if horizon is not None else records[0][1]
+    max_timestamp = max(ts for _o, ts, _k, _v, _h in records)
+    payload = b"".join(_encode_record(offset_delta, ts - base, key, value, hdrs)
+                       for offset_delta, ts, key, value, hdrs in records)
+    return payload, base, max_timestamp
 
 
 def _python_rewrite(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, flags: bytes,
@@ -340,11 +339,7 @@ def _rewrite_of(decoded: list[Record], flags: bytes, base_timestamp: int, log_ap
     records = [(offset_delta, base_timestamp + ts_delta if log_append_time is None else log_append_time, key, value,
                 hdrs)
                for (offset_delta, ts_delta, key, value, hdrs), keep in zip(decoded, flags, strict=True) if keep]
-    base = horizon if horizon is not None else records[0][1]
-    max_timestamp = log_append_time if log_append_time is not None else max(ts for _o, ts, _k, _v, _h in records)
-    payload = b"".join(_encode_record(offset_delta, ts - base, key, value, hdrs)
-                       for offset_delta, ts, key, value, hdrs in records)
-    return payload, base, max_timestamp
+    return _encoded_records(records, horizon)
 
 
 _put_records, _retained, _rewrite = _load_compiled() or (_python_put_records, _python_retained, _python_rewrite)

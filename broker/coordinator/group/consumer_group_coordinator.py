@@ -292,7 +292,7 @@ class ConsumerGroupCoordinator:
         group_id = req.group_id
         create = req.member_epoch == 0
         member_id = req.member_id or str(uuid.uuid4())
-        group = self._get_or_maybe_create_group(group_id, create, member_id, req)
+        group = self._get_or_maybe_create_group(req, create, member_id)
         if len(group.members) >= self.config.consumer_max_size and (
                 req.member_id == "" or not group.has_member(req.member_id)):
             raise self._group_full()
@@ -382,8 +382,8 @@ class ConsumerGroupCoordinator:
                     self.timer.cancel(self._rebalance_key(group_id, member_id))
         return reconciled, subscription_changed
 
-    def _get_or_maybe_create_group(self, group_id: str, create: bool, member_id: str,
-                                   req: HeartbeatRequest) -> ConsumerGroup:
+    def _get_or_maybe_create_group(self, req: HeartbeatRequest, create: bool, member_id: str) -> ConsumerGroup:
+        group_id = req.group_id
         group = self.groups.get(group_id)
         if group is not None:
             return group
